@@ -1,0 +1,56 @@
+"""cffi (API mode) build of nntile_lab._ext: the runtime glue, the C kernels and
+the codelets generated from codelets.py, against Debian's StarPU 1.3 and
+scipy-openblas32 (a BLAS that is safe when several workers call it at once)."""
+import glob
+import os
+import shlex
+import subprocess
+import sys
+
+from cffi import FFI
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import codegen  # noqa: E402
+
+
+def _pkg_config(*args):
+    try:
+        out = subprocess.run(["pkg-config", *args, "starpu-1.3"], check=True,
+                             capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise SystemExit(
+            "nntile_lab needs StarPU 1.3 and pkg-config: on Debian/Ubuntu run\n"
+            "  apt-get install libstarpu-dev pkg-config\n"
+            f"(pkg-config starpu-1.3 failed: {exc})") from exc
+    return shlex.split(out)
+
+
+def _openblas_include():
+    try:
+        import scipy_openblas32
+    except ImportError as exc:
+        raise SystemExit("nntile_lab needs scipy-openblas32 to build: "
+                         "pip install scipy-openblas32") from exc
+    return scipy_openblas32.get_include_dir()
+
+
+ffibuilder = FFI()
+ffibuilder.cdef("typedef struct _starpu_data_state *starpu_data_handle_t;\n"
+                + open(os.path.join(HERE, "api.h")).read() + codegen.generate_cdef()
+                + open(os.path.join(HERE, "starpu_cdef.h")).read())
+
+sources = [os.path.join(HERE, "core.c")] + sorted(glob.glob(os.path.join(HERE, "cpu", "*.c")))
+cflags = _pkg_config("--cflags")
+ffibuilder.set_source(
+    "nntile_lab._ext",
+    '#include <starpu.h>\n#include "api.h"\n' + codegen.generate_c(),
+    sources=[os.path.relpath(s) for s in sources],
+    include_dirs=[HERE, _openblas_include()] + [f[2:] for f in cflags if f.startswith("-I")],
+    extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wno-unused-function"]
+    + shlex.split(os.environ.get("NNTILE_LAB_CFLAGS", "-march=native")),
+    extra_link_args=_pkg_config("--libs"),
+)
+
+if __name__ == "__main__":
+    ffibuilder.compile(verbose=True)

@@ -1,0 +1,92 @@
+"""Generate the StarPU glue for every row of the codelet table (see codelets.py)."""
+from codelets import CODELETS
+
+C_TYPES = {"i64": "int64_t", "i32": "int32_t", "f32": "float"}
+BUF_TYPES = {"f32": "float", "i64": "int64_t"}
+MODES = {"R": "STARPU_R", "W": "STARPU_W", "RW": "STARPU_RW",
+         "RWC": "STARPU_RW | STARPU_COMMUTE"}
+
+
+def _buffers(row):
+    for i, item in enumerate(row.buffers.split(",")):
+        mode, name = item.split()
+        mode, _, dtype = mode.partition(":")
+        yield i, MODES[mode], BUF_TYPES[dtype or "f32"], name, mode == "R"
+
+
+def _args(row):
+    for item in row.args.split(","):
+        typ, name = item.split()
+        yield C_TYPES[typ], name
+
+
+def _submit_params(row):
+    handles = [f"starpu_data_handle_t {name}" for _, _, _, name, _ in _buffers(row)]
+    return ", ".join(handles + [f"{typ} {name}" for typ, name in _args(row)])
+
+
+def kernel_prototype(row):
+    params = [f"{typ} {name}" for typ, name in _args(row)]
+    params += [f"{'const ' if ro else ''}{typ} *{name}"
+               for _, _, typ, name, ro in _buffers(row)]
+    return f"void nl_{row.name}({', '.join(params)});"
+
+
+def submit_prototype(row):
+    return f"int nl_submit_{row.name}({_submit_params(row)});"
+
+
+def _glue(op_id, row):
+    n = row.name
+    fields = "".join(f"    {typ} {name};\n" for typ, name in _args(row))
+    unpack = [f"packed->{name}" for _, name in _args(row)]
+    unpack += [f"({typ} *)STARPU_VECTOR_GET_PTR(buffers[{i}])"
+               for i, _, typ, _, _ in _buffers(row)]
+    modes = ", ".join(mode for _, mode, _, _, _ in _buffers(row))
+    nbuf = len(list(_buffers(row)))
+    set_handles = "".join(f"    t->handles[{i}] = {name};\n"
+                          for i, _, _, name, _ in _buffers(row))
+    set_args = "".join(f"    packed->{name} = {name};\n" for _, name in _args(row))
+    return f"""
+struct nl_args_{n} {{
+{fields}}};
+static void nl_cpu_{n}(void *buffers[], void *cl_arg)
+{{
+    const struct nl_args_{n} *packed = cl_arg;
+    nl_{n}({", ".join(unpack)});
+}}
+static struct starpu_perfmodel nl_model_{n} = {{
+    .type = STARPU_HISTORY_BASED, .symbol = "nl_{n}"}};
+static struct starpu_codelet nl_cl_{n} = {{
+    .cpu_funcs = {{nl_cpu_{n}}}, .cpu_funcs_name = {{"nl_cpu_{n}"}},
+    .nbuffers = {nbuf}, .modes = {{{modes}}}, .model = &nl_model_{n}, .name = "{n}"}};
+{submit_prototype(row)[:-1]}
+{{
+    struct nl_args_{n} *packed = malloc(sizeof *packed);
+    if (!packed) return -ENOMEM;
+{set_args}    struct starpu_task *t = starpu_task_create();
+    t->cl = &nl_cl_{n};
+{set_handles}    t->cl_arg = packed;
+    t->cl_arg_size = sizeof *packed;
+    t->cl_arg_free = 1;
+    t->flops = (double)({row.flops});
+    return nl_submit_task(t, {op_id});
+}}
+"""
+
+
+def generate_c():
+    """C source: every codelet, its submit helper, and the op names for traces."""
+    head = "#define NL_WITH_STARPU\n#include <errno.h>\n#include <stdlib.h>\n#include \"core.h\"\n"
+    protos = "\n".join(kernel_prototype(r) for r in CODELETS)
+    names = ", ".join(f'"{r.name}"' for r in CODELETS)
+    table = (f"static const char *op_names[] = {{{names}}};\n"
+             f"int nl_op_count(void) {{ return {len(CODELETS)}; }}\n"
+             "const char *nl_op_name(int i) { return op_names[i]; }\n")
+    return head + protos + "\n" + table + "".join(_glue(i, r) for i, r in enumerate(CODELETS))
+
+
+def generate_cdef():
+    """Declarations of the submit helpers, for cffi."""
+    protos = "\n".join(submit_prototype(r) for r in CODELETS)
+    return protos + "\nint nl_op_count(void);\nconst char *nl_op_name(int i);\n"

@@ -1,0 +1,13 @@
+enum starpu_data_access_mode { STARPU_R, STARPU_W, STARPU_RW, ... };
+int starpu_data_acquire(starpu_data_handle_t handle, enum starpu_data_access_mode mode);
+void starpu_data_release(starpu_data_handle_t handle);
+void *starpu_data_get_local_ptr(starpu_data_handle_t handle);
+void starpu_data_invalidate_submit(starpu_data_handle_t handle);
+void starpu_data_wont_use(starpu_data_handle_t handle);
+int starpu_task_wait_for_all(void);
+void starpu_shutdown(void);
+unsigned starpu_worker_get_count(void);
+unsigned starpu_cpu_worker_get_count(void);
+ssize_t starpu_memory_get_total(unsigned node);
+ssize_t starpu_memory_get_available(unsigned node);
+#define STARPU_MAXCPUS ...

@@ -1,0 +1,78 @@
+"""Tiled matrix product, batched over leading dimensions."""
+from __future__ import annotations
+
+import math
+from itertools import product
+
+from nntile_lab._lib import lib
+from nntile_lab.ops._common import check, need_dtype
+from nntile_lab.tensor import TiledTensor, empty
+
+
+def gemm(a: TiledTensor, b: TiledTensor, *, trans_a: bool = False, trans_b: bool = False,
+         alpha: float = 1.0, beta: float = 0.0, out: TiledTensor | None = None,
+         ndim: int = 1, batch_ndim: int = 0) -> TiledTensor:
+    """c[β.., m.., n..] = α · Σ_k op(a)[β.., m.., k..] · op(b)[β.., k.., n..] + β·c.
+
+    ``ndim`` trailing dimensions of op(a) are contracted with as many leading ones
+    of op(b) (after the ``batch_ndim`` batch dimensions, which lead every operand).
+    op(a) swaps a's m and k groups when ``trans_a`` (a is stored β.., k.., m..);
+    likewise op(b) is stored β.., n.., k.. when ``trans_b``. One task per
+    (c tile, k tile) pair; the first k tile applies β, the rest accumulate.
+    """
+    for t, name in ((a, "a"), (b, "b")):
+        need_dtype(t, "float32", name)
+        if t.ndim < batch_ndim + ndim:
+            raise ValueError(f"{name} has {t.ndim} dimensions, fewer than batch_ndim + ndim "
+                             f"= {batch_ndim + ndim}")
+    if ndim < 1 or batch_ndim < 0:
+        raise ValueError(f"ndim={ndim} must be ≥ 1 and batch_ndim={batch_ndim} ≥ 0")
+    nb, nm, nn = batch_ndim, a.ndim - batch_ndim - ndim, b.ndim - batch_ndim - ndim
+    ga = _groups(a, nb, nm, ndim, trans_a)       # (batch, m, k) dims of a
+    gb = _groups(b, nb, ndim, nn, trans_b)       # (batch, k, n) dims of b
+    _match(ga[0], gb[0], a, b, "batch")
+    _match(ga[2], gb[1], a, b, "contracted (k)")
+    shape = tuple(a.shape[d] for d in ga[0] + ga[1]) + tuple(b.shape[d] for d in gb[2])
+    tiles = tuple(a.tile_shape[d] for d in ga[0] + ga[1]) + tuple(b.tile_shape[d] for d in gb[2])
+    if out is None:
+        if beta != 0:
+            raise ValueError(f"beta={beta} accumulates into an existing result: pass out=")
+        c = empty(shape, tiles)
+    else:
+        c = out
+        if c.shape != shape or c.tile_shape != tiles:
+            raise ValueError(f"out is {c!r} but the product needs shape {shape} with "
+                             f"tile_shape {tiles}")
+    ha, hb, hc = a.handles, b.handles, c.handles
+    ta, tb, tc = a.traits, b.traits, c.traits
+    kgrid = [range(a.grid_shape[d]) for d in ga[2]]
+    for ci in range(tc.ntiles):
+        cidx = tc.grid_index(ci)
+        bidx, midx, nidx = cidx[:nb], cidx[nb:nb + nm], cidx[nb + nm:]
+        cshape = tc.tile_shapes[ci]
+        batch = math.prod(cshape[:nb])
+        m, n = math.prod(cshape[nb:nb + nm]), math.prod(cshape[nb + nm:])
+        for first, kidx in enumerate(product(*kgrid)):
+            ai = ta.index(bidx + (kidx + midx if trans_a else midx + kidx))
+            bi = tb.index(bidx + (nidx + kidx if trans_b else kidx + nidx))
+            k = ta.tile_sizes[ai] // (batch * m)
+            check(lib.nl_submit_gemm(ha[ai], hb[bi], hc[ci], batch, m, n, k, trans_a, trans_b,
+                                     alpha, 1.0 if first else beta))
+    return c
+
+
+def _groups(t: TiledTensor, nb: int, n1: int, n2: int, swap: bool):
+    """Dimension indices of (batch, first group, second group) of op(t)."""
+    batch = tuple(range(nb))
+    g1, g2 = tuple(range(nb, nb + n1)), tuple(range(nb + n1, nb + n1 + n2))
+    if swap:  # stored as batch, second group, first group
+        g2, g1 = tuple(range(nb, nb + n2)), tuple(range(nb + n2, nb + n2 + n1))
+    return batch, g1, g2
+
+
+def _match(da, db, a, b, what: str) -> None:
+    sa, sb = tuple(a.shape[d] for d in da), tuple(b.shape[d] for d in db)
+    ta, tb = tuple(a.tile_shape[d] for d in da), tuple(b.tile_shape[d] for d in db)
+    if sa != sb or ta != tb:
+        raise ValueError(f"gemm {what} dimensions differ: a has sizes {sa} tiles {ta}, "
+                         f"b has sizes {sb} tiles {tb}; they must be equal")

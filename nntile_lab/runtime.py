@@ -1,0 +1,192 @@
+"""The StarPU runtime as a Python context: workers, scheduler, memory limit,
+disk node, profiling. StarPU allows one live runtime per process; a new one can
+start once the previous one stopped (scheduler sweeps do exactly that)."""
+from __future__ import annotations
+
+import contextlib
+import os
+import weakref
+
+from nntile_lab._lib import ffi, lib
+
+PHASES = ("none", "forward", "backward", "optimizer")
+
+
+class TaskError(RuntimeError):
+    """A kernel met bad data inside a task (the message says which and why)."""
+
+
+def scheduler_names() -> list[str]:
+    """The scheduling policies this StarPU build knows."""
+    names = ffi.new("const char *[]", 64)
+    return [ffi.string(names[i]).decode() for i in range(lib.nl_sched_policies(names, 64))]
+
+
+def max_workers() -> int:
+    """CPU workers this StarPU build can run (Debian's is built with 4)."""
+    return lib.STARPU_MAXCPUS
+
+
+class Runtime:
+    """A running StarPU: ``with Runtime(scheduler="dmda", ncpu=2) as rt: ...``.
+
+    Settings given here take precedence over ``STARPU_*`` environment variables.
+    ``memory_limit_mb`` caps the RAM StarPU allocates for tiles; with ``ooc_dir``
+    tiles beyond it are evicted to a disk node in that directory (out-of-core).
+    """
+
+    _active: Runtime | None = None
+
+    def __init__(self, scheduler: str = "lws", ncpu: int | None = None,
+                 memory_limit_mb: int | None = None, ooc_dir: str | None = None,
+                 ooc_size_mb: int = 65536, profiling: bool = False):
+        valid = scheduler_names()
+        if scheduler not in valid:
+            raise ValueError(f"unknown scheduler {scheduler!r}; valid ones: {', '.join(valid)}")
+        cap = max_workers()
+        if ncpu is None:
+            ncpu = min(os.cpu_count() or 1, cap)
+        if not isinstance(ncpu, int) or isinstance(ncpu, bool) or not 1 <= ncpu <= cap:
+            raise ValueError(f"ncpu={ncpu!r} must be an integer from 1 to {cap} (this StarPU "
+                             f"build's STARPU_MAXCPUS; rebuild StarPU with "
+                             f"--enable-maxcpus=N for more)")
+        if memory_limit_mb is not None and (not isinstance(memory_limit_mb, int)
+                                            or memory_limit_mb < 16):
+            raise ValueError(f"memory_limit_mb={memory_limit_mb!r} must be an integer ≥ 16 "
+                             "(MiB), or None for no limit")
+        if ooc_dir is not None and memory_limit_mb is None:
+            raise ValueError(f"ooc_dir={ooc_dir!r} needs memory_limit_mb: StarPU evicts tiles "
+                             "to disk only when RAM use reaches that limit")
+        if ooc_dir is not None and ooc_size_mb < 16:
+            raise ValueError(f"ooc_size_mb={ooc_size_mb!r} must be ≥ 16 (MiB)")
+        self.scheduler, self.ncpu = scheduler, ncpu
+        self.memory_limit_mb, self.ooc_dir, self.ooc_size_mb = memory_limit_mb, ooc_dir, ooc_size_mb
+        self.profiling = profiling
+        self.alive = False
+        self._tensors: weakref.WeakSet = weakref.WeakSet()
+        self.start()
+
+    # ---- life cycle --------------------------------------------------------
+    def start(self) -> Runtime:
+        if Runtime._active is not None:
+            raise RuntimeError(f"a runtime is already running ({Runtime._active!r}); StarPU "
+                               "allows one per process: stop it (rt.stop() or leave its "
+                               "`with` block) before starting another")
+        if self.ooc_dir is not None:
+            os.makedirs(self.ooc_dir, exist_ok=True)
+        env = {"STARPU_LIMIT_CPU_MEM": None if self.memory_limit_mb is None
+               else str(self.memory_limit_mb),
+               "STARPU_DISK_SWAP": None, "STARPU_SILENT": os.environ.get("STARPU_SILENT", "1")}
+        saved = {k: os.environ.get(k) for k in env}
+        try:
+            _set_env(env)
+            ret = lib.nl_init(self.scheduler.encode(), self.ncpu, int(self.profiling))
+        finally:
+            _set_env(saved)
+        if ret:
+            raise RuntimeError(f"starpu_init failed with code {ret} ({os.strerror(-ret)})")
+        Runtime._active = self
+        self.alive = True
+        if self.ooc_dir is not None:
+            self._ooc_buf = ffi.new("char[]", os.fsencode(self.ooc_dir))
+            node = lib.nl_disk_register(self._ooc_buf, self.ooc_size_mb << 20)
+            if node < 0:
+                self.stop()
+                raise RuntimeError(f"could not register disk node in {self.ooc_dir!r}: "
+                                   f"{os.strerror(-node)}")
+        return self
+
+    def stop(self) -> None:
+        """Wait for all tasks, free every tile still registered, shut StarPU down."""
+        if not self.alive:
+            return
+        try:
+            lib.starpu_task_wait_for_all()
+            for t in list(self._tensors):
+                t.free()
+            lib.starpu_task_wait_for_all()
+            lib.starpu_shutdown()
+        finally:
+            self.alive = False
+            Runtime._active = None
+        self._raise_task_error()
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = "running" if self.alive else "stopped"
+        return f"Runtime(scheduler={self.scheduler!r}, ncpu={self.ncpu}, {state})"
+
+    @classmethod
+    def current(cls) -> Runtime:
+        if cls._active is None:
+            raise RuntimeError("no nntile_lab runtime is running: start one with "
+                               "`with nntile_lab.Runtime() as rt:`")
+        return cls._active
+
+    # ---- work --------------------------------------------------------------
+    def wait(self) -> None:
+        """Block until every submitted task finished; raise TaskError if one failed."""
+        self.check_alive()
+        lib.starpu_task_wait_for_all()
+        self._raise_task_error()
+
+    @contextlib.contextmanager
+    def scope(self, *, layer: int | None = None, phase: str | None = None,
+              priority: int | None = None):
+        """Tag tasks submitted inside with a layer, a phase and a priority."""
+        prev = self._scope
+        new = (prev[0] if priority is None else priority,
+               prev[1] if layer is None else layer,
+               prev[2] if phase is None else _phase_id(phase))
+        lib.nl_set_scope(*new)
+        self._scope = new
+        try:
+            yield self
+        finally:
+            lib.nl_set_scope(*prev)
+            self._scope = prev
+
+    _scope = (0, -1, 0)
+
+    @property
+    def nworkers(self) -> int:
+        self.check_alive()
+        return lib.starpu_worker_get_count()
+
+    def memory_used(self, node: int = 0) -> int:
+        """Bytes StarPU has allocated on a memory node (0: RAM). Needs memory_limit_mb."""
+        self.check_alive()
+        return lib.starpu_memory_get_total(node) - lib.starpu_memory_get_available(node)
+
+    def check_alive(self) -> None:
+        if not self.alive:
+            raise RuntimeError(f"{self!r} has stopped: start a new Runtime and create the "
+                               "tensors again")
+
+    def _register(self, tensor) -> None:
+        self._tensors.add(tensor)
+
+    def _raise_task_error(self) -> None:
+        buf = ffi.new("char[]", 512)
+        if lib.nl_take_error(buf, 512):
+            raise TaskError(ffi.string(buf).decode(errors="replace"))
+
+
+def _phase_id(phase: str) -> int:
+    try:
+        return PHASES.index(phase)
+    except ValueError:
+        raise ValueError(f"unknown phase {phase!r}; valid ones: {', '.join(PHASES)}") from None
+
+
+def _set_env(values: dict) -> None:
+    for k, v in values.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v

@@ -1,0 +1,220 @@
+"""Tiled tensors: a grid of tiles, one StarPU handle each.
+
+Python sees numpy C order. Inside a tile, values are stored in C order of the
+tile's own shape, so a tile of shape (m, k, n) is a contiguous row-major block
+and the kernels view it as 2-D/3-D matrices without copies.
+"""
+from __future__ import annotations
+
+import math
+from itertools import product
+from numbers import Integral
+
+import numpy as np
+
+from nntile_lab._lib import ffi, lib
+from nntile_lab.runtime import Runtime
+
+DTYPES = (np.dtype(np.float32), np.dtype(np.int64))
+
+
+class TensorTraits:
+    """Shape, tile shape and the grid they make; the last tile of a dimension may
+    be smaller (a leftover). ``tile_shape=None`` means one tile."""
+
+    def __init__(self, shape, tile_shape=None):
+        self.shape = _positive_tuple(shape, "shape")
+        if tile_shape is None:
+            tile_shape = self.shape
+        self.tile_shape = _positive_tuple(tile_shape, "tile_shape")
+        if len(self.tile_shape) != len(self.shape):
+            raise ValueError(f"tile_shape {self.tile_shape} has {len(self.tile_shape)} "
+                             f"dimensions but shape {self.shape} has {len(self.shape)}: give "
+                             "one tile size per dimension")
+        self.tile_shape = tuple(min(t, s) for t, s in zip(self.tile_shape, self.shape))
+        self.grid_shape = tuple(-(-s // t) for s, t in zip(self.shape, self.tile_shape))
+        self.ntiles = math.prod(self.grid_shape)
+        # grid strides (C order) and each tile's shape / offset / size, indexed flat
+        self.grid_strides = tuple(math.prod(self.grid_shape[i + 1:]) for i in range(self.ndim))
+        self.tile_offsets = [tuple(i * t for i, t in zip(idx, self.tile_shape))
+                             for idx in product(*map(range, self.grid_shape))]
+        self.tile_shapes = [tuple(min(t, s - o) for t, s, o in
+                                  zip(self.tile_shape, self.shape, off))
+                            for off in self.tile_offsets]
+        self.tile_sizes = [math.prod(s) for s in self.tile_shapes]
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def index(self, grid_index) -> int:
+        """Flat tile number of a grid index."""
+        return sum(i * s for i, s in zip(grid_index, self.grid_strides))
+
+    def grid_index(self, flat: int) -> tuple:
+        return tuple(flat // s % g for s, g in zip(self.grid_strides, self.grid_shape))
+
+    def tile_slices(self, flat: int) -> tuple:
+        return tuple(slice(o, o + s) for o, s in
+                     zip(self.tile_offsets[flat], self.tile_shapes[flat]))
+
+    def __eq__(self, other) -> bool:
+        return (isinstance(other, TensorTraits) and self.shape == other.shape
+                and self.tile_shape == other.tile_shape)
+
+    def __hash__(self) -> int:
+        return hash((self.shape, self.tile_shape))
+
+    def __repr__(self) -> str:
+        return f"TensorTraits(shape={self.shape}, tile_shape={self.tile_shape})"
+
+
+class TiledTensor:
+    """A tensor split into tiles, each a StarPU data handle allocated by StarPU
+    (home node -1, so it can be evicted to disk). Free it with ``free()``, a
+    ``with`` block, or by dropping the last reference."""
+
+    def __init__(self, traits: TensorTraits, dtype=np.float32, runtime: Runtime | None = None):
+        self.dtype = _check_dtype(dtype)
+        self.traits = traits
+        self.runtime = runtime or Runtime.current()
+        self.runtime.check_alive()
+        n = traits.ntiles
+        self._handles = ffi.new("starpu_data_handle_t[]", n)
+        lib.nl_register_tiles(n, ffi.new("int64_t[]", traits.tile_sizes),
+                              self.dtype.itemsize, self._handles)
+        self.runtime._register(self)
+
+    shape = property(lambda self: self.traits.shape)
+    tile_shape = property(lambda self: self.traits.tile_shape)
+    grid_shape = property(lambda self: self.traits.grid_shape)
+    ndim = property(lambda self: self.traits.ndim)
+    ntiles = property(lambda self: self.traits.ntiles)
+
+    @property
+    def handles(self):
+        """The tiles' StarPU handles, flat in C order of the grid."""
+        if not self.runtime.alive:
+            raise RuntimeError(f"{self!r} belongs to a stopped runtime ({self.runtime!r}): "
+                               "start a new Runtime and create the tensor again")
+        if self._handles is None:
+            raise RuntimeError(f"{self!r} was freed: create it again")
+        return self._handles
+
+    def to_numpy(self) -> np.ndarray:
+        """Wait for the tasks writing this tensor and gather it into a numpy array."""
+        handles = self.handles
+        out = np.empty(self.shape, self.dtype)
+        t = self.traits
+        for i in range(t.ntiles):
+            h = handles[i]
+            _check(lib.starpu_data_acquire(h, lib.STARPU_R), "acquire")
+            try:
+                out[t.tile_slices(i)] = _tile_view(h, t.tile_shapes[i], self.dtype)
+            finally:
+                lib.starpu_data_release(h)
+        self.runtime._raise_task_error()
+        return out
+
+    def copy_from_numpy(self, array: np.ndarray) -> TiledTensor:
+        """Overwrite every tile from ``array`` (same shape and dtype)."""
+        array = _check_array(array)
+        if array.shape != self.shape or array.dtype != self.dtype:
+            raise ValueError(f"array of shape {array.shape} and dtype {array.dtype} does not "
+                             f"match the tensor's {self.shape}, {self.dtype}")
+        handles = self.handles
+        t = self.traits
+        for i in range(t.ntiles):
+            h = handles[i]
+            _check(lib.starpu_data_acquire(h, lib.STARPU_W), "acquire")
+            try:
+                _tile_view(h, t.tile_shapes[i], self.dtype)[...] = array[t.tile_slices(i)]
+            finally:
+                lib.starpu_data_release(h)
+        return self
+
+    def free(self) -> None:
+        """Unregister the tiles (after the tasks using them); idempotent."""
+        if self._handles is not None and self.runtime.alive:
+            lib.nl_unregister_tiles(self.traits.ntiles, self._handles)
+        self._handles = None
+
+    def __del__(self):
+        if getattr(self, "_handles", None) is not None:
+            self.free()
+
+    def __enter__(self) -> TiledTensor:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.free()
+
+    def __repr__(self) -> str:
+        return (f"TiledTensor(shape={self.shape}, tile_shape={self.tile_shape}, "
+                f"dtype={self.dtype.name})")
+
+
+def empty(shape, tile_shape=None, dtype=np.float32) -> TiledTensor:
+    """A tensor whose tiles StarPU allocates on first write."""
+    return TiledTensor(TensorTraits(shape, tile_shape), dtype)
+
+
+def empty_like(x: TiledTensor, dtype=None) -> TiledTensor:
+    return TiledTensor(x.traits, x.dtype if dtype is None else dtype, x.runtime)
+
+
+def full(shape, value, tile_shape=None, dtype=np.float32) -> TiledTensor:
+    from nntile_lab.ops import fill
+    return fill(empty(shape, tile_shape, dtype), value)
+
+
+def zeros(shape, tile_shape=None, dtype=np.float32) -> TiledTensor:
+    return full(shape, 0, tile_shape, dtype)
+
+
+def from_numpy(array: np.ndarray, tile_shape=None) -> TiledTensor:
+    """Split a C-contiguous float32 or int64 array into tiles."""
+    array = _check_array(array)
+    return empty(array.shape, tile_shape, array.dtype).copy_from_numpy(array)
+
+
+def _tile_view(handle, shape, dtype) -> np.ndarray:
+    ptr = lib.starpu_data_get_local_ptr(handle)
+    nbytes = math.prod(shape) * dtype.itemsize
+    return np.frombuffer(ffi.buffer(ptr, nbytes), dtype).reshape(shape)
+
+
+def _check(ret: int, what: str) -> None:
+    if ret:
+        raise RuntimeError(f"starpu_data_{what} failed with code {ret}")
+
+
+def _check_dtype(dtype) -> np.dtype:
+    dt = np.dtype(dtype)
+    if dt not in DTYPES:
+        raise TypeError(f"dtype {dt} is not supported: use float32 for values or int64 for "
+                        "token ids (convert with array.astype(np.float32))")
+    return dt
+
+
+def _check_array(array) -> np.ndarray:
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"expected a numpy array, got {type(array).__name__}: "
+                        "wrap it with np.asarray(...)")
+    _check_dtype(array.dtype)
+    if not array.flags.c_contiguous:
+        raise ValueError(f"array of shape {array.shape} is not C-contiguous: "
+                         "pass np.ascontiguousarray(array)")
+    return array
+
+
+def _positive_tuple(values, what: str) -> tuple:
+    try:
+        values = tuple(values)
+    except TypeError:
+        raise TypeError(f"{what} must be a sequence of integers, got {values!r}") from None
+    for i, v in enumerate(values):
+        if not isinstance(v, Integral) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{what}[{i}] = {v!r} must be a positive integer "
+                             f"(got {what}={values}); tile and dimension sizes start at 1")
+    return tuple(int(v) for v in values)

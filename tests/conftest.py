@@ -1,0 +1,39 @@
+"""Test fixtures: one runtime per scheduler, shared by a module's tests.
+
+StarPU allows one runtime per process, so the fixture is module-scoped and
+parametrised: pytest groups the tests by scheduler and restarts StarPU between
+groups (a cycle costs ~20 ms).
+"""
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+
+import nntile_lab as nl
+
+SCHEDULERS = ("eager", "dmda", "lws")
+settings.register_profile(
+    "default", max_examples=int(os.environ.get("NNTILE_LAB_EXAMPLES", "25")), deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+settings.load_profile("default")
+
+
+@pytest.fixture(scope="module", params=SCHEDULERS)
+def rt(request):
+    with nl.Runtime(scheduler=request.param, ncpu=2) as runtime:
+        yield runtime
+
+
+@pytest.fixture(scope="module")
+def rt1():
+    """A single runtime (lws) for tests where the scheduler does not matter."""
+    with nl.Runtime(scheduler="lws", ncpu=2) as runtime:
+        yield runtime
+
+
+def rel_err(got, want) -> float:
+    """Norm-wise relative error ‖got − want‖ / ‖want‖ (float64 reference)."""
+    want = np.asarray(want, np.float64)
+    den = np.linalg.norm(want)
+    return float(np.linalg.norm(np.asarray(got, np.float64) - want) / (den if den else 1.0))
