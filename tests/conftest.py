@@ -25,9 +25,13 @@ def rt(request):
         yield runtime
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def rt1():
-    """A single runtime (lws) for tests where the scheduler does not matter."""
+    """Any runtime, for tests where the scheduler does not matter: the one running
+    (a module's ``rt``) or a fresh lws one for this test."""
+    if nl.Runtime._active is not None:
+        yield nl.Runtime._active
+        return
     with nl.Runtime(scheduler="lws", ncpu=2) as runtime:
         yield runtime
 

@@ -77,4 +77,4 @@ def iter_text_blocks(path: Path) -> Iterator[str]:
             while block := f.read(_BLOCK_CHARS):
                 yield block
     except UnicodeDecodeError as e:
-        raise ValueError(f"{path} is not valid UTF-8 at byte {e.start}: {e.reason}") from e
+        raise ValueError(f"{path} is not valid UTF-8 text ({e.reason})") from e
