@@ -51,7 +51,8 @@ def cached_meta(out_dir: str | os.PathLike, fp: str) -> dict | None:
         return None
     for split in ("train", "val"):
         f = split_path(out_dir, split)
-        if not f.is_file() or f.stat().st_size != meta.get(f"{split}_tokens", -1) * 2:
+        expected = meta.get(f"{split}_tokens", -1) * TOKEN_DTYPE.itemsize
+        if not f.is_file() or f.stat().st_size != expected:
             return None
     return meta
 
@@ -67,6 +68,7 @@ def write_dataset(
                 "(one input and its next-token label): give more text"
             )
     out_dir = Path(out_dir)
+    (out_dir / META_NAME).unlink(missing_ok=True)  # the old meta must not vouch for new bins
     write_tokens(split_path(out_dir, "train"), train)
     write_tokens(split_path(out_dir, "val"), val)
     meta = {

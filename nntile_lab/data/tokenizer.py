@@ -123,8 +123,11 @@ def encode_stream(parts: Iterable[str], chunk_chars: int = CHUNK_CHARS) -> np.nd
     batch: list[str] = []
 
     def flush() -> None:
-        for ids in enc.encode_ordinary_batch(batch, num_threads=threads):
-            arrays.append(np.asarray(ids, dtype=np.uint16))
+        if len(batch) == 1:  # a small text: skip the thread pool's start-up cost
+            encoded = [enc.encode_ordinary(batch[0])]
+        else:
+            encoded = enc.encode_ordinary_batch(batch, num_threads=threads)
+        arrays.extend(np.asarray(ids, dtype=np.uint16) for ids in encoded)
         batch.clear()
 
     for chunk in safe_chunks(parts, chunk_chars):
