@@ -15,5 +15,5 @@ int64_t nl_trace_drain(struct nl_task_record *out, int64_t max);
 int64_t nl_trace_count(void);
 void nl_register_tiles(int64_t n, const int64_t *nelems, size_t elemsize,
                        starpu_data_handle_t *out);
-void nl_unregister_tiles(int64_t n, starpu_data_handle_t *handles);
+void nl_unregister_tiles(int64_t n, starpu_data_handle_t *handles, int sync);
 int nl_disk_register(const char *dir, int64_t bytes);

@@ -172,11 +172,17 @@ void nl_register_tiles(int64_t n, const int64_t *nelems, size_t elemsize,
     }
 }
 
-void nl_unregister_tiles(int64_t n, starpu_data_handle_t *handles)
+/* sync = 0: unregister once the tasks using the tiles are done, without
+ * waiting (the usual free); sync = 1: now, blocking (runtime shutdown: StarPU
+ * must have no pending request left when it stops). */
+void nl_unregister_tiles(int64_t n, starpu_data_handle_t *handles, int sync)
 {
     for (int64_t i = 0; i < n; i++)
         if (handles[i]) {
-            starpu_data_unregister_submit(handles[i]);
+            if (sync)
+                starpu_data_unregister(handles[i]);
+            else
+                starpu_data_unregister_submit(handles[i]);
             handles[i] = NULL;
         }
 }

@@ -19,7 +19,7 @@ class TaskError(RuntimeError):
 def scheduler_names() -> list[str]:
     """The scheduling policies this StarPU build knows."""
     names = ffi.new("const char *[]", 64)
-    return [ffi.string(names[i]).decode() for i in range(lib.nl_sched_policies(names, 64))]
+    return sorted(ffi.string(names[i]).decode() for i in range(lib.nl_sched_policies(names, 64)))
 
 
 def max_workers() -> int:
@@ -103,8 +103,7 @@ class Runtime:
         try:
             lib.starpu_task_wait_for_all()
             for t in list(self._tensors):
-                t.free()
-            lib.starpu_task_wait_for_all()
+                t.free(wait=True)
             lib.starpu_shutdown()
         finally:
             self.alive = False

@@ -133,10 +133,11 @@ class TiledTensor:
                 lib.starpu_data_release(h)
         return self
 
-    def free(self) -> None:
-        """Unregister the tiles (after the tasks using them); idempotent."""
+    def free(self, *, wait: bool = False) -> None:
+        """Unregister the tiles once the tasks using them are done (``wait``: now,
+        blocking); idempotent."""
         if self._handles is not None and self.runtime.alive:
-            lib.nl_unregister_tiles(self.traits.ntiles, self._handles)
+            lib.nl_unregister_tiles(self.traits.ntiles, self._handles, int(wait))
         self._handles = None
 
     def __del__(self):

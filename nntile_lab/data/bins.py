@@ -127,7 +127,9 @@ class TokenBin:
             n = min(n, max_batches)
         return self._sequential(batch, seq_len, n)
 
-    def _sequential(self, batch: int, seq_len: int, n: int):
+    def _sequential(
+        self, batch: int, seq_len: int, n: int
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         offsets = np.arange(batch) * seq_len
         for i in range(n):
             yield self._windows(i * batch * seq_len + offsets, seq_len)

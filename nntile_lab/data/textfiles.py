@@ -24,7 +24,8 @@ def is_text_file(path: Path) -> bool:
     if b"\0" in head:
         return False
     try:
-        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+        # A short head is the whole file: then a cut-off character is an error too.
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=len(head) < _SNIFF_BYTES)
     except UnicodeDecodeError:
         return False
     return True

@@ -64,7 +64,7 @@ def test_ids_match_independent_gpt2_implementation(text):
 @given(tricky_text, st.integers(1, 8), st.lists(st.integers(0, 60), max_size=6))
 def test_stream_encoding_equals_whole_text_encoding(text, chunk_chars, cuts):
     cuts = sorted({min(c, len(text)) for c in cuts})
-    parts = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
+    parts = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
     assert "".join(safe_chunks(parts, chunk_chars)) == text
     ids = encode_stream(parts, chunk_chars=chunk_chars)
     assert ids.dtype == np.uint16

@@ -1,0 +1,60 @@
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import nntile_lab as nl
+from tests.conftest import rel_err
+
+RNG = np.random.default_rng(1)
+
+
+@st.composite
+def gemm_case(draw):
+    """Group sizes (batch, m, n, k dims), sizes and tiles for each dim, flags."""
+    nb, nm, nn, nk = (draw(st.integers(lo, 2)) for lo in (0, 0, 0, 1))
+    dims = {g: [draw(st.integers(1, 9)) for _ in range(c)]
+            for g, c in zip("bmnk", (nb, nm, nn, nk))}
+    tiles = {g: [draw(st.integers(1, s)) for s in dims[g]] for g in "bmnk"}
+    return dims, tiles, draw(st.booleans()), draw(st.booleans())
+
+
+def _layout(dims, tiles, groups):
+    return (tuple(s for g in groups for s in dims[g]), tuple(t for g in groups for t in tiles[g]))
+
+
+@given(gemm_case(), st.sampled_from([1.0, -0.5]), st.sampled_from([0.0, 1.0, 0.25]))
+def test_gemm_matches_numpy(rt, case, alpha, beta):
+    dims, tiles, ta, tb = case
+    a_shape, a_tiles = _layout(dims, tiles, "bkm" if ta else "bmk")
+    b_shape, b_tiles = _layout(dims, tiles, "bnk" if tb else "bkn")
+    c_shape, c_tiles = _layout(dims, tiles, "bmn")
+    a = RNG.standard_normal(a_shape).astype(np.float32)
+    b = RNG.standard_normal(b_shape).astype(np.float32)
+    c0 = RNG.standard_normal(c_shape).astype(np.float32)
+    nb, nk = len(dims["b"]), len(dims["k"])
+    # float64 reference: flatten groups to (batch, m, k) @ (batch, k, n)
+    bsz, m, n, k = (int(np.prod(dims[g])) for g in "bmnk")
+    a2 = a.astype(np.float64).reshape((bsz, k, m) if ta else (bsz, m, k))
+    b2 = b.astype(np.float64).reshape((bsz, n, k) if tb else (bsz, k, n))
+    want = alpha * np.matmul(a2.transpose(0, 2, 1) if ta else a2,
+                             b2.transpose(0, 2, 1) if tb else b2).reshape(c_shape) + beta * c0
+    out = nl.from_numpy(c0, c_tiles) if beta else None
+    got = nl.ops.gemm(nl.from_numpy(a, a_tiles), nl.from_numpy(b, b_tiles), trans_a=ta,
+                      trans_b=tb, alpha=alpha, beta=beta, out=out, ndim=nk, batch_ndim=nb)
+    assert got.shape == c_shape and got.tile_shape == c_tiles
+    assert rel_err(got.to_numpy(), want) <= 1e-5
+
+
+def test_gemm_rejects_mismatch(rt1):
+    a = nl.zeros((4, 6), (2, 3))
+    with pytest.raises(ValueError, match=r"contracted \(k\) dimensions differ.*\(5,\)"):
+        nl.ops.gemm(a, nl.zeros((5, 2)))
+    with pytest.raises(ValueError, match=r"tiles \(3,\).*tiles \(2,\)"):
+        nl.ops.gemm(a, nl.zeros((6, 2), (2, 2)))
+    with pytest.raises(ValueError, match="beta=1.0 .* pass out="):
+        nl.ops.gemm(a, nl.zeros((6, 2), (3, 2)), beta=1.0)
+    with pytest.raises(TypeError, match="int64"):
+        nl.ops.gemm(nl.zeros((4, 6), dtype=np.int64), nl.zeros((6, 2)))
+    with pytest.raises(ValueError, match="out is .* needs shape"):
+        nl.ops.gemm(a, nl.zeros((6, 2), (3, 2)), out=nl.zeros((4, 3)))
