@@ -35,10 +35,14 @@ def _openblas_include():
     return scipy_openblas32.get_include_dir()
 
 
+def _read(name):
+    with open(os.path.join(HERE, name)) as f:
+        return f.read()
+
+
 ffibuilder = FFI()
 ffibuilder.cdef("typedef struct _starpu_data_state *starpu_data_handle_t;\n"
-                + open(os.path.join(HERE, "api.h")).read() + codegen.generate_cdef()
-                + open(os.path.join(HERE, "starpu_cdef.h")).read())
+                + _read("api.h") + codegen.generate_cdef() + _read("starpu_cdef.h"))
 
 sources = [os.path.join(HERE, "core.c")] + sorted(glob.glob(os.path.join(HERE, "cpu", "*.c")))
 cflags = _pkg_config("--cflags")

@@ -70,9 +70,9 @@ def test_scope_tags_priority_and_phase():
         with rt.scope(layer=3, phase="backward", priority=5):
             nl.zeros((4,), (2,))
         rt.wait()
-        with pytest.raises(ValueError, match="unknown phase 'sideways'"):
-            with rt.scope(phase="sideways"):
-                pass
+        with pytest.raises(ValueError, match="unknown phase 'sideways'"), \
+                rt.scope(phase="sideways"):
+            pass
 
 
 def test_out_of_core_evicts_to_disk(tmp_path):
