@@ -1,0 +1,43 @@
+"""Timing and machine facts shared by the benchmarks."""
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import statistics
+import time
+
+
+def median_time(fn, repeats: int, warmup: int = 1) -> float:
+    """Median wall time of ``fn()`` in seconds (machines here are shared and noisy)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def machine() -> dict:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {"date": datetime.datetime.now().isoformat(timespec="seconds"), "cpu": cpu,
+            "cores": os.cpu_count(), "python": platform.python_version(),
+            "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE")}
+
+
+def numpy_blas_threads() -> int | None:
+    """Threads numpy's own BLAS uses (a throttled baseline would flatter ratios)."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return None
+    counts = [p["num_threads"] for p in threadpool_info()
+              if p.get("user_api") == "blas" and "scipy_openblas32" not in p.get("filepath", "")]
+    return max(counts) if counts else None

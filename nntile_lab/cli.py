@@ -1,0 +1,47 @@
+"""The ``nntile-lab`` command: everything the notebooks do, with ``--json`` for scripts."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def _bench_gemm(args) -> int:
+    from nntile_lab.bench import gemm
+    res = gemm.run(n=args.n, tiles=args.tiles, repeats=args.repeats, scheduler=args.scheduler,
+                   ncpu=args.ncpu)
+    print(json.dumps(res) if args.json else gemm.report(res))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="nntile-lab", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    bench = sub.add_parser("bench", help="benchmarks against baselines measured in the same run")
+    bsub = bench.add_subparsers(dest="what", required=True)
+    g = bsub.add_parser("gemm", help="tiled sgemm vs numpy matmul")
+    g.add_argument("--n", type=int, default=4096, help="matrix size (default 4096)")
+    g.add_argument("--tiles", type=int, nargs="+", default=[256, 512, 1024])
+    g.add_argument("--repeats", type=int, default=5)
+    g.add_argument("--scheduler", default="lws")
+    g.add_argument("--ncpu", type=int, default=None)
+    g.add_argument("--json", action="store_true", help="print one JSON object")
+    g.set_defaults(func=_bench_gemm)
+
+    from nntile_lab.data.prepare import register_cli
+    register_cli(sub)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, TypeError, RuntimeError, FileNotFoundError) as exc:
+        print(f"nntile-lab: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Set up nntile_lab on a fresh Debian/Ubuntu machine: the system packages it
+# needs (only those missing), a virtual environment in .venv, the package built
+# in place. Idempotent; safe to run again after pulling changes to kernels/.
+#   scripts/setup.sh          # to train
+#   scripts/setup.sh test     # also the test and benchmark extras (PyTorch, ...)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+command -v pkg-config >/dev/null || missing+=(pkg-config)
+command -v gcc >/dev/null || missing+=(gcc)
+pkg-config --exists starpu-1.3 2>/dev/null || missing+=(libstarpu-dev)
+python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
+if ((${#missing[@]})); then
+    echo "setup: installing Debian packages: ${missing[*]}"
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends \
+        "${missing[@]}" >/dev/null
+fi
+
+[ -x .venv/bin/python ] || python3 -m venv .venv
+pip=(.venv/bin/python -m pip install -q --disable-pip-version-check)
+"${pip[@]}" setuptools wheel "cffi>=1.17" "scipy-openblas32>=0.3.27"
+extras=""
+[ "${1:-}" = "test" ] && extras="[test]"
+# no build isolation: the build deps above are already in the venv, and a rebuild
+# after editing kernels/ takes seconds instead of a fresh build environment
+"${pip[@]}" --no-build-isolation -e ".${extras}"
+.venv/bin/python -c "import nntile_lab" && echo "setup: nntile_lab ready in .venv"
