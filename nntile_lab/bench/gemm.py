@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from functools import partial
 
 import numpy as np
 
@@ -22,6 +23,14 @@ def submit_cost_us(rt: nl.Runtime, ntasks: int = 20_000) -> float:
     return cost
 
 
+def _timed_product(rt, ta, tb, submit_times: list) -> None:
+    t0 = time.perf_counter()
+    c = nl.ops.gemm(ta, tb)
+    submit_times.append(time.perf_counter() - t0)
+    rt.wait()
+    c.free()
+
+
 def run(n: int = 4096, tiles=(256, 512, 1024), repeats: int = 5, scheduler: str = "lws",
         ncpu: int | None = None, target_tile: int = 512) -> dict:
     rng = np.random.default_rng(0)
@@ -35,14 +44,7 @@ def run(n: int = 4096, tiles=(256, 512, 1024), repeats: int = 5, scheduler: str 
             ta, tb = nl.from_numpy(a, (tile, tile)), nl.from_numpy(b, (tile, tile))
             submit = []
 
-            def product():
-                t0 = time.perf_counter()
-                c = nl.ops.gemm(ta, tb)
-                submit.append(time.perf_counter() - t0)
-                rt.wait()
-                c.free()
-
-            seconds = median_time(product, repeats)
+            seconds = median_time(partial(_timed_product, rt, ta, tb, submit), repeats)
             ntasks = (-(-n // tile)) ** 3
             rows.append({"tile": tile, "seconds": seconds, "nntile_gflops": flops / seconds / 1e9,
                          "tasks": ntasks, "gemm_submit_us_per_task":
