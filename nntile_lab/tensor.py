@@ -74,6 +74,8 @@ class TiledTensor:
     (home node -1, so it can be evicted to disk). Free it with ``free()``, a
     ``with`` block, or by dropping the last reference."""
 
+    _base = None  # set on views: the tensor that owns the tiles
+
     def __init__(self, traits: TensorTraits, dtype=np.float32, runtime: Runtime | None = None):
         self.dtype = _check_dtype(dtype)
         self.traits = traits
@@ -133,10 +135,40 @@ class TiledTensor:
                 lib.starpu_data_release(h)
         return self
 
+    def split_axis(self, axis: int, inner: int) -> TiledTensor:
+        """A view with dimension ``axis`` (size s, tile t) split into (s/inner, inner),
+        tiles (t/inner, inner): the same tiles, same memory (e.g. E → heads × head size)."""
+        axis = _axis(axis, self.ndim)
+        s, t = self.shape[axis], self.tile_shape[axis]
+        if s % inner or t % inner:
+            raise ValueError(f"cannot split dimension {axis} (size {s}, tile {t}) into "
+                             f"blocks of {inner}: both must be multiples of {inner}")
+        return self._view(self.shape[:axis] + (s // inner, inner) + self.shape[axis + 1:],
+                          self.tile_shape[:axis] + (t // inner, inner) + self.tile_shape[axis + 1:])
+
+    def merge_axes(self, axis: int) -> TiledTensor:
+        """A view with dimensions ``axis`` and ``axis + 1`` merged; the second must be
+        a single tile (then every tile keeps its memory layout)."""
+        axis = _axis(axis, self.ndim - 1)
+        (a, b), (ta, tb) = self.shape[axis:axis + 2], self.tile_shape[axis:axis + 2]
+        if tb != b:
+            raise ValueError(f"cannot merge dimensions {axis} and {axis + 1}: dimension "
+                             f"{axis + 1} (size {b}) is split into tiles of {tb}; it must be "
+                             "one tile")
+        return self._view(self.shape[:axis] + (a * b,) + self.shape[axis + 2:],
+                          self.tile_shape[:axis] + (ta * b,) + self.tile_shape[axis + 2:])
+
+    def _view(self, shape, tile_shape) -> TiledTensor:
+        view = object.__new__(TiledTensor)
+        view.dtype, view.runtime = self.dtype, self.runtime
+        view.traits = TensorTraits(shape, tile_shape)
+        view._handles, view._base = self.handles, self   # the base owns and frees the tiles
+        return view
+
     def free(self, *, wait: bool = False) -> None:
         """Unregister the tiles once the tasks using them are done (``wait``: now,
         blocking); idempotent."""
-        if self._handles is not None and self.runtime.alive:
+        if self._handles is not None and self.runtime.alive and self._base is None:
             lib.nl_unregister_tiles(self.traits.ntiles, self._handles, int(wait))
         self._handles = None
 
@@ -177,6 +209,12 @@ def from_numpy(array: np.ndarray, tile_shape=None) -> TiledTensor:
     """Split a C-contiguous float32 or int64 array into tiles."""
     array = _check_array(array)
     return empty(array.shape, tile_shape, array.dtype).copy_from_numpy(array)
+
+
+def _axis(axis: int, ndim: int) -> int:
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"axis {axis} is out of range for {ndim} dimensions")
+    return axis % ndim
 
 
 def _tile_view(handle, shape, dtype) -> np.ndarray:

@@ -74,3 +74,21 @@ def test_free_is_deterministic_and_idempotent(rt1):
     with nl.zeros((3,)) as y:
         pass
     assert y._handles is None
+
+
+def test_split_and_merge_views_share_tiles(rt1):
+    x = np.arange(2 * 3 * 12, dtype=np.float32).reshape(2, 3, 12)
+    t = nl.from_numpy(x, (1, 2, 8))
+    v = t.split_axis(2, 4)
+    assert v.shape == (2, 3, 3, 4) and v.tile_shape == (1, 2, 2, 4)
+    assert np.array_equal(v.to_numpy(), x.reshape(2, 3, 3, 4))
+    back = v.merge_axes(2)
+    assert back.traits == t.traits
+    nl.ops.fill(v, 1.0)                      # writes through the view
+    assert (t.to_numpy() == 1).all()
+    v.free()                                 # a view never frees its base's tiles
+    assert (t.to_numpy() == 1).all()
+    with pytest.raises(ValueError, match="multiples of 5"):
+        t.split_axis(2, 5)
+    with pytest.raises(ValueError, match="must be one tile"):
+        nl.zeros((4, 6), (2, 3)).merge_axes(0)

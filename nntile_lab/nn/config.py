@@ -1,0 +1,90 @@
+"""GPT-2 configuration: the model's sizes and how each dimension is tiled."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+TILE_FIELDS = ("batch_tile", "seq_tile", "embd_tile", "inner_tile", "head_tile", "vocab_tile")
+
+
+@dataclass
+class GPT2Config:
+    """Sizes of a GPT-2 and its tiling. A tile size of None means the whole dimension;
+    tiles need not divide their dimension (the last tile takes the leftover).
+
+    head_tile counts heads: attention tensors are tiled by whole heads, so Q, K, V
+    and the attention output use tiles of head_tile·head_size along n_embd.
+    """
+
+    n_layer: int = 4
+    n_head: int = 4
+    n_embd: int = 256
+    n_positions: int = 128
+    vocab_size: int = 50257
+    n_inner: int | None = None
+    layer_norm_epsilon: float = 1e-5
+    batch_tile: int | None = None
+    seq_tile: int | None = None
+    embd_tile: int | None = None
+    inner_tile: int | None = None
+    head_tile: int | None = None
+    vocab_tile: int | None = None
+
+    def __post_init__(self):
+        if self.n_inner is None:
+            self.n_inner = 4 * self.n_embd
+        for f in ("n_layer", "n_head", "n_embd", "n_positions", "vocab_size", "n_inner"):
+            v = getattr(self, f)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"{f}={v!r} must be a positive integer")
+        if self.n_embd % self.n_head:
+            ok = [h for h in range(1, self.n_embd + 1) if self.n_embd % h == 0]
+            raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}; "
+                             f"n_head must divide n_embd, e.g. one of {ok[:12]}")
+        if not self.layer_norm_epsilon > 0:
+            raise ValueError(f"layer_norm_epsilon={self.layer_norm_epsilon!r} must be > 0")
+        limits = {"seq_tile": ("n_positions", self.n_positions),
+                  "embd_tile": ("n_embd", self.n_embd),
+                  "inner_tile": ("n_inner", self.n_inner),
+                  "head_tile": ("n_head", self.n_head),
+                  "vocab_tile": ("vocab_size", self.vocab_size)}
+        for f in TILE_FIELDS:
+            v = getattr(self, f)
+            if v is None:
+                continue
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"{f}={v!r} must be a positive integer or None (whole "
+                                 "dimension)")
+            if f in limits and v > limits[f][1]:
+                raise ValueError(f"{f}={v} exceeds {limits[f][0]}={limits[f][1]}: use a tile "
+                                 f"from 1 to {limits[f][1]} (or None for the whole dimension)")
+
+    @property
+    def head_size(self) -> int:
+        return self.n_embd // self.n_head
+
+    def tile(self, name: str, dim: int) -> int:
+        """The tile size for a dimension of size ``dim`` (None → whole)."""
+        t = getattr(self, name)
+        return dim if t is None else min(t, dim)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> GPT2Config:
+        names = {f.name for f in fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise ValueError(f"unknown GPT2Config fields {sorted(unknown)}")
+        return cls(**d)
+
+    def num_params(self, with_positions: bool = False) -> int:
+        """Parameters (the tied head counted once)."""
+        e, f, L = self.n_embd, self.n_inner, self.n_layer
+        block = 2 * 2 * e + (e * 3 * e + 3 * e) + (e * e + e) + (e * f + f) + (f * e + e)
+        n = self.vocab_size * e + L * block + 2 * e
+        return n + (self.n_positions * e if with_positions else 0)
+
+    def flops_per_token(self, seq_len: int) -> float:
+        """Training flops per token, 6·N + 12·L·E·T (PaLM appendix B; N without wpe)."""
+        return 6.0 * self.num_params() + 12.0 * self.n_layer * self.n_embd * seq_len
