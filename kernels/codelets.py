@@ -39,4 +39,29 @@ CODELETS = [
     Codelet("gemm", "R a, R b, RW c",
             "i64 batch, i64 m, i64 n, i64 k, i32 trans_a, i32 trans_b, f32 alpha, f32 beta",
             "2.0*batch*m*n*k"),
+    # embedding.c
+    Codelet("embedding", "R:i64 ids, R table, RWC out",
+            "i64 n, i64 e, i64 voff, i64 vrows, i64 vocab, i32 check", "0"),
+    Codelet("embedding_backward", "R:i64 ids, R dout, RW dtable",
+            "i64 n, i64 e, i64 voff, i64 vrows, i64 vocab, i32 check", "0"),
+    # loss.c
+    Codelet("cross_entropy_stats", "R x, R:i64 labels, RW stats",
+            "i64 n, i64 vt, i64 voff, i64 vocab, i32 first", "4.0*n*vt"),
+    Codelet("cross_entropy_loss", "R stats, RW loss", "i64 n, f32 scale, i32 first", "3*n"),
+    Codelet("cross_entropy_backward", "R x, R:i64 labels, R stats, W dx",
+            "i64 n, i64 vt, i64 voff, f32 scale", "3.0*n*vt"),
+    # optim.c
+    Codelet("adamw", "RW p, R g, RW m, RW v",
+            "i64 n, f32 beta1, f32 beta2, f32 one_m_beta1, f32 one_m_beta2, f32 step_size, "
+            "f32 inv_bc2_sqrt, f32 eps, f32 decay, f32 l2", "16*n"),
+    Codelet("sgd", "RW p, R g", "i64 n, f32 lr, f32 wd", "4*n"),
+    Codelet("sgd_momentum", "RW p, R g, RW buf",
+            "i64 n, f32 lr, f32 wd, f32 momentum, f32 one_m_dampening, i32 nesterov, "
+            "i32 first", "9*n"),
+    # layout.c
+    Codelet("mask_causal", "RW x", "i64 batch, i64 m, i64 n, i64 row0, i64 col0, f32 value",
+            "0"),
+    Codelet("permute", "R x, W y",
+            "i64 n0, i64 n1, i64 n2, i64 n3, i64 n4, i64 n5, "
+            "i64 s0, i64 s1, i64 s2, i64 s3, i64 s4, i64 s5", "0"),
 ]

@@ -1,0 +1,79 @@
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import nntile_lab as nl
+from tests.conftest import rel_err
+from tests.strategies import shape_and_tiles, tile_for
+
+torch = pytest.importorskip("torch")
+RNG = np.random.default_rng(0)
+
+
+@st.composite
+def loss_case(draw):
+    """Token shape/tiles and a vocabulary V, often split into several tiles."""
+    shape, tiles = draw(shape_and_tiles(max_ndim=2, max_dim=9))
+    vocab = draw(st.integers(1, 13))
+    return shape, tiles, vocab, tile_for(draw, vocab)
+
+
+def reference(logits, labels, grad_scale):
+    """torch's loss and (scaled) gradient in float64."""
+    x = torch.tensor(logits, dtype=torch.float64, requires_grad=True)
+    loss = torch.nn.functional.cross_entropy(x.reshape(-1, logits.shape[-1]),
+                                             torch.tensor(labels).reshape(-1))
+    (grad_scale * loss).backward()
+    return loss.item(), x.grad.numpy()
+
+
+@given(loss_case(), st.floats(0.1, 4), st.sampled_from([0.0, 1000.0]))
+def test_loss_and_gradient_vs_torch(rt, case, grad_scale, shift):
+    shape, tiles, vocab, vt = case
+    # shift: huge logits stay finite (the running max keeps exp() in range)
+    logits = (3 * RNG.standard_normal(shape + (vocab,)) + shift).astype(np.float32)
+    labels = RNG.integers(0, vocab, shape)
+    tx, tl = nl.from_numpy(logits, tiles + (vt,)), nl.from_numpy(labels, tiles)
+    want, dwant = reference(logits, labels, grad_scale)
+    loss, none = nl.ops.cross_entropy(tx, tl)
+    assert none is None and loss.shape == (1,)
+    assert rel_err(loss.to_numpy(), [want]) <= 1e-5
+    loss, dlogits = nl.ops.cross_entropy(tx, tl, grad=True, grad_scale=grad_scale)
+    assert dlogits.traits == tx.traits
+    assert rel_err(loss.to_numpy(), [want]) <= 1e-5
+    assert rel_err(dlogits.to_numpy(), dwant) <= 1e-5
+
+
+def test_many_vocabulary_tiles(rt1):
+    logits = RNG.standard_normal((4, 6, 1000)).astype(np.float32)
+    labels = RNG.integers(0, 1000, (4, 6))
+    want, dwant = reference(logits, labels, 1.0)
+    loss, d = nl.ops.cross_entropy(nl.from_numpy(logits, (3, 4, 64)),
+                                   nl.from_numpy(labels, (3, 4)), grad=True)
+    assert rel_err(loss.to_numpy(), [want]) <= 1e-5
+    assert rel_err(d.to_numpy(), dwant) <= 1e-5
+
+
+@pytest.mark.parametrize("bad", [7, -3])
+def test_out_of_range_label_is_a_task_error(rt1, bad):
+    logits = nl.zeros((2, 3, 7), (1, 2, 3))
+    labels = nl.from_numpy(np.array([[0, 1, 2], [3, bad, 6]]), (1, 2))
+    with pytest.raises(nl.TaskError, match=rf"label {bad} is outside the vocabulary of 7"):
+        nl.ops.cross_entropy(logits, labels, grad=True)[0].to_numpy()
+    # the runtime keeps working
+    good = nl.from_numpy(np.array([[0, 1, 2], [3, 4, 6]]), (1, 2))
+    loss, _ = nl.ops.cross_entropy(logits, good)
+    assert rel_err(loss.to_numpy(), [np.log(7)]) <= 1e-6
+
+
+def test_bad_inputs_raise_clear_errors(rt1):
+    labels = nl.from_numpy(np.array([0, 1, 2]), (2,))
+    with pytest.raises(TypeError, match="labels must be int64, got float32"):
+        nl.ops.cross_entropy(nl.zeros((3, 5), (2, 5)), nl.zeros((3,), (2,)))
+    with pytest.raises(TypeError, match="logits must be float32, got int64"):
+        nl.ops.cross_entropy(nl.zeros((3, 5), (2, 5), np.int64), labels)
+    with pytest.raises(ValueError, match="labels' shape and tiles"):
+        nl.ops.cross_entropy(nl.zeros((3, 5), (3, 5)), labels)
+    with pytest.raises(ValueError, match="labels' shape and tiles"):
+        nl.ops.cross_entropy(nl.zeros((4, 5), (2, 5)), labels)
