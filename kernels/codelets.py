@@ -53,11 +53,11 @@ CODELETS = [
     # optim.c
     Codelet("adamw", "RW p, R g, RW m, RW v",
             "i64 n, f32 beta1, f32 beta2, f32 one_m_beta1, f32 one_m_beta2, f32 step_size, "
-            "f32 inv_bc2_sqrt, f32 eps, f32 decay, f32 l2", "16*n"),
-    Codelet("sgd", "RW p, R g", "i64 n, f32 lr, f32 wd", "4*n"),
+            "f32 inv_bc2_sqrt, f32 eps, f32 decay, f32 l2, f32 grad_scale", "17*n"),
+    Codelet("sgd", "RW p, R g", "i64 n, f32 lr, f32 wd, f32 grad_scale", "5*n"),
     Codelet("sgd_momentum", "RW p, R g, RW buf",
             "i64 n, f32 lr, f32 wd, f32 momentum, f32 one_m_dampening, i32 nesterov, "
-            "i32 first", "9*n"),
+            "i32 first, f32 grad_scale", "10*n"),
     # layout.c
     Codelet("mask_causal", "RW x", "i64 batch, i64 m, i64 n, i64 row0, i64 col0, f32 value",
             "0"),

@@ -10,11 +10,13 @@ from nntile_lab.tensor import TiledTensor
 
 def adamw_step(p: TiledTensor, g: TiledTensor, m: TiledTensor, v: TiledTensor, *, step: int,
                lr: float, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
-               weight_decay: float = 0.0, decoupled: bool = True) -> None:
+               weight_decay: float = 0.0, decoupled: bool = True,
+               grad_scale: float = 1.0) -> None:
     """One Adam(W) step on parameters p with gradient g and moments m, v (in place).
 
-    decoupled (torch.optim.AdamW):  p ← (1 − lr·wd)·p, then with g' = g
-    decoupled=False (torch.optim.Adam, L2 decay):  g' = g + wd·p
+    decoupled (torch.optim.AdamW):  p ← (1 − lr·wd)·p, then with g' = s·g
+    decoupled=False (torch.optim.Adam, L2 decay):  g' = s·g + wd·p
+    s = ``grad_scale``: gradient-norm clipping folded into the step (no extra pass)
     m ← β1·m + (1 − β1)·g';  v ← β2·v + (1 − β2)·g'²
     p ← p − lr/(1 − β1^step) · m / (√v / √(1 − β2^step) + eps)
     ``step`` counts from 1; m and v start at zero (fresh tensors read as zeros).
@@ -36,15 +38,16 @@ def adamw_step(p: TiledTensor, g: TiledTensor, m: TiledTensor, v: TiledTensor, *
     for i in range(p.ntiles):
         check(lib.nl_submit_adamw(hp[i], hg[i], hm[i], hv[i], sizes[i], beta1, beta2,
                                   1.0 - beta1, 1.0 - beta2, step_size, inv_bc2_sqrt, eps,
-                                  decay, l2))
+                                  decay, l2, grad_scale))
 
 
 def sgd_step(p: TiledTensor, g: TiledTensor, buf: TiledTensor | None, *, lr: float,
              momentum: float = 0.0, weight_decay: float = 0.0, dampening: float = 0.0,
-             nesterov: bool = False, first: bool = False) -> None:
+             nesterov: bool = False, first: bool = False, grad_scale: float = 1.0) -> None:
     """One SGD step (torch.optim.SGD), in place on p (and buf):
 
-    d = g + wd·p;  without momentum p ← p − lr·d; with momentum
+    d = s·g + wd·p (s = ``grad_scale``, clipping folded in); without momentum
+    p ← p − lr·d; with momentum
     buf ← d on the first step (``first``), else momentum·buf + (1 − dampening)·d;
     p ← p − lr·(d + momentum·buf if nesterov else buf).
     ``buf`` may be None when momentum is 0.
@@ -58,7 +61,7 @@ def sgd_step(p: TiledTensor, g: TiledTensor, buf: TiledTensor | None, *, lr: flo
     hp, hg, sizes = p.handles, g.handles, p.traits.tile_sizes
     if momentum == 0:
         for i in range(p.ntiles):
-            check(lib.nl_submit_sgd(hp[i], hg[i], sizes[i], lr, weight_decay))
+            check(lib.nl_submit_sgd(hp[i], hg[i], sizes[i], lr, weight_decay, grad_scale))
         return
     if buf is None:
         raise ValueError(f"sgd_step: momentum={momentum} needs a momentum buffer: pass buf= "
@@ -69,4 +72,4 @@ def sgd_step(p: TiledTensor, g: TiledTensor, buf: TiledTensor | None, *, lr: flo
     for i in range(p.ntiles):
         check(lib.nl_submit_sgd_momentum(hp[i], hg[i], hb[i], sizes[i], lr, weight_decay,
                                          momentum, 1.0 - dampening, int(nesterov),
-                                         int(first)))
+                                         int(first), grad_scale))

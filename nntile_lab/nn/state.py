@@ -1,0 +1,112 @@
+"""GPT-2 parameters by Hugging Face GPT2LMHeadModel names and layouts, so real
+checkpoints load and ours export. Inside, c_attn is kept as three (E, E)
+matrices q, k, v (each tiled by whole heads); here they are joined and split.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from nntile_lab.nn.config import GPT2Config
+
+# checkpoint entries that hold no parameter of ours: the tied head, attention mask buffers
+_IGNORED_SUFFIXES = ("lm_head.weight", ".attn.bias", ".attn.masked_bias")
+
+
+def hf_shapes(c: GPT2Config, split_qkv: bool = False) -> dict[str, tuple]:
+    """Every parameter's name and shape, in Hugging Face order."""
+    E, F = c.n_embd, c.n_inner
+    shapes = {"transformer.wte.weight": (c.vocab_size, E),
+              "transformer.wpe.weight": (c.n_positions, E)}
+    for i in range(c.n_layer):
+        h = f"transformer.h.{i}."
+        shapes[h + "ln_1.weight"] = shapes[h + "ln_1.bias"] = (E,)
+        if split_qkv:
+            for q in "qkv":
+                shapes[h + f"attn.{q}.weight"], shapes[h + f"attn.{q}.bias"] = (E, E), (E,)
+        else:
+            shapes[h + "attn.c_attn.weight"], shapes[h + "attn.c_attn.bias"] = (E, 3 * E), (3 * E,)
+        shapes[h + "attn.c_proj.weight"], shapes[h + "attn.c_proj.bias"] = (E, E), (E,)
+        shapes[h + "ln_2.weight"] = shapes[h + "ln_2.bias"] = (E,)
+        shapes[h + "mlp.c_fc.weight"], shapes[h + "mlp.c_fc.bias"] = (E, F), (F,)
+        shapes[h + "mlp.c_proj.weight"], shapes[h + "mlp.c_proj.bias"] = (F, E), (E,)
+    shapes["transformer.ln_f.weight"] = shapes["transformer.ln_f.bias"] = (E,)
+    return shapes
+
+
+def init_state_dict(c: GPT2Config, seed: int = 0) -> dict[str, np.ndarray]:
+    """GPT-2 initialisation: weights N(0, 0.02), residual projections (c_proj)
+    N(0, 0.02/√(2·n_layer)), biases 0, layer-norm weights 1."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, shape in hf_shapes(c).items():
+        if ".ln_" in name or name.startswith("transformer.ln_f"):
+            value = np.ones(shape) if name.endswith("weight") else np.zeros(shape)
+        elif name.endswith("bias"):
+            value = np.zeros(shape)
+        else:
+            std = 0.02 / np.sqrt(2 * c.n_layer) if name.endswith("c_proj.weight") else 0.02
+            value = rng.normal(0.0, std, shape)
+        out[name] = value.astype(np.float32)
+    return out
+
+
+def to_hf(params: dict[str, np.ndarray], c: GPT2Config) -> dict[str, np.ndarray]:
+    """Internal (q, k, v split) → Hugging Face (c_attn joined)."""
+    out = {}
+    for name in hf_shapes(c):
+        if ".attn.c_attn." in name:
+            parts = [params[name.replace("c_attn", q)] for q in "qkv"]
+            out[name] = np.concatenate(parts, axis=-1)
+        else:
+            out[name] = params[name]
+    return out
+
+
+def from_hf(state: dict, c: GPT2Config) -> dict[str, np.ndarray]:
+    """Hugging Face names and layouts → internal, with checks that name what differs.
+
+    Accepts GPT2Model keys without the ``transformer.`` prefix and ignores the tied
+    ``lm_head.weight`` and attention-mask buffers."""
+    state = {(k if k.startswith(("transformer.", "lm_head")) else "transformer." + k): v
+             for k, v in state.items()}
+    state = {k: v for k, v in state.items() if not k.endswith(_IGNORED_SUFFIXES)}
+    want = hf_shapes(c)
+    missing, unexpected = sorted(set(want) - set(state)), sorted(set(state) - set(want))
+    if missing or unexpected:
+        raise ValueError(f"state dict does not match this GPT2Config (n_layer={c.n_layer}): "
+                         f"missing {missing[:5]}{'…' if len(missing) > 5 else ''}, unexpected "
+                         f"{unexpected[:5]}{'…' if len(unexpected) > 5 else ''}")
+    out = {}
+    for name, shape in want.items():
+        array = np.asarray(state[name])
+        if array.shape != shape:
+            raise ValueError(f"{name} has shape {array.shape} but this GPT2Config needs {shape}"
+                             " — the checkpoint comes from a different config (n_embd, "
+                             "n_positions, vocab_size, n_inner)")
+        array = np.ascontiguousarray(array, dtype=np.float32)
+        if ".attn.c_attn." in name:
+            for q, part in zip("qkv", np.split(array, 3, axis=-1)):
+                out[name.replace("c_attn", q)] = np.ascontiguousarray(part)
+        else:
+            out[name] = array
+    return out
+
+
+def load_checkpoint_file(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """A GPT-2 state dict from a ``.safetensors`` file or a PyTorch state-dict file
+    (``.bin``/``.pt``; needs torch), as numpy arrays. Nothing downloads."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"checkpoint file {path!r} does not exist")
+    if path.endswith(".safetensors"):
+        from safetensors.numpy import load_file
+        return load_file(path)
+    try:
+        import torch
+    except ImportError as exc:
+        raise ImportError(f"reading {path!r} (a PyTorch state dict) needs torch: "
+                          "pip install torch, or convert it to .safetensors") from exc
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    return {k: v.float().numpy() for k, v in state.items() if hasattr(v, "numpy")}
