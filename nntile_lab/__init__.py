@@ -12,6 +12,6 @@ from nntile_lab.tensor import (
     zeros,
 )
 
-__all__ = ["GPT2", "GPT2Config", "Runtime", "TaskError", "TensorTraits", "TiledTensor", "empty", "empty_like",
-           "from_numpy", "full", "ops", "scheduler_names", "zeros"]
+__all__ = ["GPT2", "GPT2Config", "Runtime", "TaskError", "TensorTraits", "TiledTensor", "empty",
+           "empty_like", "from_numpy", "full", "ops", "scheduler_names", "zeros"]
 __version__ = "0.1.0"
