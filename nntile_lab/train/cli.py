@@ -25,22 +25,24 @@ TILE_DEFAULTS = {"batch_tile": 4, "inner_tile": 512, "head_tile": 2, "vocab_tile
 OPTIMIZERS = ("adamw", "adam", "sgd")
 
 
-def register_cli(subparsers) -> argparse.ArgumentParser:
-    """Add the ``train`` subcommand to an ``argparse`` subparsers object."""
-    p = subparsers.add_parser(
-        "train", help="train the tiled GPT-2 (defaults: the main job)",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    m = p.add_argument_group("model (default: the checkpoint's with --resume, else as shown)")
-    for name, default in SHAPE_DEFAULTS.items():
-        m.add_argument(f"--{name.replace('_', '-')}", type=int, default=None, metavar="N",
-                       help=f"default {default}")
-    for name, default in RUN_DEFAULTS.items():
+def add_model_arguments(p: argparse.ArgumentParser, title: str) -> None:
+    """The model shape, batch and tile options (shared with ``bench train``)."""
+    m = p.add_argument_group(title)
+    for name, default in (SHAPE_DEFAULTS | RUN_DEFAULTS).items():
         m.add_argument(f"--{name.replace('_', '-')}", type=int, default=None, metavar="N",
                        help=f"default {default}")
     t = p.add_argument_group("tiles (default: " + ", ".join(
         f"{k} {v}" for k, v in TILE_DEFAULTS.items()) + ", whole dimension for the rest)")
     for name in TILES:
         t.add_argument(f"--{name.replace('_', '-')}", type=int, default=None, metavar="N")
+
+
+def register_cli(subparsers) -> argparse.ArgumentParser:
+    """Add the ``train`` subcommand to an ``argparse`` subparsers object."""
+    p = subparsers.add_parser(
+        "train", help="train the tiled GPT-2 (defaults: the main job)",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_model_arguments(p, "model (default: the checkpoint's with --resume, else as shown)")
     o = p.add_argument_group("optimisation")
     o.add_argument("--steps", type=int, default=300, metavar="N",
                    help="total optimizer steps, counting those before --resume (default 300)")
