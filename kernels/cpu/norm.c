@@ -38,11 +38,14 @@ static inline float nl_expf(float x)
  * Subtracting the max keeps exp from overflowing; -inf entries (masks) give 0,
  * and each fiber must hold a finite value. Split axis: max_slice (axis.c) gives
  * mx, softmax_sumexp accumulates the sums over the tiles, softmax_apply writes y.
- * Backward:  dx = y ⊙ (dy − s) + beta·dx,  s = Σ_j dy ⊙ y.
- * For a peaked y, dy − s cancels at the peak: s is kept to ~48 bits (a double, or
- * between tasks a float pair hi + lo), so dx is as accurate as its float inputs.
- * Split axis: softmax_backward_sums accumulates s over the tiles, then
- * softmax_backward writes dx. */
+ * Backward:  dx = y ⊙ (dy − s) + beta·dx,  s = Σ_j dy ⊙ y / Σ_j y.
+ * Σ_j y is 1 but for y's rounding; dividing by it keeps Σ_j dx = 0 exact up to
+ * dx's own rounding, as for the true gradient (softmax ignores a shift of x): a
+ * key bias in attention, whose gradient is this sum, then gets ~0, not noise.
+ * For a peaked y, dy − s cancels at the peak: the sums are kept to ~48 bits (in
+ * double, or between tasks as float pairs hi + lo), so dx is as accurate as its
+ * float inputs. Split axis: softmax_backward_sums accumulates both sums over the
+ * tiles, then softmax_backward writes dx. */
 
 /* s[i,l] = Σ_j exp(x[i,j,l] − mx[i,l]) + beta · s[i,l] */
 NL_INLINE void softmax_sumexp(struct nl_group G, int lanes, float beta, const float *x,
@@ -120,19 +123,23 @@ void nl_softmax_tile(int64_t m, int64_t k, int64_t n, const float *x, float *y)
     NL_FOR_GROUPS(m, k, n, softmax_tile, x, y);
 }
 
-/* acc[q] = Σ dy·y over the group's lanes, folded */
+/* sdy[q] = Σ dy·y and sy[q] = Σ y over the group's lanes, folded */
 NL_INLINE void softmax_sums(struct nl_group G, int lanes, const float *y, const float *dy,
-                            double *acc)
+                            double *sdy, double *sy)
 {
-    for (int64_t q = 0; q < G.nb; q++) acc[q] = 0;
+    for (int64_t q = 0; q < G.nb; q++) sdy[q] = sy[q] = 0;
     for (int64_t c = 0; c < G.nc; c++) {
         const float *py = y + G.x + c * G.sc, *pd = dy + G.x + c * G.sc;
-        for (int64_t q = 0; q < nl_nq(G, c); q++) acc[q] += (double)pd[q] * py[q];
+        for (int64_t q = 0; q < nl_nq(G, c); q++) {
+            sdy[q] += (double)pd[q] * py[q];
+            sy[q] += py[q];
+        }
     }
-    nl_fold_sum(G, lanes, acc);
+    nl_fold_sum(G, lanes, sdy);
+    nl_fold_sum(G, lanes, sy);
 }
 
-/* dx = y ⊙ (dy − s) + beta·dx over the group, s[q] its lanes' sums */
+/* dx = y ⊙ (dy − s) + beta·dx over the group, s[q] its lanes' s */
 NL_INLINE void softmax_dx(struct nl_group G, float beta, const float *y, const float *dy,
                           const double *s, float *dx)
 {
@@ -146,18 +153,21 @@ NL_INLINE void softmax_dx(struct nl_group G, float beta, const float *y, const f
     }
 }
 
-/* s = Σ_j dy ⊙ y (+ s when accumulate), as hi = sums[i,l], lo = sums[mn + i,l] */
+/* Σ_j dy ⊙ y and Σ_j y (+ themselves when accumulate) as float pairs: sums holds
+ * four blocks of mn values, hi and lo of the first sum, then of the second */
 NL_INLINE void softmax_backward_sums(struct nl_group G, int lanes, int64_t mn,
                                      int32_t accumulate, const float *y, const float *dy,
                                      float *sums)
 {
-    double acc[NL_NB];
-    float *hi = sums + G.s, *lo = sums + mn + G.s;
-    softmax_sums(G, lanes, y, dy, acc);
-    for (int64_t q = 0; q < (lanes ? 1 : G.nb); q++) {
-        double v = acc[q] + (accumulate ? (double)hi[q] + lo[q] : 0.0);
-        hi[q] = (float)v;
-        lo[q] = (float)(v - hi[q]);
+    double acc[2][NL_NB];
+    softmax_sums(G, lanes, y, dy, acc[0], acc[1]);
+    for (int b = 0; b < 2; b++) {
+        float *hi = sums + 2 * b * mn + G.s, *lo = hi + mn;
+        for (int64_t q = 0; q < (lanes ? 1 : G.nb); q++) {
+            double v = acc[b][q] + (accumulate ? (double)hi[q] + lo[q] : 0.0);
+            hi[q] = (float)v;
+            lo[q] = (float)(v - hi[q]);
+        }
     }
 }
 
@@ -172,8 +182,8 @@ NL_INLINE void softmax_backward(struct nl_group G, int lanes, int64_t mn, float 
 {
     double s[NL_NB];
     for (int64_t q = 0; q < G.nb; q++) {
-        int64_t e = G.s + (lanes ? 0 : q);
-        s[q] = (double)sums[e] + sums[mn + e];
+        const float *e = sums + G.s + (lanes ? 0 : q);
+        s[q] = ((double)e[0] + e[mn]) / ((double)e[2 * mn] + e[3 * mn]);
     }
     softmax_dx(G, beta, y, dy, s, dx);
 }
@@ -188,8 +198,9 @@ void nl_softmax_backward(int64_t m, int64_t k, int64_t n, float beta, const floa
 NL_INLINE void softmax_backward_tile(struct nl_group G, int lanes, float beta, const float *y,
                                      const float *dy, float *dx)
 {
-    double s[NL_NB];
-    softmax_sums(G, lanes, y, dy, s);
+    double s[NL_NB], sy[NL_NB];
+    softmax_sums(G, lanes, y, dy, s, sy);
+    for (int64_t q = 0; q < G.nb; q++) s[q] /= sy[q];
     softmax_dx(G, beta, y, dy, s, dx);
 }
 
