@@ -23,7 +23,7 @@ fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
 pip=(.venv/bin/python -m pip install -q --disable-pip-version-check)
-"${pip[@]}" setuptools wheel "cffi>=1.17" "scipy-openblas32>=0.3.27"
+"${pip[@]}" "setuptools>=77" wheel "cffi>=1.17" "scipy-openblas32>=0.3.27"
 extras=""
 [ "${1:-}" = "test" ] && extras="[test]"
 # no build isolation: the build deps above are already in the venv, and a rebuild
