@@ -29,8 +29,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--json", action="store_true", help="print one JSON object")
     g.set_defaults(func=_bench_gemm)
 
-    from nntile_lab.data.prepare import register_cli
-    register_cli(sub)
+    from nntile_lab.data.prepare import register_cli as register_prepare
+    from nntile_lab.train.cli import register_cli as register_train
+    register_prepare(sub)
+    register_train(sub)
     return parser
 
 

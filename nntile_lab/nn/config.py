@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
+from nntile_lab import flops
+
 TILE_FIELDS = ("batch_tile", "seq_tile", "embd_tile", "inner_tile", "head_tile", "vocab_tile")
 
 
@@ -80,11 +82,8 @@ class GPT2Config:
 
     def num_params(self, with_positions: bool = False) -> int:
         """Parameters (the tied head counted once)."""
-        e, f, L = self.n_embd, self.n_inner, self.n_layer
-        block = 2 * 2 * e + (e * 3 * e + 3 * e) + (e * e + e) + (e * f + f) + (f * e + e)
-        n = self.vocab_size * e + L * block + 2 * e
-        return n + (self.n_positions * e if with_positions else 0)
+        return flops.param_count(self, include_wpe=with_positions)
 
     def flops_per_token(self, seq_len: int) -> float:
         """Training flops per token, 6·N + 12·L·E·T (PaLM appendix B; N without wpe)."""
-        return 6.0 * self.num_params() + 12.0 * self.n_layer * self.n_embd * seq_len
+        return flops.flops_per_token(self, seq_len)

@@ -1,0 +1,150 @@
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import nntile_lab as nl
+from tests.conftest import rel_err
+
+RNG = np.random.default_rng(0)
+SCALARS = st.floats(-3, 3).filter(lambda a: a == 0 or abs(a) > 1e-3)
+MAX_DIM = {1: 13, 2: 13, 3: 8, 4: 6}
+MAX_TILES = 150  # keeps an example's task count (and the file's runtime) small
+
+
+@st.composite
+def axis_case(draw):
+    """(shape, tile shape, axis): 1–4 dimensions, any tiling with leftovers and
+    size-1 tiles; the axis (possibly negative) is mostly split into several tiles."""
+    ndim = draw(st.integers(1, 4))
+    shape = [draw(st.integers(1, MAX_DIM[ndim])) for _ in range(ndim)]
+    axis = draw(st.integers(-ndim, ndim - 1))
+    a = axis % ndim
+    tiles = [draw(st.integers(1, s)) for s in shape]
+    if shape[a] > 1 and draw(st.integers(0, 3)):
+        tiles[a] = draw(st.integers(1, shape[a] - 1))  # at least two tiles along the axis
+    grid = [-(-s // t) for s, t in zip(shape, tiles)]
+    while math.prod(grid) > MAX_TILES:  # coarsen the finest other dimension
+        d = max((d for d in range(ndim) if d != a), key=lambda d: grid[d])
+        tiles[d] = min(shape[d], 2 * tiles[d])
+        grid[d] = -(-shape[d] // tiles[d])
+    return tuple(shape), tuple(tiles), axis
+
+
+def rand(shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def drop(t, axis):
+    axis %= len(t)
+    return t[:axis] + t[axis + 1:]
+
+
+def sum_err(got, want, magnitude) -> float:
+    """‖got − want‖ / ‖magnitude‖, where ``magnitude`` is the sum with every term
+    made positive. Partial sums are float32 between tiles, so a sum carries an
+    error relative to Σ|terms|: a sum that cancels to nearly 0 (a slice of two
+    values, say) has no small error relative to itself in any float32 code."""
+    mag = np.linalg.norm(np.asarray(magnitude, np.float64))
+    return float(np.linalg.norm(np.asarray(got, np.float64) - want) / (mag if mag else 1.0))
+
+
+def fiber_sum(x, axis):
+    """Σ over every dimension but ``axis``, in float64."""
+    return x.astype(np.float64).sum(axis=tuple(d for d in range(x.ndim) if d != axis % x.ndim))
+
+
+@given(axis_case(), SCALARS, SCALARS)
+def test_slice_reductions(rt, case, alpha, beta):
+    shape, tiles, axis = case
+    sshape, stiles = drop(shape, axis), drop(tiles, axis)
+    x, b, s0 = rand(shape), rand(shape), rand(sshape)
+    tx, x64, ax = nl.from_numpy(x, tiles), x.astype(np.float64), abs(x.astype(np.float64))
+    got = nl.ops.sum_slice(tx, axis).to_numpy()
+    assert sum_err(got, x64.sum(axis), ax.sum(axis)) <= 1e-5
+    out = nl.ops.sum_slice(tx, axis, nl.from_numpy(s0, stiles), alpha, beta)
+    assert sum_err(out.to_numpy(), alpha * x64.sum(axis) + beta * s0,
+                   abs(alpha) * ax.sum(axis) + abs(beta * s0)) <= 1e-5
+    out = nl.ops.sumsq_slice(tx, axis, nl.from_numpy(s0, stiles), alpha, beta)
+    assert sum_err(out.to_numpy(), alpha * (x64**2).sum(axis) + beta * s0,
+                   abs(alpha) * (x64**2).sum(axis) + abs(beta * s0)) <= 1e-5
+    out = nl.ops.sumprod_slice(tx, nl.from_numpy(b, tiles), axis, alpha=alpha)
+    assert sum_err(out.to_numpy(), alpha * (x64 * b).sum(axis),
+                   abs(alpha) * abs(x64 * b).sum(axis)) <= 1e-5
+    # max is exact; -inf entries (masks) are ordinary values, even a fiber of them
+    x[RNG.random(shape) < 0.3] = -np.inf
+    assert np.array_equal(nl.ops.max_slice(nl.from_numpy(x, tiles), axis).to_numpy(),
+                          x.max(axis))
+
+
+@given(axis_case(), SCALARS, SCALARS)
+def test_fiber_and_global_sums(rt, case, alpha, beta):
+    shape, tiles, axis = case
+    x, f0 = rand(shape), rand(shape[axis])
+    tx = nl.from_numpy(x, tiles)
+    f = nl.ops.sum_fiber(tx, axis, nl.from_numpy(f0, (tiles[axis],)), alpha, beta)
+    assert sum_err(f.to_numpy(), alpha * fiber_sum(x, axis) + beta * f0,
+                   abs(alpha) * fiber_sum(abs(x), axis) + abs(beta * f0)) <= 1e-5
+    once = nl.ops.sum_fiber(tx, axis).to_numpy()  # a fixed order: bit-identical reruns
+    assert np.array_equal(once, nl.ops.sum_fiber(tx, axis).to_numpy())
+    ssq, alpha = float((x.astype(np.float64) ** 2).sum()), abs(alpha)  # (no cancellation)
+    total = nl.ops.sumsq_all(tx, alpha=alpha)
+    assert total.shape == (1,)
+    assert rel_err(total.to_numpy(), [alpha * ssq]) <= 1e-5
+    # gradient clipping: β = 1 accumulates over several tensors
+    y = rand(shape[::-1])
+    nl.ops.sumsq_all(nl.from_numpy(y, tiles[::-1]), total, beta=1.0)
+    assert rel_err(total.to_numpy(), [alpha * ssq + (y.astype(np.float64) ** 2).sum()]) <= 1e-5
+
+
+@given(axis_case(), SCALARS, SCALARS)
+def test_broadcasts(rt, case, alpha, beta):
+    shape, tiles, axis = case
+    a = axis % len(shape)
+    x, s, f = rand(shape), rand(drop(shape, axis)), rand(shape[axis])
+    ts, tf = nl.from_numpy(s, drop(tiles, axis)), nl.from_numpy(f, (tiles[axis],))
+    s_b = np.expand_dims(s.astype(np.float64), a)
+    f_b = f.astype(np.float64).reshape([-1 if d == a else 1 for d in range(len(shape))])
+    tx = nl.from_numpy(x, tiles)
+    assert nl.ops.add_slice(ts, tx, axis, alpha, beta) is tx
+    assert sum_err(tx.to_numpy(), alpha * s_b + beta * x, abs(alpha * s_b) + abs(beta * x)) <= 1e-6
+    got = nl.ops.mul_slice(ts, nl.from_numpy(x, tiles), axis).to_numpy()
+    assert rel_err(got, s_b * x) <= 1e-6
+    got = nl.ops.add_fiber(tf, nl.from_numpy(x, tiles), axis, alpha, beta).to_numpy()
+    assert sum_err(got, alpha * f_b + beta * x, abs(alpha * f_b) + abs(beta * x)) <= 1e-6
+    got = nl.ops.mul_fiber(tf, nl.from_numpy(x, tiles), axis).to_numpy()
+    assert rel_err(got, f_b * x) <= 1e-6
+
+
+def test_bad_inputs(rt1):
+    x = nl.zeros((4, 6, 5), (2, 3, 5))
+    with pytest.raises(ValueError, match=r"axis=3 is out of range .* use -3 … 2"):
+        nl.ops.sum_slice(x, 3)
+    with pytest.raises(ValueError, match=r"axis=-4 is out of range"):
+        nl.ops.sum_fiber(x, -4)
+    with pytest.raises(TypeError, match=r"axis must be an integer, got 1.0"):
+        nl.ops.max_slice(x, 1.0)
+    # a slice of x along axis 1 is (4, 5) with tiles (2, 5)
+    with pytest.raises(ValueError, match=r"out is .*shape=\(4, 6\).* must have shape "
+                                         r"\(4, 5\) with tile_shape \(2, 5\)"):
+        nl.ops.sum_slice(x, 1, out=nl.zeros((4, 6), (2, 3)))
+    with pytest.raises(ValueError, match=r"s is .*tile_shape=\(4, 5\).* tile_shape \(2, 5\)"):
+        nl.ops.add_slice(nl.zeros((4, 5)), x, 1)
+    with pytest.raises(ValueError, match=r"f is .*shape=\(5,\).* a fiber of x .* must have "
+                                         r"shape \(6,\) with tile_shape \(3,\)"):
+        nl.ops.add_fiber(nl.zeros((5,)), x, 1)
+    with pytest.raises(ValueError, match=r"f is .*tile_shape=\(6,\).*tile_shape \(3,\)"):
+        nl.ops.mul_fiber(nl.zeros((6,)), x, -2)
+    with pytest.raises(ValueError, match=r"b is .* b \(like a .*\) must have shape \(4, 6, 5\)"):
+        nl.ops.sumprod_slice(x, nl.zeros((4, 6, 5)), 0)
+    with pytest.raises(ValueError, match=r"beta=1.0 accumulates into an existing out"):
+        nl.ops.sum_slice(x, 0, beta=1.0)
+    with pytest.raises(ValueError, match=r"out is .* the result of sumsq_all must have shape "
+                                         r"\(1,\)"):
+        nl.ops.sumsq_all(x, out=nl.zeros((2,)))
+    with pytest.raises(TypeError, match=r"x must be float32, got int64"):
+        nl.ops.sum_slice(nl.zeros((3,), dtype=np.int64), 0)
+    with pytest.raises(TypeError, match=r"s must be a TiledTensor .*got ndarray"):
+        nl.ops.mul_slice(np.zeros((4, 5), np.float32), x, 1)

@@ -1,0 +1,78 @@
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import nntile_lab as nl
+from tests.conftest import rel_err
+from tests.ops.test_reduce import axis_case
+
+RNG = np.random.default_rng(1)
+
+
+def masked_input(shape, axis, scale):
+    """Values of size ``scale`` (exp would overflow float32 without the max shift),
+    with -inf entries as a causal mask leaves them, never a whole fiber."""
+    x = (RNG.standard_normal(shape) * scale).astype(np.float32)
+    mask = RNG.random(shape) < 0.3
+    keep = np.expand_dims(RNG.integers(0, shape[axis], np.delete(shape, axis)), axis)
+    np.put_along_axis(mask, keep, False, axis)
+    x[mask] = -np.inf
+    return x
+
+
+def softmax_ref(x, axis):
+    x = x.astype(np.float64)
+    e = np.exp(x - x.max(axis, keepdims=True))
+    return e / e.sum(axis, keepdims=True)
+
+
+@given(axis_case(), st.sampled_from([1.0, 100.0]), st.booleans())
+def test_softmax(rt, case, scale, in_place):
+    shape, tiles, axis = case
+    x = masked_input(shape, axis % len(shape), scale)
+    tx = nl.from_numpy(x, tiles)
+    y = nl.ops.softmax(tx, axis, out=tx if in_place else None)
+    assert (y is tx) == in_place
+    assert rel_err(y.to_numpy(), softmax_ref(x, axis)) <= 1e-5
+
+
+def exact_softmax(shape, axis, scale):
+    """Logits and their softmax y where y is exact in float32 and sums to 1 exactly
+    (multiples of 2⁻²⁰): torch's float64 gradient is then the gradient at the very
+    y the op is given. (A float32-rounded y moves a peaked row's gradient, where
+    dy − Σ dy·y cancels, far beyond float32 precision.)"""
+    c = np.round(softmax_ref(masked_input(shape, axis, scale), axis) * 2**20)
+    top = np.expand_dims(c.argmax(axis), axis)
+    np.put_along_axis(c, top, np.take_along_axis(c, top, axis)
+                      + 2**20 - c.sum(axis, keepdims=True), axis)
+    with np.errstate(divide="ignore"):
+        return np.log(c), (c / 2**20).astype(np.float32)
+
+
+@given(axis_case(), st.sampled_from([1.0, 5.0]), st.booleans())
+def test_softmax_backward_vs_torch(rt, case, scale, accumulate):
+    torch = pytest.importorskip("torch")
+    shape, tiles, axis = case
+    logits, y = exact_softmax(shape, axis % len(shape), scale)
+    dy = RNG.standard_normal(shape).astype(np.float32)
+    xt = torch.tensor(logits, dtype=torch.float64, requires_grad=True)
+    torch.softmax(xt, axis).backward(torch.tensor(dy, dtype=torch.float64))
+    want = xt.grad.numpy()
+    dx0 = RNG.standard_normal(shape).astype(np.float32) if accumulate else None
+    dx = nl.ops.softmax_backward(nl.from_numpy(y, tiles), nl.from_numpy(dy, tiles), axis,
+                                 None if dx0 is None else nl.from_numpy(dx0, tiles))
+    assert rel_err(dx.to_numpy(), want + (0 if dx0 is None else dx0)) <= 1e-5
+
+
+def test_bad_inputs(rt1):
+    x = nl.zeros((4, 6), (2, 3))
+    with pytest.raises(ValueError, match=r"axis=2 is out of range"):
+        nl.ops.softmax(x, 2)
+    with pytest.raises(ValueError, match=r"out is .*tile_shape=\(4, 3\).* out \(like x .*\) "
+                                         r"must have shape \(4, 6\) with tile_shape \(2, 3\)"):
+        nl.ops.softmax(x, 1, out=nl.zeros((4, 6), (4, 3)))
+    with pytest.raises(ValueError, match=r"dy is .*shape=\(6, 4\).* dy \(like y .*\) must"):
+        nl.ops.softmax_backward(x, nl.zeros((6, 4)), 0)
+    with pytest.raises(ValueError, match=r"dx is .* dx \(like y .*\) must have shape"):
+        nl.ops.softmax_backward(x, nl.zeros((4, 6), (2, 3)), 0, dx=nl.zeros((4, 6)))
