@@ -179,7 +179,6 @@ def summary(tr, tokens: int | None = None, peak_gflops: float | None = None) -> 
            "memory_peak_bytes": int(peak_used(tr.memory)), "memory_by_category": tr.categories()}
     if len(tr.workers):
         out["workers"] = tr.workers.to_dict("records")
-    if len(tr.buses):
-        out["bus_bytes"] = int(tr.buses["bytes"].sum())
+    out["bus_bytes"] = int(tr.buses["bytes"].sum()) if len(tr.buses) else 0
     return out
 

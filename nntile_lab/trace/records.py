@@ -82,7 +82,7 @@ class Trace:
     def start(self) -> Trace:
         rt = self.runtime
         rt.check_alive()
-        if Trace._active is not None:
+        if Trace._active is not None and Trace._active.runtime.alive:
             raise RuntimeError("another Trace is recording: stop it first (one per runtime)")
         self._prev_profiling = lib.starpu_profiling_status_set(lib.STARPU_PROFILING_ENABLE)
         for w in range(rt.nworkers):      # reading resets the counters

@@ -2,8 +2,8 @@
 ``fig.savefig(path)`` writes it).
 
 ``gantt(tr, window=None, step=None)``  one row per worker, one bar per task coloured by
-                                       op, legend of the ops shown; ``window=(t0, t1)``
-                                       in µs or ``step=k`` zooms in.
+                                       op, a figure legend of the ops shown;
+                                       ``window=(t0, t1)`` in µs or ``step=k`` zooms in.
 ``utilisation(tr)``   busy workers over time, and per worker executing / sleeping /
                       overhead time (StarPU's counters).
 ``memory(tr)``        bytes per memory node over time; by category (parameters,
@@ -30,9 +30,10 @@ MiB = float(1 << 20)
 
 
 def op_colors(names) -> dict:
-    """A fixed colour per op name (sorted), so every figure agrees."""
-    cmap = colormaps["tab20"]
-    return {n: cmap(i % 20) for i, n in enumerate(sorted(set(names)))}
+    """A fixed colour per op name (sorted), so every figure agrees; strong colours first."""
+    palette = [c for name in ("tab10", "Dark2", "Set1", "tab20b", "tab20c")
+               for c in colormaps[name].colors]
+    return {n: palette[i % len(palette)] for i, n in enumerate(sorted(set(names)))}
 
 
 def gantt(tr, window: tuple[float, float] | None = None, step: int | None = None) -> Figure:
@@ -43,15 +44,18 @@ def gantt(tr, window: tuple[float, float] | None = None, step: int | None = None
         t = t[(t["end_us"] > window[0]) & (t["start_us"] < window[1])]
     workers = sorted(set(tr.tasks["worker"]))
     colors = op_colors(tr.tasks["name"])
-    fig = Figure(figsize=(12, 1.2 + 0.6 * max(len(workers), 1)), layout="constrained")
+    shown = sorted(set(t["name"]))
+    ncol = min(6, max(len(shown), 1))
+    legend_rows = -(-len(shown) // ncol)
+    fig = Figure(figsize=(12, 1.6 + 0.6 * max(len(workers), 1) + 0.25 * legend_rows),
+                 layout="constrained")
     ax = fig.add_subplot()
     for (w, name), mine in t.groupby(["worker", "name"]):
         bars = ax.broken_barh(list(zip(mine["start_us"] / 1e3, mine["duration_us"] / 1e3)),
                               (workers.index(w) - 0.4, 0.8), facecolors=colors[name])
         bars.set_gid(f"gantt:{w}:{name}")
-    shown = sorted(set(t["name"]))
-    ax.legend(handles=[Patch(color=colors[n], label=n) for n in shown], loc="upper left",
-              bbox_to_anchor=(1.0, 1.0), fontsize="small", title="op")
+    fig.legend(handles=[Patch(color=colors[n], label=n) for n in shown], ncol=ncol,
+               loc="outside lower center", fontsize="small")
     names = dict(zip(tr.tasks["worker"], tr.tasks["worker_name"]))
     ax.set_yticks(range(len(workers)), [names[w] for w in workers])
     ax.set_ylim(-0.6, len(workers) - 0.4)
@@ -101,16 +105,18 @@ def memory(tr) -> Figure:
     ax, bx = fig.subplots(2, 1, sharex=True)
     m = tr.memory
     for (node, name), rows in m.groupby(["node", "name"]):
-        ax.plot(rows["t_us"] / 1e3, rows["used_bytes"] / MiB, label=name,
+        ax.plot(rows["t_us"] / 1e3, rows["used_bytes"] / MiB, label=name, drawstyle="steps-post",
                 ls="--" if node == REGISTERED_NODE else "-")
     ax.set_ylabel("used (MiB)")
-    ax.set_title("Memory per node (StarPU accounting; dashed: registered tiles)")
+    ax.set_title("Memory per node (StarPU's accounting, freed buffers it caches included; "
+                 "dashed: tiles registered)")
     if len(m):
         ax.legend(fontsize="small")
     cat = tr.category_timeline()
     if len(cat):
         names = [c for c in cat.columns if c != "t_us"]
-        bx.stackplot(cat["t_us"] / 1e3, *[cat[c] / MiB for c in names], labels=names)
+        bx.stackplot(cat["t_us"] / 1e3, *[cat[c] / MiB for c in names], labels=names,
+                     step="post")
         bx.legend(fontsize="small", loc="upper left")
     else:
         bx.text(0.5, 0.5, "no categories: call tr.memory_by_category(model, optimizer)",
@@ -151,6 +157,7 @@ def op_time(tr) -> Figure:
     bars = ax.barh(ops["name"], ops["total_us"] / 1e3, color=[colors[n] for n in ops["name"]])
     ax.bar_label(bars, labels=[f"{n} tasks" + (f", {g:.1f} GFLOP/s" if g == g and g > 0 else "")
                                for n, g in zip(ops["tasks"], ops["gflops"])], fontsize="small")
+    ax.margins(x=0.3)
     ax.set_xlabel("time in tasks (ms, summed over workers)")
     ax.set_ylabel("op")
     ax.set_title("Time per op")
