@@ -4,7 +4,7 @@ PY := .venv/bin/python
 .PHONY: run test setup setup-test lint bench
 run:
 	scripts/setup.sh
-	$(PY) -m nntile_lab.cli bench gemm --n 2048 --repeats 3
+	.venv/bin/nntile-lab train
 
 test:
 	scripts/setup.sh test

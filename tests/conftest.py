@@ -41,3 +41,12 @@ def rel_err(got, want) -> float:
     want = np.asarray(want, np.float64)
     den = np.linalg.norm(want)
     return float(np.linalg.norm(np.asarray(got, np.float64) - want) / (den if den else 1.0))
+
+
+def cond_err(got, want, magnitude) -> float:
+    """‖got − want‖ / ‖magnitude‖ where ``magnitude`` is the sum of the absolute
+    terms behind ``want`` (e.g. |α|·|A|·|B| + |β|·|C|): the error float32 rounding
+    allows when terms cancel, where a plain relative error would blame the kernel."""
+    den = np.linalg.norm(np.asarray(magnitude, np.float64))
+    diff = np.asarray(got, np.float64) - np.asarray(want, np.float64)
+    return float(np.linalg.norm(diff) / (den if den else 1.0))

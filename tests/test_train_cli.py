@@ -27,7 +27,12 @@ def test_main_job_defaults():
         "lws", None, None, None, False)
     assert args.out.startswith("runs/") and args.func is cli.run_cli
     assert cli.model_config_kwargs(args) == {"n_layer": 4, "n_head": 4, "n_embd": 256,
-                                             "vocab_size": 50257, "n_positions": 128}
+                                             "vocab_size": 50257, "n_positions": 128,
+                                             "batch_tile": 4, "inner_tile": 512,
+                                             "head_tile": 2, "vocab_tile": 8192}
+    small = cli.resolve(parse("--batch", "2", "--vocab-size", "100", "--n-head", "1"))
+    kw = cli.model_config_kwargs(small)   # default tiles are capped at their dimension
+    assert (kw["batch_tile"], kw["vocab_tile"], kw["head_tile"]) == (2, 100, 1)
     assert cli.make_schedule(args) == WarmupCosine(1e-3, 30, 300, 1e-4)
 
 

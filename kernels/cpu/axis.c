@@ -7,137 +7,176 @@
 #include "axis.h"
 
 /* s[i,l] = alpha · Σ_j x[i,j,l] + beta · s[i,l] */
+NL_INLINE void sum_slice(struct nl_group G, int lanes, float alpha, float beta, const float *x,
+                         float *s)
+{
+    double acc[NL_NB] = {0};
+    for (int64_t c = 0; c < G.nc; c++) {
+        const float *p = x + G.x + c * G.sc;
+        for (int64_t q = 0; q < nl_nq(G, c); q++) acc[q] += p[q];
+    }
+    nl_store_slice(G, lanes, alpha, beta, acc, s);
+}
+
 void nl_sum_slice(int64_t m, int64_t k, int64_t n, float alpha, float beta, const float *x,
                   float *s)
 {
-    for (int64_t g = 0; g < nl_ngroups(m, n); g++) {
-        struct nl_group G = nl_group_at(m, k, n, g);
-        double acc[NL_NB] = {0};
-        for (int64_t j = 0; j < k; j++) {
-            const float *p = x + G.x + j * G.sj;
-            for (int64_t q = 0; q < G.nb; q++) acc[q] += p[q * G.sq];
-        }
-        nl_store(G.nb, alpha, beta, acc, s + G.s);
-    }
+    NL_FOR_GROUPS(m, k, n, sum_slice, alpha, beta, x, s);
 }
 
 /* s[i,l] = alpha · Σ_j x[i,j,l]² + beta · s[i,l] */
+NL_INLINE void sumsq_slice(struct nl_group G, int lanes, float alpha, float beta,
+                           const float *x, float *s)
+{
+    double acc[NL_NB] = {0};
+    for (int64_t c = 0; c < G.nc; c++) {
+        const float *p = x + G.x + c * G.sc;
+        for (int64_t q = 0; q < nl_nq(G, c); q++) acc[q] += (double)p[q] * p[q];
+    }
+    nl_store_slice(G, lanes, alpha, beta, acc, s);
+}
+
 void nl_sumsq_slice(int64_t m, int64_t k, int64_t n, float alpha, float beta, const float *x,
                     float *s)
 {
-    for (int64_t g = 0; g < nl_ngroups(m, n); g++) {
-        struct nl_group G = nl_group_at(m, k, n, g);
-        double acc[NL_NB] = {0};
-        for (int64_t j = 0; j < k; j++) {
-            const float *p = x + G.x + j * G.sj;
-            for (int64_t q = 0; q < G.nb; q++) acc[q] += (double)p[q * G.sq] * p[q * G.sq];
-        }
-        nl_store(G.nb, alpha, beta, acc, s + G.s);
-    }
+    NL_FOR_GROUPS(m, k, n, sumsq_slice, alpha, beta, x, s);
 }
 
 /* s[i,l] = alpha · Σ_j a[i,j,l]·b[i,j,l] + beta · s[i,l] */
+NL_INLINE void sumprod_slice(struct nl_group G, int lanes, float alpha, float beta,
+                             const float *a, const float *b, float *s)
+{
+    double acc[NL_NB] = {0};
+    for (int64_t c = 0; c < G.nc; c++) {
+        const float *pa = a + G.x + c * G.sc, *pb = b + G.x + c * G.sc;
+        for (int64_t q = 0; q < nl_nq(G, c); q++) acc[q] += (double)pa[q] * pb[q];
+    }
+    nl_store_slice(G, lanes, alpha, beta, acc, s);
+}
+
 void nl_sumprod_slice(int64_t m, int64_t k, int64_t n, float alpha, float beta, const float *a,
                       const float *b, float *s)
 {
-    for (int64_t g = 0; g < nl_ngroups(m, n); g++) {
-        struct nl_group G = nl_group_at(m, k, n, g);
-        double acc[NL_NB] = {0};
-        for (int64_t j = 0; j < k; j++) {
-            const float *pa = a + G.x + j * G.sj, *pb = b + G.x + j * G.sj;
-            for (int64_t q = 0; q < G.nb; q++) acc[q] += (double)pa[q * G.sq] * pb[q * G.sq];
-        }
-        nl_store(G.nb, alpha, beta, acc, s + G.s);
-    }
+    NL_FOR_GROUPS(m, k, n, sumprod_slice, alpha, beta, a, b, s);
 }
 
 /* s[i,l] = max_j x[i,j,l], or max(s[i,l], max_j x[i,j,l]) when accumulate.
  * -inf entries are ordinary values; a NaN wins, so it is not silently dropped. */
+NL_INLINE void max_slice(struct nl_group G, int lanes, int32_t accumulate, const float *x,
+                         float *s)
+{
+    float mx[NL_NB];
+    for (int64_t q = 0; q < NL_NB; q++) mx[q] = -INFINITY;
+    for (int64_t c = 0; c < G.nc; c++) {
+        const float *p = x + G.x + c * G.sc;
+        for (int64_t q = 0; q < nl_nq(G, c); q++)
+            mx[q] = ((p[q] > mx[q]) | (p[q] != p[q])) ? p[q] : mx[q];
+    }
+    nl_fold_max(G, lanes, mx);
+    float *o = s + G.s;
+    for (int64_t q = 0; q < (lanes ? 1 : G.nb); q++)
+        o[q] = (!accumulate || (mx[q] > o[q]) | (mx[q] != mx[q])) ? mx[q] : o[q];
+}
+
 void nl_max_slice(int64_t m, int64_t k, int64_t n, int32_t accumulate, const float *x, float *s)
 {
-    for (int64_t g = 0; g < nl_ngroups(m, n); g++) {
-        struct nl_group G = nl_group_at(m, k, n, g);
-        float mx[NL_NB];
-        for (int64_t q = 0; q < G.nb; q++) mx[q] = accumulate ? s[G.s + q] : -INFINITY;
-        for (int64_t j = 0; j < k; j++) {
-            const float *p = x + G.x + j * G.sj;
-            for (int64_t q = 0; q < G.nb; q++) {
-                float v = p[q * G.sq];
-                mx[q] = (v > mx[q] || v != v) ? v : mx[q];
-            }
-        }
-        for (int64_t q = 0; q < G.nb; q++) s[G.s + q] = mx[q];
-    }
+    NL_FOR_GROUPS(m, k, n, max_slice, accumulate, x, s);
 }
 
 /* f[j] = alpha · Σ_{i,l} x[i,j,l] + beta · f[j] */
 void nl_sum_fiber(int64_t m, int64_t k, int64_t n, float alpha, float beta, const float *x,
                   float *f)
 {
-    for (int64_t j0 = 0; j0 < k; j0 += NL_NB) {
-        int64_t nj = k - j0 < NL_NB ? k - j0 : NL_NB;
-        double acc[NL_NB] = {0};
-        for (int64_t g = 0; g < nl_ngroups(m, n); g++) {
-            struct nl_group G = nl_group_at(m, k, n, g);
-            for (int64_t jj = 0; jj < nj; jj++) {
-                const float *p = x + G.x + (j0 + jj) * G.sj;
-                double t = 0;
-                for (int64_t q = 0; q < G.nb; q++) t += p[q * G.sq];
-                acc[jj] += t;
+    if (n == 1) {  /* rows of x run along the axis: NL_NB positions j at a time */
+        for (int64_t j0 = 0; j0 < k; j0 += NL_NB) {
+            int64_t nj = k - j0 < NL_NB ? k - j0 : NL_NB;
+            double acc[NL_NB] = {0};
+            for (int64_t i = 0; i < m; i++) {
+                const float *p = x + i * k + j0;
+                for (int64_t q = 0; q < nj; q++) acc[q] += p[q];
             }
+            nl_store(nj, alpha, beta, acc, f + j0);
         }
-        nl_store(nj, alpha, beta, acc, f + j0);
+        return;
+    }
+    /* each (i, j) holds n contiguous values: NL_NB lanes of partial sums per j */
+    for (int64_t j = 0; j < k; j++) {
+        double acc[NL_NB] = {0}, t = 0;
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t l0 = 0; l0 < n; l0 += NL_NB) {
+                const float *p = x + (i * k + j) * n + l0;
+                for (int64_t q = 0; q < (n - l0 < NL_NB ? n - l0 : NL_NB); q++) acc[q] += p[q];
+            }
+        for (int64_t q = 0; q < NL_NB; q++) t += acc[q];
+        nl_store(1, alpha, beta, &t, f + j);
     }
 }
 
-/* s[0] = alpha · Σ_i x[i]² + beta · s[0]  (eight partial sums: pipelined, vectorised) */
+/* s[0] = alpha · Σ_i x[i]² + beta · s[0]  (NL_NB partial sums: vectorised) */
 void nl_sumsq_all(int64_t n, float alpha, float beta, const float *x, float *s)
 {
-    double acc[8] = {0}, total = 0;
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int q = 0; q < 8; q++) acc[q] += (double)x[i + q] * x[i + q];
-    for (; i < n; i++) total += (double)x[i] * x[i];
-    for (int q = 0; q < 8; q++) total += acc[q];
+    double acc[NL_NB] = {0}, total = 0;
+    for (int64_t i0 = 0; i0 < n; i0 += NL_NB) {
+        const float *p = x + i0;
+        for (int64_t q = 0; q < (n - i0 < NL_NB ? n - i0 : NL_NB); q++)
+            acc[q] += (double)p[q] * p[q];
+    }
+    for (int64_t q = 0; q < NL_NB; q++) total += acc[q];
     nl_store(1, alpha, beta, &total, s);
 }
 
+/* The broadcasts below are single passes: they walk x in memory order (i, j, l),
+ * which streams best, instead of by groups. The axis is most often the last one
+ * (n == 1: a bias add, a per-row scale): called with a constant n = 1, the l loop
+ * vanishes and the loop along contiguous j vectorises. */
+#define NL_N1_OR_N(call_n1, call_n) \
+    do {                            \
+        if (n == 1)                 \
+            call_n1;                \
+        else                        \
+            call_n;                 \
+    } while (0)
+
 /* x[i,j,l] = alpha · s[i,l] + beta · x[i,j,l] */
+NL_INLINE void add_slice(int64_t m, int64_t k, int64_t n, float alpha, float beta,
+                         const float *s, float *x)
+{
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < k; j++) {
+            float *p = x + (i * k + j) * n;
+            const float *v = s + i * n;
+            if (beta == 0.0f)
+                for (int64_t l = 0; l < n; l++) p[l] = alpha * v[l];
+            else
+                for (int64_t l = 0; l < n; l++) p[l] = alpha * v[l] + beta * p[l];
+        }
+}
+
 void nl_add_slice(int64_t m, int64_t k, int64_t n, float alpha, float beta, const float *s,
                   float *x)
 {
-    for (int64_t g = 0; g < nl_ngroups(m, n); g++) {
-        struct nl_group G = nl_group_at(m, k, n, g);
-        const float *sv = s + G.s;
-        for (int64_t j = 0; j < k; j++) {
-            float *p = x + G.x + j * G.sj;
-            if (beta == 0.0f)
-                for (int64_t q = 0; q < G.nb; q++) p[q * G.sq] = alpha * sv[q];
-            else
-                for (int64_t q = 0; q < G.nb; q++)
-                    p[q * G.sq] = alpha * sv[q] + beta * p[q * G.sq];
-        }
-    }
+    NL_N1_OR_N(add_slice(m, k, 1, alpha, beta, s, x), add_slice(m, k, n, alpha, beta, s, x));
 }
 
 /* x[i,j,l] = s[i,l] · x[i,j,l] */
-void nl_mul_slice(int64_t m, int64_t k, int64_t n, const float *s, float *x)
+NL_INLINE void mul_slice(int64_t m, int64_t k, int64_t n, const float *s, float *x)
 {
-    for (int64_t g = 0; g < nl_ngroups(m, n); g++) {
-        struct nl_group G = nl_group_at(m, k, n, g);
-        const float *sv = s + G.s;
+    for (int64_t i = 0; i < m; i++)
         for (int64_t j = 0; j < k; j++) {
-            float *p = x + G.x + j * G.sj;
-            for (int64_t q = 0; q < G.nb; q++) p[q * G.sq] *= sv[q];
+            float *p = x + (i * k + j) * n;
+            const float *v = s + i * n;
+            for (int64_t l = 0; l < n; l++) p[l] *= v[l];
         }
-    }
 }
 
-/* x[i,j,l] = alpha · f[j] + beta · x[i,j,l]. The axis is most often the last one
- * (n == 1: a bias add): called with a constant n = 1 the l loop vanishes and the
- * loop along contiguous j vectorises. */
-static inline __attribute__((always_inline)) void add_fiber(
-    int64_t m, int64_t k, int64_t n, float alpha, float beta, const float *f, float *x)
+void nl_mul_slice(int64_t m, int64_t k, int64_t n, const float *s, float *x)
+{
+    NL_N1_OR_N(mul_slice(m, k, 1, s, x), mul_slice(m, k, n, s, x));
+}
+
+/* x[i,j,l] = alpha · f[j] + beta · x[i,j,l] */
+NL_INLINE void add_fiber(int64_t m, int64_t k, int64_t n, float alpha, float beta,
+                         const float *f, float *x)
 {
     for (int64_t i = 0; i < m; i++)
         for (int64_t j = 0; j < k; j++) {
@@ -152,15 +191,11 @@ static inline __attribute__((always_inline)) void add_fiber(
 void nl_add_fiber(int64_t m, int64_t k, int64_t n, float alpha, float beta, const float *f,
                   float *x)
 {
-    if (n == 1)
-        add_fiber(m, k, 1, alpha, beta, f, x);
-    else
-        add_fiber(m, k, n, alpha, beta, f, x);
+    NL_N1_OR_N(add_fiber(m, k, 1, alpha, beta, f, x), add_fiber(m, k, n, alpha, beta, f, x));
 }
 
-/* x[i,j,l] = f[j] · x[i,j,l]  (n == 1 specialised as in add_fiber) */
-static inline __attribute__((always_inline)) void mul_fiber(
-    int64_t m, int64_t k, int64_t n, const float *f, float *x)
+/* x[i,j,l] = f[j] · x[i,j,l] */
+NL_INLINE void mul_fiber(int64_t m, int64_t k, int64_t n, const float *f, float *x)
 {
     for (int64_t i = 0; i < m; i++)
         for (int64_t j = 0; j < k; j++) {
@@ -171,8 +206,5 @@ static inline __attribute__((always_inline)) void mul_fiber(
 
 void nl_mul_fiber(int64_t m, int64_t k, int64_t n, const float *f, float *x)
 {
-    if (n == 1)
-        mul_fiber(m, k, 1, f, x);
-    else
-        mul_fiber(m, k, n, f, x);
+    NL_N1_OR_N(mul_fiber(m, k, 1, f, x), mul_fiber(m, k, n, f, x));
 }

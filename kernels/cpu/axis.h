@@ -2,44 +2,101 @@
  *
  * A tile is viewed as (m, k, n) in C order: k is its extent along the axis, m the
  * product of the dimensions before it, n after it; element (i, j, l) sits at
- * (i*k + j)*n + l. A "slice" value s[i*n + l] belongs to the fiber x[i, :, l];
- * a "fiber" value f[j] to the axis position j.
+ * (i*k + j)*n + l. A slice value s[i*n + l] belongs to the fiber x[i, :, l]; a
+ * fiber value f[j] to the axis position j.
  *
- * Slice positions are visited in groups that share the inner loop:
- *   n > 1:  up to NL_NB neighbours along l at one i (contiguous in x: the inner
- *           loop vectorises);
- *   n == 1: up to NL_NB1 consecutive rows i, each a contiguous fiber (independent
- *           partial sums keep the adds pipelined; few enough rows that a
- *           power-of-two row length cannot thrash the L1 cache).
- * Group member q < nb owns s[s + q] and the fiber x[x + q*sq + j*sj], j < k.
- * Sums accumulate in double, always in the same order: results are reproducible. */
+ * Kernels walk a tile in groups whose inner loop always runs over contiguous
+ * values ("lanes" q < nb), so that it vectorises; the outer loop runs over rows
+ * c < nc, row c holding lanes x[x + c*sc + q] (the last row only `tail` of them):
+ *   n > 1, "columns": one i and up to NL_NB neighbours l; row c is the axis
+ *          position j = c, and lane q belongs to slice entry s + q.
+ *   n == 1, "lanes": one whole fiber x[i, :] (contiguous), cut into rows of
+ *          NL_NB: lane q of row c is j = c*NL_NB + q; every lane belongs to slice
+ *          entry s, so a kernel folds its lanes' partial results into one.
+ * Kernel bodies take the mode as a constant (`lanes`), and NL_FOR_GROUPS
+ * instantiates each for both modes, so the compiler sees unit strides and plain
+ * indices in either. Sums accumulate in double, in a fixed order: reproducible. */
 #pragma once
 #include <stdint.h>
 
-enum { NL_NB = 64, NL_NB1 = 8 };
+enum { NL_NB = 64 };
 
-struct nl_group { int64_t s, x, nb, sq, sj; };
+struct nl_group { int64_t s, x, nb, nc, tail, sc; };
 
 static inline int64_t nl_ngroups(int64_t m, int64_t n)
 {
-    return n == 1 ? (m + NL_NB1 - 1) / NL_NB1 : m * ((n + NL_NB - 1) / NL_NB);
+    return n == 1 ? m : m * ((n + NL_NB - 1) / NL_NB);
 }
 
 static inline struct nl_group nl_group_at(int64_t m, int64_t k, int64_t n, int64_t g)
 {
+    (void)m;
     if (n == 1) {
-        int64_t i0 = g * NL_NB1;
-        return (struct nl_group){i0, i0 * k, m - i0 < NL_NB1 ? m - i0 : NL_NB1, k, 1};
+        int64_t nc = (k + NL_NB - 1) / NL_NB;
+        return (struct nl_group){g, g * k, k < NL_NB ? k : NL_NB, nc, k - (nc - 1) * NL_NB,
+                                 NL_NB};
     }
     int64_t per = (n + NL_NB - 1) / NL_NB, i = g / per, l0 = g % per * NL_NB;
-    return (struct nl_group){i * n + l0, i * k * n + l0, n - l0 < NL_NB ? n - l0 : NL_NB, 1, n};
+    int64_t nb = n - l0 < NL_NB ? n - l0 : NL_NB;
+    return (struct nl_group){i * n + l0, i * k * n + l0, nb, k, nb, n};
 }
 
-/* out[q] = alpha*acc[q] + beta*out[q]; beta == 0 overwrites without reading (BLAS rule) */
-static inline void nl_store(int64_t nb, float alpha, float beta, const double *acc, float *out)
+/* Run body(G, lanes, args...) over every group of an (m, k, n) tile */
+#define NL_FOR_GROUPS(m, k, n, body, ...)                                    \
+    for (int64_t g_ = 0; g_ < nl_ngroups(m, n); g_++) {                      \
+        struct nl_group G_ = nl_group_at(m, k, n, g_);                       \
+        if ((n) == 1)                                                        \
+            body(G_, 1, __VA_ARGS__);                                        \
+        else                                                                 \
+            body(G_, 0, __VA_ARGS__);                                        \
+    }
+
+#define NL_INLINE static inline __attribute__((always_inline))
+
+/* lanes in row c */
+NL_INLINE int64_t nl_nq(struct nl_group G, int64_t c) { return c == G.nc - 1 ? G.tail : G.nb; }
+
+/* the axis position j of lane q in row c */
+NL_INLINE int64_t nl_j(int lanes, int64_t c, int64_t q) { return lanes ? c * NL_NB + q : c; }
+
+/* v[q] = s[slice entry of lane q] */
+NL_INLINE void nl_load_slice(struct nl_group G, int lanes, const float *s, float *v)
+{
+    for (int64_t q = 0; q < G.nb; q++) v[q] = s[G.s + (lanes ? 0 : q)];
+}
+
+/* In "lanes" mode, every lane gets the sum (max) of all lanes: the fiber's. Lanes
+ * a short fiber never reached keep their start value, 0 (-inf), which is neutral. */
+NL_INLINE void nl_fold_sum(struct nl_group G, int lanes, double *acc)
+{
+    if (!lanes) return;
+    double t = 0;
+    for (int64_t q = 0; q < G.nb; q++) t += acc[q];
+    for (int64_t q = 0; q < G.nb; q++) acc[q] = t;
+}
+
+NL_INLINE void nl_fold_max(struct nl_group G, int lanes, float *mx)
+{
+    if (!lanes) return;
+    float t = mx[0];
+    for (int64_t q = 1; q < G.nb; q++) t = ((mx[q] > t) | (mx[q] != mx[q])) ? mx[q] : t;
+    for (int64_t q = 0; q < G.nb; q++) mx[q] = t;
+}
+
+/* out[q] = alpha*acc[q] + beta*out[q] (q < nb); beta == 0 overwrites without reading
+ * (BLAS rule) */
+NL_INLINE void nl_store(int64_t nb, float alpha, float beta, const double *acc, float *out)
 {
     for (int64_t q = 0; q < nb; q++)
         out[q] = (float)(alpha * acc[q] + (beta == 0.0f ? 0.0 : (double)beta * out[q]));
+}
+
+/* The group's slice entries = alpha·(its sums) + beta·themselves (lanes folded) */
+NL_INLINE void nl_store_slice(struct nl_group G, int lanes, float alpha, float beta,
+                              double *acc, float *s)
+{
+    nl_fold_sum(G, lanes, acc);
+    nl_store(lanes ? 1 : G.nb, alpha, beta, acc, s + G.s);
 }
 
 /* axis.c kernels that norm.c builds on */

@@ -22,9 +22,9 @@ void nl_cross_entropy_stats(int64_t n, int64_t vt, int64_t voff, int64_t vocab, 
             }
     for (int64_t i = 0; i < n; i++) {
         const float *row = x + i * vt;
-        float *st = stats + 3 * i;
+        float *st = stats + 4 * i;
         float m = first ? -INFINITY : st[0];
-        double s = first ? 0.0 : st[1];
+        double s = first ? 0.0 : (double)st[1] + st[2];
         float lm = -INFINITY;
         for (int64_t j = 0; j < vt; j++) lm = fmaxf(lm, row[j]);
         if (lm > m) {
@@ -35,9 +35,10 @@ void nl_cross_entropy_stats(int64_t n, int64_t vt, int64_t voff, int64_t vocab, 
             for (int64_t j = 0; j < vt; j++) s += expf(row[j] - m);
         st[0] = m;
         st[1] = (float)s;
+        st[2] = (float)(s - (double)st[1]);
         int64_t c = labels[i] - voff;
-        if (c >= 0 && c < vt) st[2] = row[c];
-        else if (first) st[2] = 0.0f;
+        if (c >= 0 && c < vt) st[3] = row[c];
+        else if (first) st[3] = 0.0f;
     }
 }
 
@@ -47,8 +48,8 @@ void nl_cross_entropy_loss(int64_t n, float scale, int32_t first, const float *s
 {
     double sum = 0.0;
     for (int64_t i = 0; i < n; i++) {
-        const float *st = stats + 3 * i;
-        sum += (double)st[0] + log((double)st[1]) - st[2];
+        const float *st = stats + 4 * i;
+        sum += (double)st[0] + log((double)st[1] + st[2]) - st[3];
     }
     loss[0] = (float)((first ? 0.0 : loss[0]) + scale * sum);
 }
@@ -58,8 +59,8 @@ void nl_cross_entropy_backward(int64_t n, int64_t vt, int64_t voff, float scale,
                                float *dx)
 {
     for (int64_t i = 0; i < n; i++) {
-        const float *row = x + i * vt, *st = stats + 3 * i;
-        float m = st[0], k = scale / st[1];
+        const float *row = x + i * vt, *st = stats + 4 * i;
+        float m = st[0], k = (float)(scale / ((double)st[1] + st[2]));
         float *d = dx + i * vt;
         for (int64_t j = 0; j < vt; j++) d[j] = k * expf(row[j] - m);
         int64_t c = labels[i] - voff;

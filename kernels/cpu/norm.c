@@ -7,146 +7,207 @@
 
 #include "axis.h"
 
+/* exp(x) without a libm call, so the loops around it vectorise (glibc's expf
+ * does not, here): x = k·ln2 + r with |r| ≤ ln2/2 (Cody–Waite, two-part ln2),
+ * exp(r) by Cephes' degree-7 polynomial, 2^k from exponent bits. Error ≤ 1.5 ulp
+ * (checked against exp() in double over every float in range); x < −87.34 (the
+ * normal range's end, and -inf) gives 0; NaN stays NaN; for x ≤ 88 only, which
+ * softmax's x − max ≤ 0 always is. */
+static inline float nl_expf(float x)
+{
+    const float lo = -87.33654f, hi = 88.0f;
+    float xc = x < lo ? lo : x;
+    xc = xc > hi ? hi : xc;
+    float kf = (xc * 1.44269504f + 12582912.0f) - 12582912.0f;  /* round(x/ln2): 1.5·2^23 */
+    float r = xc - kf * 0.693359375f - kf * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    union { int32_t i; float f; } two_k = {.i = ((int32_t)kf + 127) << 23};
+    union { float f; int32_t i; } res = {.f = p * two_k.f};
+    res.i &= -(int32_t)!(x < lo);  /* a mask, not a branch: the loop stays vectorisable */
+    return res.f;
+}
+
 /* ---- softmax ---------------------------------------------------------------
  *   y = exp(x − max_j x) / Σ_j exp(x − max_j x)
  * Subtracting the max keeps exp from overflowing; -inf entries (masks) give 0,
  * and each fiber must hold a finite value. Split axis: max_slice (axis.c) gives
  * mx, softmax_sumexp accumulates the sums over the tiles, softmax_apply writes y.
- * Backward:  dx = y ⊙ (dy − s) + beta·dx,  s = Σ_j dy ⊙ y.
- * For a peaked y, dy − s cancels at the peak: s is kept to ~48 bits (a double, or
- * between tasks a float pair hi + lo), so dx is as accurate as its float inputs.
- * Split axis: softmax_backward_sums accumulates s over the tiles, then
- * softmax_backward writes dx. */
+ * Backward:  dx = y ⊙ (dy − s) + beta·dx,  s = Σ_j dy ⊙ y / Σ_j y.
+ * Σ_j y is 1 but for y's rounding; dividing by it keeps Σ_j dx = 0 exact up to
+ * dx's own rounding, as for the true gradient (softmax ignores a shift of x): a
+ * key bias in attention, whose gradient is this sum, then gets ~0, not noise.
+ * For a peaked y, dy − s cancels at the peak: the sums are kept to ~48 bits (in
+ * double, or between tasks as float pairs hi + lo), so dx is as accurate as its
+ * float inputs. Split axis: softmax_backward_sums accumulates both sums over the
+ * tiles, then softmax_backward writes dx. */
 
 /* s[i,l] = Σ_j exp(x[i,j,l] − mx[i,l]) + beta · s[i,l] */
+NL_INLINE void softmax_sumexp(struct nl_group G, int lanes, float beta, const float *x,
+                              const float *mx, float *s)
+{
+    float mv[NL_NB];
+    double acc[NL_NB] = {0};
+    nl_load_slice(G, lanes, mx, mv);
+    for (int64_t c = 0; c < G.nc; c++) {
+        const float *p = x + G.x + c * G.sc;
+        for (int64_t q = 0; q < nl_nq(G, c); q++) acc[q] += nl_expf(p[q] - mv[q]);
+    }
+    nl_store_slice(G, lanes, 1.0f, beta, acc, s);
+}
+
 void nl_softmax_sumexp(int64_t m, int64_t k, int64_t n, float beta, const float *x,
                        const float *mx, float *s)
 {
-    for (int64_t g = 0; g < nl_ngroups(m, n); g++) {
-        struct nl_group G = nl_group_at(m, k, n, g);
-        const float *mv = mx + G.s;
-        double acc[NL_NB] = {0};
-        for (int64_t j = 0; j < k; j++) {
-            const float *p = x + G.x + j * G.sj;
-            for (int64_t q = 0; q < G.nb; q++) acc[q] += expf(p[q * G.sq] - mv[q]);
-        }
-        nl_store(G.nb, 1.0f, beta, acc, s + G.s);
-    }
+    NL_FOR_GROUPS(m, k, n, softmax_sumexp, beta, x, mx, s);
 }
 
 /* y[i,j,l] = exp(x[i,j,l] − mx[i,l]) / s[i,l]  (y may be x) */
+NL_INLINE void softmax_apply(struct nl_group G, int lanes, const float *x, const float *mx,
+                             const float *s, float *y)
+{
+    float mv[NL_NB], r[NL_NB];
+    nl_load_slice(G, lanes, mx, mv);
+    nl_load_slice(G, lanes, s, r);
+    for (int64_t q = 0; q < G.nb; q++) r[q] = 1.0f / r[q];
+    for (int64_t c = 0; c < G.nc; c++) {
+        const float *p = x + G.x + c * G.sc;
+        float *o = y + G.x + c * G.sc;
+        for (int64_t q = 0; q < nl_nq(G, c); q++) o[q] = nl_expf(p[q] - mv[q]) * r[q];
+    }
+}
+
 void nl_softmax_apply(int64_t m, int64_t k, int64_t n, const float *x, const float *mx,
                       const float *s, float *y)
 {
-    for (int64_t g = 0; g < nl_ngroups(m, n); g++) {
-        struct nl_group G = nl_group_at(m, k, n, g);
-        const float *mv = mx + G.s;
-        float r[NL_NB];
-        for (int64_t q = 0; q < G.nb; q++) r[q] = 1.0f / s[G.s + q];
-        for (int64_t j = 0; j < k; j++) {
-            const float *p = x + G.x + j * G.sj;
-            float *o = y + G.x + j * G.sj;
-            for (int64_t q = 0; q < G.nb; q++) o[q * G.sq] = expf(p[q * G.sq] - mv[q]) * r[q];
-        }
-    }
+    NL_FOR_GROUPS(m, k, n, softmax_apply, x, mx, s, y);
 }
 
 /* The whole softmax of a tile holding the full axis: max, then y = exp(x − max)
  * while summing it, then y /= sum — one exp per value (y may be x). */
+NL_INLINE void softmax_tile(struct nl_group G, int lanes, const float *x, float *y)
+{
+    float mx[NL_NB], r[NL_NB];
+    double acc[NL_NB] = {0};
+    for (int64_t q = 0; q < NL_NB; q++) mx[q] = -INFINITY;
+    for (int64_t c = 0; c < G.nc; c++) {
+        const float *p = x + G.x + c * G.sc;
+        for (int64_t q = 0; q < nl_nq(G, c); q++)
+            mx[q] = ((p[q] > mx[q]) | (p[q] != p[q])) ? p[q] : mx[q];
+    }
+    nl_fold_max(G, lanes, mx);
+    for (int64_t c = 0; c < G.nc; c++) {
+        const float *p = x + G.x + c * G.sc;
+        float *o = y + G.x + c * G.sc;
+        for (int64_t q = 0; q < nl_nq(G, c); q++) {
+            float e = nl_expf(p[q] - mx[q]);
+            o[q] = e;
+            acc[q] += e;
+        }
+    }
+    nl_fold_sum(G, lanes, acc);
+    for (int64_t q = 0; q < G.nb; q++) r[q] = (float)(1.0 / acc[q]);
+    for (int64_t c = 0; c < G.nc; c++) {
+        float *o = y + G.x + c * G.sc;
+        for (int64_t q = 0; q < nl_nq(G, c); q++) o[q] *= r[q];
+    }
+}
+
 void nl_softmax_tile(int64_t m, int64_t k, int64_t n, const float *x, float *y)
 {
-    for (int64_t g = 0; g < nl_ngroups(m, n); g++) {
-        struct nl_group G = nl_group_at(m, k, n, g);
-        float mx[NL_NB], r[NL_NB];
-        double acc[NL_NB] = {0};
-        for (int64_t q = 0; q < G.nb; q++) mx[q] = -INFINITY;
-        for (int64_t j = 0; j < k; j++) {
-            const float *p = x + G.x + j * G.sj;
-            for (int64_t q = 0; q < G.nb; q++) {
-                float v = p[q * G.sq];
-                mx[q] = (v > mx[q] || v != v) ? v : mx[q];
-            }
+    NL_FOR_GROUPS(m, k, n, softmax_tile, x, y);
+}
+
+/* sdy[q] = Σ dy·y and sy[q] = Σ y over the group's lanes, folded */
+NL_INLINE void softmax_sums(struct nl_group G, int lanes, const float *y, const float *dy,
+                            double *sdy, double *sy)
+{
+    for (int64_t q = 0; q < G.nb; q++) sdy[q] = sy[q] = 0;
+    for (int64_t c = 0; c < G.nc; c++) {
+        const float *py = y + G.x + c * G.sc, *pd = dy + G.x + c * G.sc;
+        for (int64_t q = 0; q < nl_nq(G, c); q++) {
+            sdy[q] += (double)pd[q] * py[q];
+            sy[q] += py[q];
         }
-        for (int64_t j = 0; j < k; j++) {
-            const float *p = x + G.x + j * G.sj;
-            float *o = y + G.x + j * G.sj;
-            for (int64_t q = 0; q < G.nb; q++) {
-                float e = expf(p[q * G.sq] - mx[q]);
-                o[q * G.sq] = e;
-                acc[q] += e;
-            }
-        }
-        for (int64_t q = 0; q < G.nb; q++) r[q] = (float)(1.0 / acc[q]);
-        for (int64_t j = 0; j < k; j++) {
-            float *o = y + G.x + j * G.sj;
-            for (int64_t q = 0; q < G.nb; q++) o[q * G.sq] *= r[q];
+    }
+    nl_fold_sum(G, lanes, sdy);
+    nl_fold_sum(G, lanes, sy);
+}
+
+/* dx = y ⊙ (dy − s) + beta·dx over the group, s[q] its lanes' s */
+NL_INLINE void softmax_dx(struct nl_group G, float beta, const float *y, const float *dy,
+                          const double *s, float *dx)
+{
+    for (int64_t c = 0; c < G.nc; c++) {
+        const float *py = y + G.x + c * G.sc, *pd = dy + G.x + c * G.sc;
+        float *o = dx + G.x + c * G.sc;
+        for (int64_t q = 0; q < nl_nq(G, c); q++) {
+            float v = (float)(py[q] * (pd[q] - s[q]));
+            o[q] = beta == 0.0f ? v : v + beta * o[q];
         }
     }
 }
 
-/* dx = y ⊙ (dy − s) + beta·dx over one group, s its slice sums */
-static inline void softmax_backward_group(struct nl_group G, int64_t k, float beta,
-                                          const float *y, const float *dy, const double *s,
-                                          float *dx)
+/* Σ_j dy ⊙ y and Σ_j y (+ themselves when accumulate) as float pairs: sums holds
+ * four blocks of mn values, hi and lo of the first sum, then of the second */
+NL_INLINE void softmax_backward_sums(struct nl_group G, int lanes, int64_t mn,
+                                     int32_t accumulate, const float *y, const float *dy,
+                                     float *sums)
 {
-    for (int64_t j = 0; j < k; j++)
-        for (int64_t q = 0; q < G.nb; q++) {
-            int64_t t = G.x + j * G.sj + q * G.sq;
-            float v = (float)(y[t] * (dy[t] - s[q]));
-            dx[t] = beta == 0.0f ? v : v + beta * dx[t];
-        }
-}
-
-/* acc[q] = Σ_j dy·y over one group */
-static inline void softmax_sums_group(struct nl_group G, int64_t k, const float *y,
-                                      const float *dy, double *acc)
-{
-    for (int64_t q = 0; q < G.nb; q++) acc[q] = 0;
-    for (int64_t j = 0; j < k; j++)
-        for (int64_t q = 0; q < G.nb; q++) {
-            int64_t t = G.x + j * G.sj + q * G.sq;
-            acc[q] += (double)dy[t] * y[t];
-        }
-}
-
-/* s = Σ_j dy ⊙ y (+ s when accumulate), as hi = sums[i,l], lo = sums[mn + i,l] */
-void nl_softmax_backward_sums(int64_t m, int64_t k, int64_t n, int32_t accumulate,
-                              const float *y, const float *dy, float *sums)
-{
-    for (int64_t g = 0; g < nl_ngroups(m, n); g++) {
-        struct nl_group G = nl_group_at(m, k, n, g);
-        double acc[NL_NB];
-        float *hi = sums + G.s, *lo = sums + m * n + G.s;
-        softmax_sums_group(G, k, y, dy, acc);
-        for (int64_t q = 0; q < G.nb; q++) {
-            double v = acc[q] + (accumulate ? (double)hi[q] + lo[q] : 0.0);
+    double acc[2][NL_NB];
+    softmax_sums(G, lanes, y, dy, acc[0], acc[1]);
+    for (int b = 0; b < 2; b++) {
+        float *hi = sums + 2 * b * mn + G.s, *lo = hi + mn;
+        for (int64_t q = 0; q < (lanes ? 1 : G.nb); q++) {
+            double v = acc[b][q] + (accumulate ? (double)hi[q] + lo[q] : 0.0);
             hi[q] = (float)v;
             lo[q] = (float)(v - hi[q]);
         }
     }
 }
 
+void nl_softmax_backward_sums(int64_t m, int64_t k, int64_t n, int32_t accumulate,
+                              const float *y, const float *dy, float *sums)
+{
+    NL_FOR_GROUPS(m, k, n, softmax_backward_sums, m * n, accumulate, y, dy, sums);
+}
+
+NL_INLINE void softmax_backward(struct nl_group G, int lanes, int64_t mn, float beta,
+                                const float *y, const float *dy, const float *sums, float *dx)
+{
+    double s[NL_NB];
+    for (int64_t q = 0; q < G.nb; q++) {
+        const float *e = sums + G.s + (lanes ? 0 : q);
+        s[q] = ((double)e[0] + e[mn]) / ((double)e[2 * mn] + e[3 * mn]);
+    }
+    softmax_dx(G, beta, y, dy, s, dx);
+}
+
 void nl_softmax_backward(int64_t m, int64_t k, int64_t n, float beta, const float *y,
                          const float *dy, const float *sums, float *dx)
 {
-    for (int64_t g = 0; g < nl_ngroups(m, n); g++) {
-        struct nl_group G = nl_group_at(m, k, n, g);
-        double s[NL_NB];
-        for (int64_t q = 0; q < G.nb; q++) s[q] = (double)sums[G.s + q] + sums[m * n + G.s + q];
-        softmax_backward_group(G, k, beta, y, dy, s, dx);
-    }
+    NL_FOR_GROUPS(m, k, n, softmax_backward, m * n, beta, y, dy, sums, dx);
 }
 
 /* The whole backward of a tile holding the full axis: the sums, then dx */
+NL_INLINE void softmax_backward_tile(struct nl_group G, int lanes, float beta, const float *y,
+                                     const float *dy, float *dx)
+{
+    double s[NL_NB], sy[NL_NB];
+    softmax_sums(G, lanes, y, dy, s, sy);
+    for (int64_t q = 0; q < G.nb; q++) s[q] /= sy[q];
+    softmax_dx(G, beta, y, dy, s, dx);
+}
+
 void nl_softmax_backward_tile(int64_t m, int64_t k, int64_t n, float beta, const float *y,
                               const float *dy, float *dx)
 {
-    for (int64_t g = 0; g < nl_ngroups(m, n); g++) {
-        struct nl_group G = nl_group_at(m, k, n, g);
-        double s[NL_NB];
-        softmax_sums_group(G, k, y, dy, s);
-        softmax_backward_group(G, k, beta, y, dy, s, dx);
-    }
+    NL_FOR_GROUPS(m, k, n, softmax_backward_tile, beta, y, dy, dx);
 }
 
 /* ---- layer normalisation -----------------------------------------------------
@@ -166,42 +227,56 @@ void nl_softmax_backward_tile(int64_t m, int64_t k, int64_t n, float beta, const
  * so that their chain over all tiles stays off dx's path. */
 
 /* acc = alpha · Σ_j (x − mean)² + beta · s;  s = finish ? 1/√(acc + eps) : acc */
+NL_INLINE void layer_norm_invstd(struct nl_group G, int lanes, float alpha, float beta,
+                                 float eps, int32_t finish, const float *x, const float *mean,
+                                 float *s)
+{
+    float mu[NL_NB];
+    double acc[NL_NB] = {0};
+    nl_load_slice(G, lanes, mean, mu);
+    for (int64_t c = 0; c < G.nc; c++) {
+        const float *p = x + G.x + c * G.sc;
+        for (int64_t q = 0; q < nl_nq(G, c); q++) {
+            double d = (double)p[q] - mu[q];
+            acc[q] += d * d;
+        }
+    }
+    nl_fold_sum(G, lanes, acc);
+    float *o = s + G.s;
+    for (int64_t q = 0; q < (lanes ? 1 : G.nb); q++) {
+        double v = alpha * acc[q] + (beta == 0.0f ? 0.0 : (double)beta * o[q]);
+        o[q] = (float)(finish ? 1.0 / sqrt(v + eps) : v);
+    }
+}
+
 void nl_layer_norm_invstd(int64_t m, int64_t k, int64_t n, float alpha, float beta, float eps,
                           int32_t finish, const float *x, const float *mean, float *s)
 {
-    for (int64_t g = 0; g < nl_ngroups(m, n); g++) {
-        struct nl_group G = nl_group_at(m, k, n, g);
-        const float *mu = mean + G.s;
-        double acc[NL_NB] = {0};
-        for (int64_t j = 0; j < k; j++) {
-            const float *p = x + G.x + j * G.sj;
-            for (int64_t q = 0; q < G.nb; q++) {
-                double d = (double)p[q * G.sq] - mu[q];
-                acc[q] += d * d;
-            }
-        }
-        float *o = s + G.s;
-        for (int64_t q = 0; q < G.nb; q++) {
-            double v = alpha * acc[q] + (beta == 0.0f ? 0.0 : (double)beta * o[q]);
-            o[q] = (float)(finish ? 1.0 / sqrt(v + eps) : v);
+    NL_FOR_GROUPS(m, k, n, layer_norm_invstd, alpha, beta, eps, finish, x, mean, s);
+}
+
+/* y[i,j,l] = (x[i,j,l] − mean[i,l])·r[i,l]·gamma[j] + bias[j]  (y may be x) */
+NL_INLINE void layer_norm_apply(struct nl_group G, int lanes, const float *x, const float *mean,
+                                const float *inv_std, const float *gamma, const float *bias,
+                                float *y)
+{
+    float mu[NL_NB], r[NL_NB];
+    nl_load_slice(G, lanes, mean, mu);
+    nl_load_slice(G, lanes, inv_std, r);
+    for (int64_t c = 0; c < G.nc; c++) {
+        const float *p = x + G.x + c * G.sc;
+        float *o = y + G.x + c * G.sc;
+        for (int64_t q = 0; q < nl_nq(G, c); q++) {
+            int64_t j = nl_j(lanes, c, q);
+            o[q] = (p[q] - mu[q]) * r[q] * gamma[j] + bias[j];
         }
     }
 }
 
-/* y[i,j,l] = (x[i,j,l] − mean[i,l])·r[i,l]·gamma[j] + bias[j]  (y may be x) */
 void nl_layer_norm_apply(int64_t m, int64_t k, int64_t n, const float *x, const float *mean,
                          const float *inv_std, const float *gamma, const float *bias, float *y)
 {
-    for (int64_t g = 0; g < nl_ngroups(m, n); g++) {
-        struct nl_group G = nl_group_at(m, k, n, g);
-        const float *mu = mean + G.s, *r = inv_std + G.s;
-        for (int64_t j = 0; j < k; j++) {
-            const float *p = x + G.x + j * G.sj;
-            float *o = y + G.x + j * G.sj, gj = gamma[j], bj = bias[j];
-            for (int64_t q = 0; q < G.nb; q++)
-                o[q * G.sq] = (p[q * G.sq] - mu[q]) * r[q] * gj + bj;
-        }
-    }
+    NL_FOR_GROUPS(m, k, n, layer_norm_apply, x, mean, inv_std, gamma, bias, y);
 }
 
 /* The whole forward of a tile holding the full axis (three passes, in cache) */
@@ -214,105 +289,149 @@ void nl_layer_norm_tile(int64_t m, int64_t k, int64_t n, float eps, const float 
     nl_layer_norm_apply(m, k, n, x, mean, inv_std, gamma, bias, y);
 }
 
-/* a1[q] = Σ_j g,  a2[q] = Σ_j g·xhat  over one group */
-static inline void ln_sums_group(struct nl_group G, int64_t k, const float *x, const float *dy,
-                                 const float *gamma, const float *mu, const float *r,
-                                 double *a1, double *a2)
+/* a1[q] = Σ g,  a2[q] = Σ g·xhat  over the group's lanes, folded */
+NL_INLINE void ln_sums(struct nl_group G, int lanes, const float *x, const float *dy,
+                       const float *gamma, const float *mean, const float *inv_std,
+                       double *a1, double *a2)
 {
+    float mu[NL_NB], r[NL_NB];
+    nl_load_slice(G, lanes, mean, mu);
+    nl_load_slice(G, lanes, inv_std, r);
     for (int64_t q = 0; q < G.nb; q++) a1[q] = a2[q] = 0;
-    for (int64_t j = 0; j < k; j++)
-        for (int64_t q = 0; q < G.nb; q++) {
-            int64_t t = G.x + j * G.sj + q * G.sq;
-            double gv = (double)dy[t] * gamma[j];
+    for (int64_t c = 0; c < G.nc; c++) {
+        const float *px = x + G.x + c * G.sc, *pd = dy + G.x + c * G.sc;
+        for (int64_t q = 0; q < nl_nq(G, c); q++) {
+            double gv = (double)pd[q] * gamma[nl_j(lanes, c, q)];
             a1[q] += gv;
-            a2[q] += gv * (((double)x[t] - mu[q]) * r[q]);
+            a2[q] += gv * (((double)px[q] - mu[q]) * r[q]);
         }
+    }
+    nl_fold_sum(G, lanes, a1);
+    nl_fold_sum(G, lanes, a2);
 }
 
-/* dx = r·(g − s1 − xhat·s2) + beta·dx over one group (s1, s2: its slice means) */
-static inline void ln_dx_group(struct nl_group G, int64_t k, float beta, const float *x,
-                               const float *dy, const float *gamma, const float *mu,
-                               const float *r, const double *s1, const double *s2, float *dx)
+/* dx = r·(g − s1 − xhat·s2) + beta·dx over the group (s1, s2: its lanes' means) */
+NL_INLINE void ln_dx(struct nl_group G, int lanes, float beta, const float *x, const float *dy,
+                     const float *gamma, const float *mean, const float *inv_std,
+                     const double *s1, const double *s2, float *dx)
 {
-    for (int64_t j = 0; j < k; j++)
-        for (int64_t q = 0; q < G.nb; q++) {
-            int64_t t = G.x + j * G.sj + q * G.sq;
-            double xhat = ((double)x[t] - mu[q]) * r[q];
-            float v = (float)(r[q] * ((double)dy[t] * gamma[j] - s1[q] - xhat * s2[q]));
-            dx[t] = beta == 0.0f ? v : v + beta * dx[t];
+    float mu[NL_NB], r[NL_NB];
+    nl_load_slice(G, lanes, mean, mu);
+    nl_load_slice(G, lanes, inv_std, r);
+    for (int64_t c = 0; c < G.nc; c++) {
+        const float *px = x + G.x + c * G.sc, *pd = dy + G.x + c * G.sc;
+        float *o = dx + G.x + c * G.sc;
+        for (int64_t q = 0; q < nl_nq(G, c); q++) {
+            double xhat = ((double)px[q] - mu[q]) * r[q];
+            double g = (double)pd[q] * gamma[nl_j(lanes, c, q)];
+            float v = (float)(r[q] * (g - s1[q] - xhat * s2[q]));
+            o[q] = beta == 0.0f ? v : v + beta * o[q];
         }
+    }
+}
+
+NL_INLINE void layer_norm_backward_sums(struct nl_group G, int lanes, int64_t mn, float alpha,
+                                        float beta, const float *x, const float *dy,
+                                        const float *gamma, const float *mean,
+                                        const float *inv_std, float *sums)
+{
+    double a1[NL_NB], a2[NL_NB];
+    ln_sums(G, lanes, x, dy, gamma, mean, inv_std, a1, a2);
+    nl_store(lanes ? 1 : G.nb, alpha, beta, a1, sums + G.s);
+    nl_store(lanes ? 1 : G.nb, alpha, beta, a2, sums + mn + G.s);
 }
 
 void nl_layer_norm_backward_sums(int64_t m, int64_t k, int64_t n, float alpha, float beta,
                                  const float *x, const float *dy, const float *gamma,
                                  const float *mean, const float *inv_std, float *sums)
 {
-    for (int64_t g = 0; g < nl_ngroups(m, n); g++) {
-        struct nl_group G = nl_group_at(m, k, n, g);
-        double a1[NL_NB], a2[NL_NB];
-        ln_sums_group(G, k, x, dy, gamma, mean + G.s, inv_std + G.s, a1, a2);
-        nl_store(G.nb, alpha, beta, a1, sums + G.s);
-        nl_store(G.nb, alpha, beta, a2, sums + m * n + G.s);
+    NL_FOR_GROUPS(m, k, n, layer_norm_backward_sums, m * n, alpha, beta, x, dy, gamma, mean,
+                  inv_std, sums);
+}
+
+NL_INLINE void layer_norm_backward_dx(struct nl_group G, int lanes, int64_t mn, float beta,
+                                      const float *x, const float *dy, const float *gamma,
+                                      const float *mean, const float *inv_std,
+                                      const float *sums, float *dx)
+{
+    double s1[NL_NB], s2[NL_NB];
+    for (int64_t q = 0; q < G.nb; q++) {
+        int64_t e = G.s + (lanes ? 0 : q);
+        s1[q] = sums[e];
+        s2[q] = sums[mn + e];
     }
+    ln_dx(G, lanes, beta, x, dy, gamma, mean, inv_std, s1, s2, dx);
 }
 
 void nl_layer_norm_backward_dx(int64_t m, int64_t k, int64_t n, float beta, const float *x,
                                const float *dy, const float *gamma, const float *mean,
                                const float *inv_std, const float *sums, float *dx)
 {
-    for (int64_t g = 0; g < nl_ngroups(m, n); g++) {
-        struct nl_group G = nl_group_at(m, k, n, g);
-        double s1[NL_NB], s2[NL_NB];
-        for (int64_t q = 0; q < G.nb; q++) {
-            s1[q] = sums[G.s + q];
-            s2[q] = sums[m * n + G.s + q];
-        }
-        ln_dx_group(G, k, beta, x, dy, gamma, mean + G.s, inv_std + G.s, s1, s2, dx);
-    }
+    NL_FOR_GROUPS(m, k, n, layer_norm_backward_dx, m * n, beta, x, dy, gamma, mean, inv_std,
+                  sums, dx);
 }
 
 /* dx of a tile holding the full axis: the sums, then dx, group by group */
+NL_INLINE void layer_norm_backward_tile(struct nl_group G, int lanes, int64_t k, float beta,
+                                        const float *x, const float *dy, const float *gamma,
+                                        const float *mean, const float *inv_std, float *dx)
+{
+    double a1[NL_NB], a2[NL_NB];
+    ln_sums(G, lanes, x, dy, gamma, mean, inv_std, a1, a2);
+    for (int64_t q = 0; q < G.nb; q++) {
+        a1[q] /= k;
+        a2[q] /= k;
+    }
+    ln_dx(G, lanes, beta, x, dy, gamma, mean, inv_std, a1, a2, dx);
+}
+
 void nl_layer_norm_backward_tile(int64_t m, int64_t k, int64_t n, float beta, const float *x,
                                  const float *dy, const float *gamma, const float *mean,
                                  const float *inv_std, float *dx)
 {
-    for (int64_t g = 0; g < nl_ngroups(m, n); g++) {
-        struct nl_group G = nl_group_at(m, k, n, g);
-        double a1[NL_NB], a2[NL_NB];
-        ln_sums_group(G, k, x, dy, gamma, mean + G.s, inv_std + G.s, a1, a2);
-        for (int64_t q = 0; q < G.nb; q++) {
-            a1[q] /= k;
-            a2[q] /= k;
-        }
-        ln_dx_group(G, k, beta, x, dy, gamma, mean + G.s, inv_std + G.s, a1, a2, dx);
-    }
+    NL_FOR_GROUPS(m, k, n, layer_norm_backward_tile, k, beta, x, dy, gamma, mean, inv_std, dx);
 }
 
 /* dgamma[j] = Σ_{i,l} dy·xhat + beta_gamma·dgamma[j]
- * dbias[j]  = Σ_{i,l} dy      + beta_bias·dbias[j] */
+ * dbias[j]  = Σ_{i,l} dy      + beta_bias·dbias[j]   (loops as in sum_fiber) */
 void nl_layer_norm_backward_fiber(int64_t m, int64_t k, int64_t n, float beta_gamma,
-                                  float beta_bias, const float *x,
-                                  const float *dy, const float *mean, const float *inv_std,
-                                  float *dgamma, float *dbias)
+                                  float beta_bias, const float *x, const float *dy,
+                                  const float *mean, const float *inv_std, float *dgamma,
+                                  float *dbias)
 {
-    for (int64_t j0 = 0; j0 < k; j0 += NL_NB) {
-        int64_t nj = k - j0 < NL_NB ? k - j0 : NL_NB;
-        double ag[NL_NB] = {0}, ab[NL_NB] = {0};
-        for (int64_t g = 0; g < nl_ngroups(m, n); g++) {
-            struct nl_group G = nl_group_at(m, k, n, g);
-            const float *mu = mean + G.s, *r = inv_std + G.s;
-            for (int64_t jj = 0; jj < nj; jj++) {
-                double tg = 0, tb = 0;
-                for (int64_t q = 0; q < G.nb; q++) {
-                    int64_t t = G.x + (j0 + jj) * G.sj + q * G.sq;
-                    tb += dy[t];
-                    tg += (double)dy[t] * (((double)x[t] - mu[q]) * r[q]);
+    if (n == 1) {
+        for (int64_t j0 = 0; j0 < k; j0 += NL_NB) {
+            int64_t nj = k - j0 < NL_NB ? k - j0 : NL_NB;
+            double ag[NL_NB] = {0}, ab[NL_NB] = {0};
+            for (int64_t i = 0; i < m; i++) {
+                const float *px = x + i * k + j0, *pd = dy + i * k + j0;
+                double mu = mean[i], r = inv_std[i];
+                for (int64_t q = 0; q < nj; q++) {
+                    ab[q] += pd[q];
+                    ag[q] += pd[q] * ((px[q] - mu) * r);
                 }
-                ag[jj] += tg;
-                ab[jj] += tb;
             }
+            nl_store(nj, 1.0f, beta_gamma, ag, dgamma + j0);
+            nl_store(nj, 1.0f, beta_bias, ab, dbias + j0);
         }
-        nl_store(nj, 1.0f, beta_gamma, ag, dgamma + j0);
-        nl_store(nj, 1.0f, beta_bias, ab, dbias + j0);
+        return;
+    }
+    for (int64_t j = 0; j < k; j++) {
+        double ag[NL_NB] = {0}, ab[NL_NB] = {0}, tg = 0, tb = 0;
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t l0 = 0; l0 < n; l0 += NL_NB) {
+                const float *px = x + (i * k + j) * n + l0, *pd = dy + (i * k + j) * n + l0;
+                const float *mu = mean + i * n + l0, *r = inv_std + i * n + l0;
+                for (int64_t q = 0; q < (n - l0 < NL_NB ? n - l0 : NL_NB); q++) {
+                    ab[q] += pd[q];
+                    ag[q] += pd[q] * (((double)px[q] - mu[q]) * r[q]);
+                }
+            }
+        for (int64_t q = 0; q < NL_NB; q++) {
+            tg += ag[q];
+            tb += ab[q];
+        }
+        nl_store(1, 1.0f, beta_gamma, &tg, dgamma + j);
+        nl_store(1, 1.0f, beta_bias, &tb, dbias + j);
     }
 }

@@ -21,15 +21,11 @@ def median_time(fn, repeats: int, warmup: int = 1) -> float:
 
 
 def machine() -> dict:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return {"date": datetime.datetime.now().isoformat(timespec="seconds"), "cpu": cpu,
-            "cores": os.cpu_count(), "python": platform.python_version(),
-            "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE")}
+    """The run record's machine facts plus the date and the BLAS core-type override."""
+    from nntile_lab.train.record import machine as machine_facts
+    return machine_facts() | {"date": datetime.datetime.now().isoformat(timespec="seconds"),
+                              "python": platform.python_version(),
+                              "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE")}
 
 
 def numpy_blas_threads() -> int | None:

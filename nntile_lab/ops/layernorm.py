@@ -77,6 +77,9 @@ def layer_norm_backward(x: TiledTensor, dy: TiledTensor, gamma: TiledTensor,
     check_fiber(gamma, x, axis, "gamma")
     check_slice(mean, x, axis, "mean")
     check_slice(inv_std, x, axis, "inv_std")
+    if dx is dy:  # dgamma and dbeta read dy after dx is updated
+        raise ValueError("dx must not be dy: layer_norm_backward accumulates into dx while "
+                         "it still reads dy; pass a separate dx (or None)")
     beta_dx, beta_dg, beta_db = (0.0 if t is None else 1.0 for t in (dx, dgamma, dbeta))
     dx = like_out(dx, x, "dx")
     dgamma, dbeta = fiber_out(dgamma, x, axis, "dgamma"), fiber_out(dbeta, x, axis, "dbeta")

@@ -31,7 +31,7 @@ def cross_entropy(logits: TiledTensor, labels: TiledTensor, *, grad: bool = Fals
     tx, tl = logits.traits, labels.traits
     vocab, nv = logits.shape[-1], logits.grid_shape[-1]
     ntokens = math.prod(labels.shape)
-    stats = empty(labels.shape + (3,), labels.tile_shape + (3,))  # max, Σexp, picked
+    stats = empty(labels.shape + (4,), labels.tile_shape + (4,))  # max, Σexp (2), picked
     loss = empty((1,))
     hs = stats.handles
     for si in range(tl.ntiles):

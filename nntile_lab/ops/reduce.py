@@ -123,10 +123,9 @@ def fiber_out(f: TiledTensor | None, x: TiledTensor, axis: int, name: str = "out
                           lambda t: check_fiber(t, x, axis, name))
 
 
-def like_out(t: TiledTensor | None, x: TiledTensor, name: str, xname: str = "x",
-             beta: float = 0.0) -> TiledTensor:
+def like_out(t: TiledTensor | None, x: TiledTensor, name: str, xname: str = "x") -> TiledTensor:
     """An output shaped and tiled like x: ``t`` checked, or a new one."""
-    return new_or_checked(t, x.traits, beta, name,
+    return new_or_checked(t, x.traits, 0.0, name,
                           lambda t: check_operand(t, x.traits, name, f"{name} (like {xname} "
                                                   f"{x!r})"))
 

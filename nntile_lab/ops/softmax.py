@@ -50,7 +50,11 @@ def softmax(x: TiledTensor, axis: int, out: TiledTensor | None = None) -> TiledT
 def softmax_backward(y: TiledTensor, dy: TiledTensor, axis: int,
                      dx: TiledTensor | None = None) -> TiledTensor:
     """dx = y ⊙ (dy − Σ_axis dy ⊙ y), accumulated into ``dx`` when given (a new
-    tensor otherwise); y is softmax's output."""
+    tensor otherwise); y is softmax's output.
+
+    The sum is divided by Σ_axis y (1 but for rounding), so that dx sums to 0
+    along the axis as the true gradient does (see kernels/cpu/norm.c).
+    """
     tensor_in(y, "y")
     axis = norm_axis(y, axis)
     check_operand(dy, y.traits, "dy", f"dy (like y {y!r})")
@@ -63,8 +67,8 @@ def softmax_backward(y: TiledTensor, dy: TiledTensor, axis: int,
             check(lib.nl_submit_softmax_backward_tile(hy[t.x], hdy[t.x], hdx[t.x], t.m, t.k,
                                                       t.n, beta))
         return dx
-    st = slice_traits(y, axis)  # s as a float pair hi, lo (see norm.c) in one tile
-    sums = empty((2,) + st.shape, (2,) + st.tile_shape)
+    st = slice_traits(y, axis)  # both sums as float pairs hi, lo (see norm.c) in one tile
+    sums = empty((4,) + st.shape, (4,) + st.tile_shape)
     hs = sums.handles
     for t in steps:
         check(lib.nl_submit_softmax_backward_sums(hy[t.x], hdy[t.x], hs[t.s], t.m, t.k, t.n,

@@ -4,7 +4,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import nntile_lab as nl
-from tests.conftest import rel_err
+from tests.conftest import cond_err
 
 RNG = np.random.default_rng(1)
 
@@ -37,13 +37,14 @@ def test_gemm_matches_numpy(rt, case, alpha, beta):
     bsz, m, n, k = (int(np.prod(dims[g])) for g in "bmnk")
     a2 = a.astype(np.float64).reshape((bsz, k, m) if ta else (bsz, m, k))
     b2 = b.astype(np.float64).reshape((bsz, n, k) if tb else (bsz, k, n))
-    want = alpha * np.matmul(a2.transpose(0, 2, 1) if ta else a2,
-                             b2.transpose(0, 2, 1) if tb else b2).reshape(c_shape) + beta * c0
+    opa, opb = (a2.transpose(0, 2, 1) if ta else a2), (b2.transpose(0, 2, 1) if tb else b2)
+    want = alpha * np.matmul(opa, opb).reshape(c_shape) + beta * c0
+    magnitude = abs(alpha) * np.matmul(abs(opa), abs(opb)).reshape(c_shape) + abs(beta * c0)
     out = nl.from_numpy(c0, c_tiles) if beta else None
     got = nl.ops.gemm(nl.from_numpy(a, a_tiles), nl.from_numpy(b, b_tiles), trans_a=ta,
                       trans_b=tb, alpha=alpha, beta=beta, out=out, ndim=nk, batch_ndim=nb)
     assert got.shape == c_shape and got.tile_shape == c_tiles
-    assert rel_err(got.to_numpy(), want) <= 1e-5
+    assert cond_err(got.to_numpy(), want, magnitude) <= 1e-5
 
 
 def test_gemm_rejects_mismatch(rt1):

@@ -17,14 +17,22 @@ MAX_TILES = 150  # keeps an example's task count (and the file's runtime) small
 @st.composite
 def axis_case(draw):
     """(shape, tile shape, axis): 1–4 dimensions, any tiling with leftovers and
-    size-1 tiles; the axis (possibly negative) is mostly split into several tiles."""
+    size-1 tiles; the axis (possibly negative) is mostly split into several tiles.
+    One case in four has long dimensions (up to 150, 6000 values in all), so that
+    kernels meet fibers and rows longer than their 64-lane blocks."""
     ndim = draw(st.integers(1, 4))
-    shape = [draw(st.integers(1, MAX_DIM[ndim])) for _ in range(ndim)]
+    if ndim <= 3 and draw(st.integers(0, 3)) == 0:
+        shape = []
+        for _ in range(ndim):
+            shape.append(draw(st.integers(1, min(150, 6000 // math.prod(shape)))))
+        shape = draw(st.permutations(shape))
+    else:
+        shape = [draw(st.integers(1, MAX_DIM[ndim])) for _ in range(ndim)]
     axis = draw(st.integers(-ndim, ndim - 1))
     a = axis % ndim
     tiles = [draw(st.integers(1, s)) for s in shape]
     if shape[a] > 1 and draw(st.integers(0, 3)):
-        tiles[a] = draw(st.integers(1, shape[a] - 1))  # at least two tiles along the axis
+        tiles[a] = draw(st.integers(max(1, shape[a] // 8), shape[a] - 1))  # ≥ 2 tiles
     grid = [-(-s // t) for s, t in zip(shape, tiles)]
     while math.prod(grid) > MAX_TILES:  # coarsen the finest other dimension
         d = max((d for d in range(ndim) if d != a), key=lambda d: grid[d])

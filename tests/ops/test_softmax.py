@@ -63,6 +63,12 @@ def test_softmax_backward_vs_torch(rt, case, scale, accumulate):
     dx = nl.ops.softmax_backward(nl.from_numpy(y, tiles), nl.from_numpy(dy, tiles), axis,
                                  None if dx0 is None else nl.from_numpy(dx0, tiles))
     assert rel_err(dx.to_numpy(), want + (0 if dx0 is None else dx0)) <= 1e-5
+    # dx sums to 0 along the axis (as the true gradient) even from a y whose sum
+    # is off 1 (by rounding; here, to tell, by 1e-3): its rounding is all that is left
+    y = (softmax_ref(logits, axis) * (1 + 1e-3)).astype(np.float32)
+    dx = nl.ops.softmax_backward(nl.from_numpy(y, tiles), nl.from_numpy(dy, tiles), axis)
+    dx = dx.to_numpy().astype(np.float64)
+    assert np.all(abs(dx.sum(axis)) <= 1e-6 * abs(dx).sum(axis) + 1e-30)
 
 
 def test_bad_inputs(rt1):
