@@ -62,7 +62,7 @@ static int64_t next_task_id;   /* submission order, for the dependency graph */
 
 static double us(struct timespec t) { return t.tv_sec * 1e6 + t.tv_nsec * 1e-3; }
 
-/* Append to a growable array under trace_lock; 0 if out of memory. */
+/* Room for element n of a growable array (under its lock); 0 if out of memory. */
 static int grow(void **array, int64_t *cap, int64_t n, size_t size)
 {
     if (n < *cap) return 1;

@@ -5,7 +5,9 @@
 callback copies each finished task's profiling times into an array, a C thread
 samples memory every ``memory_period_ms``; Python only drains them at ``stop()``.
 If the runtime was started without ``profiling=True`` the trace turns StarPU's
-profiling on for its duration.
+profiling on for its duration. ``Trace(rt, memory_period_ms=5.0, bound=True)``:
+the sampling period, and whether to record tasks for StarPU's LP bound. One
+trace records at a time; ``stop()`` waits for every submitted task.
 
 After ``stop()`` a trace holds plain pandas tables and no StarPU state, so it
 outlives the runtime. Times are µs since ``start()``.
@@ -120,6 +122,8 @@ class Trace:
         finally:
             lib.nl_trace_enable(0)
             lib.nl_sampler_stop()
+            if self.record_bound:
+                lib.starpu_bound_stop()  # StarPU's flag outlives the runtime: always clear it
             Trace._active, self.running = None, False
         self._collect_tasks()
         self.memory = _memory_table(_drain_samples(), self.t0)
@@ -210,7 +214,6 @@ class Trace:
         n = lib.nl_trace_drain(buf, n)
         rec = np.frombuffer(ffi.buffer(buf, n * ffi.sizeof("struct nl_task_record")),
                             _RECORD_DTYPE).copy()
-        rec = rec[rec["submit_us"] >= self.t0 - 1.0]  # a task submitted before start
         rec = rec[np.argsort(rec["task_id"], kind="stable")]
         names = np.array([ffi.string(lib.nl_op_name(i)).decode() for i in range(lib.nl_op_count())]
                          or [""], dtype=object)
@@ -331,7 +334,6 @@ def _bus_table() -> pd.DataFrame:
 
 
 def _bound() -> dict:
-    lib.starpu_bound_stop()
     res, ires = ffi.new("double *"), ffi.new("double *")
     lib.starpu_bound_compute(res, ires, 0)
     if res[0] > 0:
