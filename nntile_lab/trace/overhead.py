@@ -28,9 +28,9 @@ from nntile_lab.trace.records import Trace
 SMALL = dict(n_layer=2, n_head=4, n_embd=128, n_positions=64, vocab_size=512, seq_tile=32,
              embd_tile=64, inner_tile=256, vocab_tile=256)
 SMALL_BATCH = 4
-# The trainer's default model (L=4, E=256, T=128, full vocabulary): ms-long tasks.
-BIG = dict(n_layer=4, n_head=4, n_embd=256, n_positions=128, vocab_size=50257, seq_tile=64,
-           embd_tile=128, inner_tile=512, vocab_tile=8192)
+# The trainer's default model and tiles (L=4, E=256, T=128, full vocabulary): ms-long tasks.
+BIG = dict(n_layer=4, n_head=4, n_embd=256, n_positions=128, vocab_size=50257, batch_tile=4,
+           inner_tile=512, head_tile=2, vocab_tile=8192)
 BIG_BATCH = 8
 
 
