@@ -1,18 +1,37 @@
 /* The C API the Python side calls (parsed by cffi's cdef as well: keep it free
  * of preprocessor lines). starpu_data_handle_t comes from starpu.h in C and
  * from the cdef prelude in Python. */
+
+/* One finished task (times in µs since starpu_init; ready = pushed to the
+ * scheduler once its dependencies were met, acquire = its data was in place).
+ * handles/modes: the first nbuffers data it accessed, modes as StarPU's
+ * enum starpu_data_access_mode bits (R 1, W 2, REDUX 8, COMMUTE 16). */
 struct nl_task_record {
-    int op, phase, layer, worker, priority;
-    double submit_us, acquire_us, start_us, end_us, flops;
+    int64_t task_id;
+    int op, phase, layer, worker, priority, nbuffers;
+    double submit_us, ready_us, acquire_us, start_us, end_us, flops, bytes;
+    uint64_t handles[8];
+    int modes[8];
 };
+struct nl_worker_stats { double total_us, executing_us, sleeping_us, flops; int64_t tasks; };
+struct nl_bus_stats { int src, dst; int64_t bytes, count; double total_us; };
+struct nl_mem_sample { double t_us; int node; int64_t used; };
 
 int nl_init(const char *sched, int ncpu, int profiling);
 int nl_sched_policies(const char **names, int max);
 int nl_take_error(char *buf, int len);
 void nl_set_scope(int priority, int layer, int phase);
 void nl_trace_enable(int on);
+void nl_trace_clear(void);
 int64_t nl_trace_drain(struct nl_task_record *out, int64_t max);
 int64_t nl_trace_count(void);
+int nl_worker_stats(int worker, struct nl_worker_stats *out);
+int nl_bus_stats(int bus, struct nl_bus_stats *out);
+void nl_memory_sample(void);
+int nl_sampler_start(double period_ms);
+void nl_sampler_stop(void);
+int64_t nl_samples_drain(struct nl_mem_sample *out, int64_t max, int keep);
+int64_t nl_samples_count(void);
 void nl_register_tiles(int64_t n, const int64_t *nelems, size_t elemsize,
                        starpu_data_handle_t *out);
 void nl_unregister_tiles(int64_t n, starpu_data_handle_t *handles, int sync);

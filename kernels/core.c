@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static struct { int priority, layer, phase; } scope;
 static pthread_mutex_t error_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -48,45 +49,82 @@ void nl_set_scope(int priority, int layer, int phase)
 }
 
 /* ---- task records (traces without FxT) ------------------------------------
- * A C callback copies each finished task's profiling info into a growable
- * array; Python drains it. No Python code runs per task. */
+ * nl_submit_task fills a record with what is known at submission (op, scope,
+ * flops, the handles and their access modes, their bytes) while the handles
+ * are surely alive; a C callback adds the profiling times when the task ends
+ * and moves the record into a growable array that Python drains. No Python
+ * code runs per task. Records are taken only while a Trace is active. */
 static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct nl_task_record *records;
 static int64_t nrecords, records_cap;
 static int tracing;
+static int64_t next_task_id;   /* submission order, for the dependency graph */
 
 static double us(struct timespec t) { return t.tv_sec * 1e6 + t.tv_nsec * 1e-3; }
 
+/* Room for element n of a growable array (under its lock); 0 if out of memory. */
+static int grow(void **array, int64_t *cap, int64_t n, size_t size)
+{
+    if (n < *cap) return 1;
+    int64_t c = *cap ? 2 * *cap : 4096;
+    void *grown = realloc(*array, (size_t)c * size);
+    if (!grown) return 0;
+    *array = grown;
+    *cap = c;
+    return 1;
+}
+
 static void record_task(void *arg)
 {
+    struct nl_task_record *r = arg;
     struct starpu_task *task = starpu_task_get_current();
     struct starpu_profiling_task_info *p = task ? task->profiling_info : NULL;
-    if (!p) return;
-    struct nl_task_record r = {
-        .op = (int)((intptr_t)arg & 0xffff),
-        .phase = (int)(((intptr_t)arg >> 16) & 0xff),
-        .layer = (int)((intptr_t)arg >> 24) - 1,
-        .worker = p->workerid,
-        .priority = task->priority,
-        .submit_us = us(p->submit_time),
-        .acquire_us = us(p->acquire_data_start_time),
-        .start_us = us(p->start_time),
-        .end_us = us(p->end_time),
-        .flops = task->flops,
-    };
-    pthread_mutex_lock(&trace_lock);
-    if (nrecords == records_cap) {
-        int64_t cap = records_cap ? 2 * records_cap : 4096;
-        struct nl_task_record *grown = realloc(records, (size_t)cap * sizeof *records);
-        if (!grown) { pthread_mutex_unlock(&trace_lock); nl_error("trace: out of memory"); return; }
-        records = grown;
-        records_cap = cap;
+    if (p) {  /* NULL when profiling was off as the task was submitted */
+        r->worker = p->workerid;
+        r->submit_us = us(p->submit_time);
+        r->ready_us = us(p->push_start_time);
+        r->acquire_us = us(p->acquire_data_end_time);
+        r->start_us = us(p->start_time);
+        r->end_us = us(p->end_time);
+        pthread_mutex_lock(&trace_lock);
+        if (grow((void **)&records, &records_cap, nrecords, sizeof *records))
+            records[nrecords++] = *r;
+        else
+            nl_error("trace: out of memory for task records");
+        pthread_mutex_unlock(&trace_lock);
     }
-    records[nrecords++] = r;
-    pthread_mutex_unlock(&trace_lock);
+    free(r);
+}
+
+static struct nl_task_record *new_record(struct starpu_task *task, int op_id)
+{
+    struct nl_task_record *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->task_id = __atomic_fetch_add(&next_task_id, 1, __ATOMIC_RELAXED);
+    r->op = op_id;
+    r->phase = scope.phase;
+    r->layer = scope.layer;
+    r->priority = task->priority;
+    r->flops = task->flops;
+    unsigned n = STARPU_TASK_GET_NBUFFERS(task);
+    r->nbuffers = n < 8 ? (int)n : 8;
+    for (int i = 0; i < r->nbuffers; i++) {
+        starpu_data_handle_t h = STARPU_TASK_GET_HANDLE(task, i);
+        r->handles[i] = (uint64_t)(uintptr_t)h;
+        r->modes[i] = (int)STARPU_TASK_GET_MODE(task, i);
+        r->bytes += (double)starpu_data_get_size(h);
+    }
+    return r;
 }
 
 void nl_trace_enable(int on) { tracing = on; }
+
+void nl_trace_clear(void)
+{
+    pthread_mutex_lock(&trace_lock);
+    nrecords = 0;
+    pthread_mutex_unlock(&trace_lock);
+}
 
 int64_t nl_trace_drain(struct nl_task_record *out, int64_t max)
 {
@@ -99,20 +137,139 @@ int64_t nl_trace_drain(struct nl_task_record *out, int64_t max)
     return n;
 }
 
-int64_t nl_trace_count(void) { return nrecords; }
+int64_t nl_trace_count(void)
+{
+    pthread_mutex_lock(&trace_lock);
+    int64_t n = nrecords;
+    pthread_mutex_unlock(&trace_lock);
+    return n;
+}
 
 int nl_submit_task(struct starpu_task *task, int op_id)
 {
     task->priority = scope.priority;
-    if (tracing) {
+    struct nl_task_record *r = NULL;
+    if (tracing && (r = new_record(task, op_id))) {
         task->callback_func = record_task;
-        /* pack op, phase, layer into the pointer: no allocation per task */
-        task->callback_arg = (void *)(intptr_t)(op_id | (scope.phase << 16)
-                                                | ((intptr_t)(scope.layer + 1) << 24));
+        task->callback_arg = r;
     }
     int ret = starpu_task_submit(task);
-    if (ret) starpu_task_destroy(task);  /* frees cl_arg too */
+    if (ret) {
+        free(r);
+        starpu_task_destroy(task);  /* frees cl_arg too */
+    }
     return ret;
+}
+
+/* ---- worker and bus counters (both reset when read) --------------------- */
+int nl_worker_stats(int worker, struct nl_worker_stats *out)
+{
+    struct starpu_profiling_worker_info info;
+    int ret = starpu_profiling_worker_get_info(worker, &info);
+    if (ret || !out) return ret;
+    out->total_us = us(info.total_time);
+    out->executing_us = us(info.executing_time);
+    out->sleeping_us = us(info.sleeping_time);
+    out->flops = info.flops;
+    out->tasks = info.executed_tasks;
+    return 0;
+}
+
+int nl_bus_stats(int bus, struct nl_bus_stats *out)
+{
+    struct starpu_profiling_bus_info info;
+    int ret = starpu_bus_get_profiling_info(bus, &info);
+    if (ret || !out) return ret;
+    out->src = starpu_bus_get_src(bus);
+    out->dst = starpu_bus_get_dst(bus);
+    out->bytes = info.transferred_bytes;
+    out->count = info.transfer_count;
+    out->total_us = us(info.total_time);
+    return 0;
+}
+
+/* ---- memory sampler ---------------------------------------------------------
+ * A thread polls every memory node's StarPU accounting (total - available:
+ * what StarPU allocated there) and, as node -1, the bytes of tiles registered
+ * and not yet unregistered (a fallback where a node has no accounting, i.e.
+ * starpu_memory_get_total returns -1). Times share the tasks' clock. */
+static int64_t registered_bytes;
+static pthread_mutex_t sample_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct nl_mem_sample *samples;
+static int64_t nsamples, samples_cap;
+static pthread_t sampler;
+static int sampling;
+static long sample_period_ns;
+
+static void push_sample(double t, int node, int64_t used)
+{
+    if (grow((void **)&samples, &samples_cap, nsamples, sizeof *samples))
+        samples[nsamples++] = (struct nl_mem_sample){.t_us = t, .node = node, .used = used};
+}
+
+void nl_memory_sample(void)
+{
+    double t = starpu_timing_now();
+    pthread_mutex_lock(&sample_lock);
+    unsigned nodes = starpu_memory_nodes_get_count();
+    for (unsigned node = 0; node < nodes; node++) {
+        ssize_t total = starpu_memory_get_total(node);
+        if (total >= 0) push_sample(t, (int)node, total - starpu_memory_get_available(node));
+    }
+    push_sample(t, -1, __atomic_load_n(&registered_bytes, __ATOMIC_RELAXED));
+    pthread_mutex_unlock(&sample_lock);
+}
+
+static void *sample_loop(void *arg)
+{
+    (void)arg;
+    struct timespec pause = {sample_period_ns / 1000000000L, sample_period_ns % 1000000000L};
+    while (__atomic_load_n(&sampling, __ATOMIC_ACQUIRE)) {
+        nl_memory_sample();
+        nanosleep(&pause, NULL);
+    }
+    return NULL;
+}
+
+int nl_sampler_start(double period_ms)
+{
+    if (sampling) return -EBUSY;
+    sample_period_ns = (long)(period_ms * 1e6);
+    if (sample_period_ns < 100000) sample_period_ns = 100000;
+    sampling = 1;
+    int ret = pthread_create(&sampler, NULL, sample_loop, NULL);
+    if (ret) sampling = 0;
+    return -ret;
+}
+
+void nl_sampler_stop(void)
+{
+    if (!sampling) return;
+    __atomic_store_n(&sampling, 0, __ATOMIC_RELEASE);
+    pthread_join(sampler, NULL);
+    nl_memory_sample();   /* the state at the end */
+}
+
+/* Copy up to max samples into out; keep = 0 also removes them. */
+int64_t nl_samples_drain(struct nl_mem_sample *out, int64_t max, int keep)
+{
+    pthread_mutex_lock(&sample_lock);
+    int64_t n = nsamples < max ? nsamples : max;
+    memcpy(out, samples, (size_t)n * sizeof *samples);
+    if (!keep) {
+        memmove(samples, samples + n, (size_t)(nsamples - n) * sizeof *samples);
+        nsamples -= n;
+    }
+    pthread_mutex_unlock(&sample_lock);
+    return n;
+}
+
+int64_t nl_samples_count(void)
+{
+    pthread_mutex_lock(&sample_lock);
+    int64_t n = nsamples;
+    pthread_mutex_unlock(&sample_lock);
+    return n;
 }
 
 /* ---- runtime life cycle --------------------------------------------------- */
@@ -132,10 +289,9 @@ int nl_init(const char *sched, int ncpu, int profiling)
     nl_set_scope(0, -1, 0);
     char stale[8];
     nl_take_error(stale, sizeof stale);
-    pthread_mutex_lock(&trace_lock);
-    nrecords = 0;
-    pthread_mutex_unlock(&trace_lock);
-    tracing = profiling;
+    nl_trace_clear();
+    tracing = 0;
+    __atomic_store_n(&registered_bytes, 0, __ATOMIC_RELAXED);
     starpu_profiling_status_set(profiling ? STARPU_PROFILING_ENABLE : STARPU_PROFILING_DISABLE);
     return 0;
 }
@@ -168,6 +324,7 @@ void nl_register_tiles(int64_t n, const int64_t *nelems, size_t elemsize,
 {
     for (int64_t i = 0; i < n; i++) {
         starpu_vector_data_register(&out[i], -1, 0, (uint32_t)nelems[i], elemsize);
+        __atomic_add_fetch(&registered_bytes, nelems[i] * (int64_t)elemsize, __ATOMIC_RELAXED);
         starpu_data_set_reduction_methods(out[i], NULL, &zero_cl);
     }
 }
@@ -179,6 +336,8 @@ void nl_unregister_tiles(int64_t n, starpu_data_handle_t *handles, int sync)
 {
     for (int64_t i = 0; i < n; i++)
         if (handles[i]) {
+            __atomic_sub_fetch(&registered_bytes, (int64_t)starpu_data_get_size(handles[i]),
+                               __ATOMIC_RELAXED);
             if (sync)
                 starpu_data_unregister(handles[i]);
             else

@@ -11,3 +11,15 @@ unsigned starpu_cpu_worker_get_count(void);
 ssize_t starpu_memory_get_total(unsigned node);
 ssize_t starpu_memory_get_available(unsigned node);
 #define STARPU_MAXCPUS ...
+int starpu_profiling_status_set(int status);
+int starpu_profiling_status_get(void);
+double starpu_timing_now(void);
+void starpu_worker_get_name(int id, char *dst, size_t maxlen);
+unsigned starpu_memory_nodes_get_count(void);
+int starpu_memory_node_get_name(unsigned node, char *name, size_t size);
+int starpu_bus_get_count(void);
+void starpu_bound_start(int deps, int prio);
+void starpu_bound_stop(void);
+void starpu_bound_compute(double *res, double *integer_res, int integer);
+#define STARPU_PROFILING_ENABLE ...
+#define STARPU_PROFILING_DISABLE ...

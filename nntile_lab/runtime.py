@@ -102,6 +102,7 @@ class Runtime:
             return
         try:
             lib.starpu_task_wait_for_all()
+            lib.nl_sampler_stop()   # a Trace left recording must not poll a stopped StarPU
             for t in list(self._tensors):
                 t.free(wait=True)
             lib.starpu_shutdown()

@@ -1,0 +1,113 @@
+"""``nntile-lab trace`` and ``nntile-lab peak``.
+
+    nntile-lab trace --out DIR [--steps N] [--no-peak] -- <train options>
+
+runs N training steps under a Trace and writes into DIR: ``tasks.csv`` (one row per
+task) and the other tables (accesses, workers, buses, memory, steps as CSV,
+meta.json), ``summary.json`` (metrics.summary), ``trace.json`` (Chrome trace for
+Perfetto) and the figures: gantt.png, gantt_step.png (the last step), utilisation.png,
+memory.png, transfers.png, op_time.png, throughput.png.
+
+The training itself is ``nntile_lab.train.cli.run_for_trace(train_argv, steps,
+profiling=True)``, which must return ``(trace, memory, tokens_per_step)``: a stopped
+Trace with one ``mark_step(tokens)`` per step, the dict of
+``trace.memory_by_category(model, optimizer)`` (or None), and tokens per step.
+
+    nntile-lab peak [--refresh] [--json]
+
+prints the machine's sgemm peak (cached; see nntile_lab.peak).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+
+def register_cli(subparsers) -> None:
+    """Add the ``trace`` and ``peak`` commands to an argparse subparsers object."""
+    t = subparsers.add_parser("trace", help="trace training steps: tasks, memory, figures",
+                              description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    t.add_argument("--out", required=True, help="directory for the files")
+    t.add_argument("--steps", type=int, default=3, help="training steps to trace (default 3)")
+    t.add_argument("--no-peak", action="store_true",
+                   help="skip the sgemm peak (no MFU; saves a few seconds on first use)")
+    t.add_argument("train_args", nargs=argparse.REMAINDER,
+                   help="after --: options for the trainer")
+    t.set_defaults(func=_trace)
+    p = subparsers.add_parser("peak", help="the machine's sgemm peak (MFU denominator)")
+    p.add_argument("--refresh", action="store_true", help="measure again")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=_peak)
+
+
+def run_training(train_argv: list[str], steps: int):
+    """(trace, memory by category or None, tokens per step) from the trainer."""
+    try:
+        from nntile_lab.train.cli import run_for_trace
+    except ImportError as exc:
+        raise RuntimeError(f"tracing needs the trainer's run_for_trace ({exc}): this "
+                           "checkout has no nntile_lab.train.cli yet") from exc
+    return run_for_trace(train_argv, steps, profiling=True)
+
+
+def write_outputs(tr, out: str, peak_gflops: float | None = None,
+                  tokens_per_step: int | None = None) -> dict:
+    """Every file of ``nntile-lab trace`` into ``out``; returns the summary."""
+    from nntile_lab.trace import metrics, viz
+    from nntile_lab.trace.chrome import write_chrome
+    os.makedirs(out, exist_ok=True)
+    tr.save(out)
+    summary = metrics.summary(tr, peak_gflops=peak_gflops)
+    summary["tokens_per_step"] = tokens_per_step
+    with open(os.path.join(out, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1, default=float)
+    write_chrome(tr, os.path.join(out, "trace.json"))
+    viz.save_all(tr, out)
+    return summary
+
+
+def report(summary: dict) -> str:
+    def pct(x):
+        return "n/a" if x is None or x != x else f"{100 * x:.1f}%"
+    tok = summary["tokens_per_s"]
+    lines = [f"{summary['tasks']} tasks, makespan {summary['makespan_s'] * 1e3:.1f} ms, "
+             f"{summary['gflops']:.1f} GFLOP/s"
+             + (f", {tok:.0f} tokens/s" if tok else "")
+             + (f", MFU {pct(summary['mfu'])} of {summary['peak_gflops']:.0f} GFLOP/s"
+                if summary["peak_gflops"] else ""),
+             f"critical path {summary['critical_path_s'] * 1e3:.1f} ms "
+             f"({pct(summary['critical_path_ratio'])} of the makespan); "
+             f"mean worker utilisation {pct(summary['utilisation_mean'])}",
+             "LP bound " + (f"{summary['lp_bound_s'] * 1e3:.1f} ms" if summary["lp_bound_s"]
+                            else f"unavailable: {summary['lp_bound_note']}"),
+             f"memory peak {summary['memory_peak_bytes'] / 2**20:.1f} MiB"
+             + "".join(f", {k} {v / 2**20:.1f} MiB"
+                       for k, v in (summary["memory_by_category"] or {}).items())]
+    return "\n".join(lines)
+
+
+def _trace(args) -> int:
+    if args.steps < 1:
+        raise ValueError(f"--steps {args.steps} must be ≥ 1")
+    train_argv = args.train_args[1:] if args.train_args[:1] == ["--"] else args.train_args
+    tr, memory, tokens_per_step = run_training(train_argv, args.steps)
+    if memory and not tr.static_memory:
+        tr.static_memory = {k: v for k, v in memory.items() if k != "activations"}
+    peak = None
+    if not args.no_peak:
+        from nntile_lab.peak import peak_gflops
+        peak = peak_gflops()
+    summary = write_outputs(tr, args.out, peak, tokens_per_step)
+    print(report(summary))
+    print(f"wrote {args.out}: tasks.csv, trace.json (open in https://ui.perfetto.dev), "
+          "gantt.png, utilisation.png, memory.png, transfers.png, op_time.png, throughput.png")
+    return 0
+
+
+def _peak(args) -> int:
+    from nntile_lab import peak
+    entry = peak.peak(refresh=args.refresh)
+    print(json.dumps(entry) if args.json else peak.report(entry))
+    return 0

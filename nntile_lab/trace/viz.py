@@ -1,0 +1,215 @@
+"""Figures of a trace (matplotlib, no pyplot state: each function returns a Figure;
+``fig.savefig(path)`` writes it).
+
+``gantt(tr, window=None, step=None)``  one row per worker, one bar per task coloured by
+                                       op, a figure legend of the ops shown;
+                                       ``window=(t0, t1)`` in µs or ``step=k`` zooms in.
+``utilisation(tr)``   busy workers over time, and per worker executing / sleeping /
+                      overhead time (StarPU's counters).
+``memory(tr)``        bytes per memory node over time; by category (parameters,
+                      gradients, optimizer state, activations) once
+                      ``tr.memory_by_category(model, optimizer)`` was called.
+``transfers(tr)``     bytes moved per bus (RAM ↔ disk, …) and bytes accessed per op.
+``op_time(tr)``       time per op (sum of task durations), with task counts.
+``throughput(tr)``    GFLOP/s and tokens/s per marked step.
+``save_all(tr, directory)`` writes all of them as PNGs and returns their paths.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from matplotlib import colormaps
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from nntile_lab.trace import metrics
+from nntile_lab.trace.records import REGISTERED_NODE
+
+MiB = float(1 << 20)
+
+
+def op_colors(names) -> dict:
+    """A fixed colour per op name (sorted), so every figure agrees; strong colours first."""
+    palette = [c for name in ("tab10", "Dark2", "Set1", "tab20b", "tab20c")
+               for c in colormaps[name].colors]
+    return {n: palette[i % len(palette)] for i, n in enumerate(sorted(set(names)))}
+
+
+def gantt(tr, window: tuple[float, float] | None = None, step: int | None = None) -> Figure:
+    t = tr.tasks
+    if step is not None:
+        window = _step_window(tr, step)
+    if window is not None:
+        t = t[(t["end_us"] > window[0]) & (t["start_us"] < window[1])]
+    workers = sorted(set(tr.tasks["worker"]))
+    colors = op_colors(tr.tasks["name"])
+    shown = sorted(set(t["name"]))
+    ncol = min(6, max(len(shown), 1))
+    legend_rows = -(-len(shown) // ncol)
+    fig = Figure(figsize=(12, 1.6 + 0.6 * max(len(workers), 1) + 0.25 * legend_rows),
+                 layout="constrained")
+    ax = fig.add_subplot()
+    for (w, name), mine in t.groupby(["worker", "name"]):
+        bars = ax.broken_barh(list(zip(mine["start_us"] / 1e3, mine["duration_us"] / 1e3)),
+                              (workers.index(w) - 0.4, 0.8), facecolors=colors[name])
+        bars.set_gid(f"gantt:{w}:{name}")
+    fig.legend(handles=[Patch(color=colors[n], label=n) for n in shown], ncol=ncol,
+               loc="outside lower center", fontsize="small")
+    names = dict(zip(tr.tasks["worker"], tr.tasks["worker_name"]))
+    ax.set_yticks(range(len(workers)), [names[w] for w in workers])
+    ax.set_ylim(-0.6, len(workers) - 0.4)
+    ax.invert_yaxis()
+    ax.set_xlabel("time (ms)")
+    ax.set_ylabel("worker")
+    if window is not None:
+        ax.set_xlim(window[0] / 1e3, window[1] / 1e3)
+    what = f"step {step}" if step is not None else (
+        f"{window[0] / 1e3:.1f}–{window[1] / 1e3:.1f} ms" if window else "whole trace")
+    ax.set_title(f"Tasks per worker, {what} ({len(t)} tasks)")
+    return fig
+
+
+def utilisation(tr, bins: int = 200) -> Figure:
+    fig = Figure(figsize=(12, 6), layout="constrained")
+    ax, bx = fig.subplots(2, 1)
+    nw = max(len(tr.workers), tr.tasks["worker"].nunique(), 1)
+    if len(tr.tasks):
+        edges, busy = metrics.busy_over_time(tr, bins)
+        ax.stairs(100 * busy / nw, edges / 1e3, fill=True, alpha=0.7, label="busy")
+    ax.set_xlabel("time (ms)")
+    ax.set_ylabel("workers busy (%)")
+    ax.set_ylim(0, 105)
+    ax.set_title(f"Utilisation over time ({nw} workers)")
+    if len(tr.workers):
+        w = tr.workers
+        x = np.arange(len(w))
+        bottom = np.zeros(len(w))
+        for col, label in (("executing_us", "executing"), ("overhead_us", "overhead"),
+                           ("sleeping_us", "sleeping")):
+            bx.bar(x, w[col] / 1e3, bottom=bottom, label=label)
+            bottom += w[col].to_numpy() / 1e3
+        bx.set_xticks(x, w["name"])
+        bx.legend(fontsize="small")
+    else:
+        u = metrics.utilisation(tr)
+        bx.bar(u["worker"].astype(str), u["busy_us"] / 1e3, label="executing")
+    bx.set_xlabel("worker")
+    bx.set_ylabel("time (ms)")
+    bx.set_title("Per worker: executing / overhead / sleeping")
+    return fig
+
+
+def memory(tr) -> Figure:
+    fig = Figure(figsize=(12, 6), layout="constrained")
+    ax, bx = fig.subplots(2, 1, sharex=True)
+    m = tr.memory
+    for (node, name), rows in m.groupby(["node", "name"]):
+        ax.plot(rows["t_us"] / 1e3, rows["used_bytes"] / MiB, label=name, drawstyle="steps-post",
+                ls="--" if node == REGISTERED_NODE else "-")
+    ax.set_ylabel("used (MiB)")
+    ax.set_title("Memory per node (StarPU's accounting, freed buffers it caches included; "
+                 "dashed: tiles registered)")
+    if len(m):
+        ax.legend(fontsize="small")
+    cat = tr.category_timeline()
+    if len(cat):
+        names = [c for c in cat.columns if c != "t_us"]
+        bx.stackplot(cat["t_us"] / 1e3, *[cat[c] / MiB for c in names], labels=names,
+                     step="post")
+        bx.legend(fontsize="small", loc="upper left")
+    else:
+        bx.text(0.5, 0.5, "no categories: call tr.memory_by_category(model, optimizer)",
+                ha="center", va="center", transform=bx.transAxes)
+    bx.set_xlabel("time (ms)")
+    bx.set_ylabel("used (MiB)")
+    bx.set_title("Memory by category")
+    return fig
+
+
+def transfers(tr) -> Figure:
+    fig = Figure(figsize=(12, 6), layout="constrained")
+    ax, bx = fig.subplots(1, 2)
+    b = tr.buses
+    moved = b[b["bytes"] > 0] if len(b) else b
+    if len(moved):
+        ax.bar([f"{s}→{d}" for s, d in zip(moved["src"], moved["dst"])], moved["bytes"] / MiB)
+    else:
+        ax.text(0.5, 0.5, "no data moved between memory nodes\n(one RAM node, no disk node)",
+                ha="center", va="center", transform=ax.transAxes)
+    ax.set_xlabel("bus")
+    ax.set_ylabel("moved (MiB)")
+    ax.set_title("Transfers per bus")
+    per_op = tr.tasks.groupby("name")["bytes"].sum().sort_values()
+    bx.barh(per_op.index, per_op.to_numpy() / MiB,
+            color=[op_colors(tr.tasks["name"])[n] for n in per_op.index])
+    bx.set_xlabel("bytes accessed by its tasks (MiB)")
+    bx.set_ylabel("op")
+    bx.set_title("Data touched per op")
+    return fig
+
+
+def op_time(tr) -> Figure:
+    ops = metrics.op_times(tr).iloc[::-1]
+    fig = Figure(figsize=(10, 1.5 + 0.35 * max(len(ops), 1)), layout="constrained")
+    ax = fig.add_subplot()
+    colors = op_colors(tr.tasks["name"])
+    bars = ax.barh(ops["name"], ops["total_us"] / 1e3, color=[colors[n] for n in ops["name"]])
+    ax.bar_label(bars, labels=[f"{n} tasks" + (f", {g:.1f} GFLOP/s" if g == g and g > 0 else "")
+                               for n, g in zip(ops["tasks"], ops["gflops"])], fontsize="small")
+    ax.margins(x=0.3)
+    ax.set_xlabel("time in tasks (ms, summed over workers)")
+    ax.set_ylabel("op")
+    ax.set_title("Time per op")
+    return fig
+
+
+def throughput(tr) -> Figure:
+    fig = Figure(figsize=(10, 4), layout="constrained")
+    ax = fig.add_subplot()
+    s = tr.steps
+    if len(s):
+        ax.bar(s["step"], s["gflops"], color="tab:blue", label="GFLOP/s")
+        ax.set_xticks(s["step"])
+        if s["tokens_per_s"].notna().any():
+            tx = ax.twinx()
+            tx.plot(s["step"], s["tokens_per_s"], "o-", color="tab:orange", label="tokens/s")
+            tx.set_ylabel("tokens/s")
+            tx.legend(loc="upper right")
+    else:
+        ax.bar([0], [metrics.gflops(tr)], color="tab:blue", label="GFLOP/s")
+        ax.set_xticks([0], ["whole trace"])
+    ax.set_xlabel("step")
+    ax.set_ylabel("GFLOP/s")
+    ax.legend(loc="upper left")
+    ax.set_title("Throughput per step")
+    return fig
+
+
+FIGURES = {"gantt": gantt, "utilisation": utilisation, "memory": memory,
+           "transfers": transfers, "op_time": op_time, "throughput": throughput}
+
+
+def save_all(tr, directory: str, step: int | None = None, dpi: int = 110) -> dict[str, str]:
+    """Every figure as ``<name>.png``, plus ``gantt_step.png`` zoomed on ``step`` (default:
+    the last marked step) when steps were marked."""
+    os.makedirs(directory, exist_ok=True)
+    figs = {name: fn(tr) for name, fn in FIGURES.items()}
+    if len(tr.steps):
+        figs["gantt_step"] = gantt(tr, step=int(tr.steps["step"].iloc[-1]) if step is None
+                                   else step)
+    paths = {}
+    for name, fig in figs.items():
+        paths[name] = os.path.join(directory, f"{name}.png")
+        fig.savefig(paths[name], dpi=dpi)
+    return paths
+
+
+def _step_window(tr, step: int) -> tuple[float, float]:
+    s = tr.steps
+    if not len(s) or step not in set(s["step"]):
+        raise ValueError(f"step={step} was not marked in this trace (marked steps: "
+                         f"{list(s['step']) if len(s) else 'none'}; call tr.mark_step() at "
+                         "the end of each step)")
+    row = s[s["step"] == step].iloc[0]
+    return float(row["start_us"]), float(row["end_us"])

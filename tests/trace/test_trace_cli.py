@@ -1,0 +1,87 @@
+"""``nntile-lab trace`` and ``nntile-lab peak`` with a stand-in training run."""
+import argparse
+import json
+import os
+
+import pandas as pd
+import pytest
+
+from nntile_lab import peak
+from nntile_lab.trace import cli
+from nntile_lab.train import cli as train_cli
+from tests.trace.conftest import traced_gpt2
+
+
+def parse(argv):
+    parser = argparse.ArgumentParser(prog="nntile-lab")
+    cli.register_cli(parser.add_subparsers(dest="command", required=True))
+    return parser.parse_args(argv)
+
+
+@pytest.fixture
+def fake_peak(monkeypatch, tmp_path):
+    monkeypatch.setenv("NNTILE_LAB_CACHE", str(tmp_path / "cache"))
+    calls = []
+
+    def measure():
+        calls.append(1)
+        return {"gflops": 100.0, "method": "test", "blas_threads": 2, "measured": "now"}
+    monkeypatch.setattr(peak, "measure", measure)
+    return calls
+
+
+def test_trace_command_writes_every_file(tmp_path, monkeypatch, capsys, fake_peak):
+    seen = {}
+
+    def run_for_trace(train_argv, steps, profiling):
+        seen.update(argv=train_argv, steps=steps, profiling=profiling)
+        return traced_gpt2(steps=steps)
+    monkeypatch.setattr(train_cli, "run_for_trace", run_for_trace, raising=False)
+    out = tmp_path / "out"
+    args = parse(["trace", "--out", str(out), "--steps", "2", "--", "--n-layer", "1"])
+    assert args.func(args) == 0
+    assert seen == {"argv": ["--n-layer", "1"], "steps": 2, "profiling": True}
+    files = set(os.listdir(out))
+    assert {"tasks.csv", "trace.json", "summary.json", "gantt.png", "gantt_step.png",
+            "utilisation.png", "memory.png", "transfers.png", "op_time.png",
+            "throughput.png"} <= files
+    tasks = pd.read_csv(out / "tasks.csv")
+    assert {"name", "worker", "submit_us", "start_us", "end_us", "flops", "layer",
+            "phase"} <= set(tasks.columns)
+    with open(out / "trace.json") as f:
+        assert sum(e["ph"] == "X" for e in json.load(f)["traceEvents"]) == len(tasks)
+    with open(out / "summary.json") as f:
+        summary = json.load(f)
+    assert summary["tasks"] == len(tasks) and summary["peak_gflops"] == 100.0
+    assert summary["mfu"] == pytest.approx(summary["gflops"] / 100.0)
+    assert summary["tokens_per_step"] == 16 and summary["tokens"] == 32
+    assert set(summary["memory_by_category"]) == {"parameters", "gradients", "optimizer state",
+                                                  "activations"}
+    printed = capsys.readouterr().out
+    assert "MFU" in printed and "critical path" in printed and "trace.json" in printed
+
+
+def test_trace_command_without_a_trainer_says_so(tmp_path, monkeypatch):
+    monkeypatch.delattr(train_cli, "run_for_trace", raising=False)
+    args = parse(["trace", "--out", str(tmp_path), "--no-peak"])
+    with pytest.raises(RuntimeError, match="run_for_trace"):
+        args.func(args)
+    with pytest.raises(ValueError, match="--steps 0"):
+        args = parse(["trace", "--out", str(tmp_path), "--steps", "0"])
+        args.func(args)
+
+
+def test_peak_is_measured_once_and_cached(fake_peak, capsys):
+    assert peak.peak_gflops() == 100.0 and peak.peak_gflops() == 100.0
+    assert len(fake_peak) == 1
+    with open(peak.cache_path()) as f:
+        assert list(json.load(f)) == [peak.machine_key()]
+    args = parse(["peak", "--refresh", "--json"])
+    assert args.func(args) == 0
+    assert len(fake_peak) == 2
+    assert json.loads(capsys.readouterr().out)["gflops"] == 100.0
+
+
+def test_peak_measurement_is_a_rate():
+    res = peak.measure(n=256, repeats=1)
+    assert res["gflops"] > 0.1 and "N=256" in res["method"]
