@@ -44,9 +44,10 @@ class Optimizer:
         scale = 1.0 if clip_norm is None else min(1.0, clip_norm / (norm + 1e-6))
         self.steps += 1
         lr = self.lr if lr is None else lr
-        for name, p in self.model.params.items():
-            wd = self.weight_decay if p.ndim >= 2 else 0.0
-            self._update(name, p, self.model.grads[name], lr, wd, scale)
+        with self.model.runtime.scope(phase="optimizer"):
+            for name, p in self.model.params.items():
+                wd = self.weight_decay if p.ndim >= 2 else 0.0
+                self._update(name, p, self.model.grads[name], lr, wd, scale)
         return norm
 
     def _update(self, name, p, g, lr, wd, scale):

@@ -176,3 +176,40 @@ def _report(s: dict) -> str:
             f", {num(s['tokens_per_s'], '.0f')} tokens/s, {num(s['gflops'], '.2f')} GFLOP/s; "
             f"wrote log.csv, loss.png, run.json, checkpoint/")
 
+
+
+def run_for_trace(train_argv: list[str], steps: int, profiling: bool = True):
+    """``steps`` training steps of the model that ``train_argv`` describes, under a
+    Trace (after one untraced warm-up step). Returns the stopped trace, memory by
+    category and tokens per step, for ``nntile-lab trace``."""
+    import numpy as np
+
+    import nntile_lab
+    from nntile_lab.data import load_split, prepare_default_corpus
+    from nntile_lab.trace import Trace
+
+    sub = argparse.ArgumentParser(prog="nntile-lab trace --").add_subparsers()
+    args = resolve(register_cli(sub).parse_args(train_argv))
+    data = load_split(Path(args.data) if args.data else prepare_default_corpus(), "train")
+    rng = np.random.default_rng(args.seed)
+    tokens = args.batch * args.seq_len * args.grad_accum
+    with nntile_lab.Runtime(scheduler=args.scheduler, ncpu=args.ncpu,
+                            profiling=profiling) as rt:
+        model, optimizer, schedule = build(args)
+
+        def step(k: int) -> None:
+            for micro in range(args.grad_accum):
+                ids, labels = data.sample_batch(args.batch, args.seq_len, rng)
+                model.forward_backward(ids, labels, accumulate=micro > 0,
+                                       grad_scale=1.0 / args.grad_accum)
+            optimizer.step(schedule(k), args.clip or None)
+            rt.wait()
+
+        step(0)
+        tr = Trace(rt).start()
+        for k in range(1, steps + 1):
+            step(k)
+            tr.mark_step(tokens)
+        memory = tr.memory_by_category(model, optimizer)
+        tr.stop()
+    return tr, memory, tokens
