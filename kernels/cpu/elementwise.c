@@ -2,6 +2,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "fastexp.h"
+
 /* y[i] = value */
 void nl_fill(int64_t n, float value, float *y)
 {
@@ -55,7 +57,7 @@ static const float k_sqrt_2_pi = 0.7978845608028654f, k_c = 0.044715f;
 /* s = σ(2u) and 1 − s, each without overflow or cancellation */
 static inline void sigmoid2(float u, float *s, float *one_minus_s)
 {
-    float e = expf(-2.0f * fabsf(u)), r = 1.0f / (1.0f + e);
+    float e = nl_expf(-2.0f * fabsf(u)), r = 1.0f / (1.0f + e);
     *s = u >= 0 ? r : e * r;
     *one_minus_s = u >= 0 ? e * r : r;
 }

@@ -7,6 +7,7 @@
  * dx[i, j] = scale · (exp(x[i, j] − m)/s − [voff + j == label_i]) */
 #include <math.h>
 #include "core.h"
+#include "fastexp.h"
 
 /* first: the tile with voff = 0, which starts the stats and checks the labels */
 void nl_cross_entropy_stats(int64_t n, int64_t vt, int64_t voff, int64_t vocab, int32_t first,
@@ -32,7 +33,7 @@ void nl_cross_entropy_stats(int64_t n, int64_t vt, int64_t voff, int64_t vocab, 
             m = lm;
         }
         if (m > -INFINITY)  /* an all −∞ row adds nothing (and no NaN) */
-            for (int64_t j = 0; j < vt; j++) s += expf(row[j] - m);
+            for (int64_t j = 0; j < vt; j++) s += nl_expf(row[j] - m);
         st[0] = m;
         st[1] = (float)s;
         st[2] = (float)(s - (double)st[1]);
@@ -62,7 +63,7 @@ void nl_cross_entropy_backward(int64_t n, int64_t vt, int64_t voff, float scale,
         const float *row = x + i * vt, *st = stats + 4 * i;
         float m = st[0], k = (float)(scale / ((double)st[1] + st[2]));
         float *d = dx + i * vt;
-        for (int64_t j = 0; j < vt; j++) d[j] = k * expf(row[j] - m);
+        for (int64_t j = 0; j < vt; j++) d[j] = k * nl_expf(row[j] - m);
         int64_t c = labels[i] - voff;
         if (c >= 0 && c < vt) d[c] -= scale;
     }
