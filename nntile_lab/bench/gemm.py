@@ -7,17 +7,24 @@ from functools import partial
 import numpy as np
 
 import nntile_lab as nl
+from nntile_lab._lib import lib
 from nntile_lab.bench.common import machine, median_time, numpy_blas_threads
 
 
 def submit_cost_us(rt: nl.Runtime, ntasks: int = 20_000) -> float:
-    """Python-side cost of submitting one task: a fill over 1-element tiles."""
+    """Cost of submitting one task from Python (the op's loop, cffi, StarPU's submit):
+    a fill over 1-element tiles, with the workers paused so that they do not
+    compete with the submitting thread for the cores."""
     x = nl.empty((ntasks,), (1,))
     nl.ops.fill(x, 0.0)  # warm-up: allocation and perf-model set-up
     rt.wait()
-    t0 = time.perf_counter()
-    nl.ops.fill(x, 1.0)
-    cost = (time.perf_counter() - t0) / ntasks * 1e6
+    lib.starpu_pause()
+    try:
+        t0 = time.perf_counter()
+        nl.ops.fill(x, 1.0)
+        cost = (time.perf_counter() - t0) / ntasks * 1e6
+    finally:
+        lib.starpu_resume()
     rt.wait()
     x.free()
     return cost

@@ -45,20 +45,30 @@ def gemm(a: TiledTensor, b: TiledTensor, *, trans_a: bool = False, trans_b: bool
                              f"tile_shape {tiles}")
     ha, hb, hc = a.handles, b.handles, c.handles
     ta, tb, tc = a.traits, b.traits, c.traits
-    kgrid = [range(a.grid_shape[d]) for d in ga[2]]
+    # a flat tile number is Σ index·stride: split it into the part fixed by the c
+    # tile and the part that walks the k tiles, computed once (the loop only adds)
+    kidxs = list(product(*(range(a.grid_shape[d]) for d in ga[2])))
+    ka = [_flat(kidx, ta.grid_strides, ga[2]) for kidx in kidxs]
+    kb = [_flat(kidx, tb.grid_strides, gb[1]) for kidx in kidxs]
+    ksize = [math.prod(a.traits.tile_shapes[ka[j]][d] for d in ga[2])
+             for j in range(len(kidxs))]
+    betas = [beta] + [1.0] * (len(kidxs) - 1)
     for ci in range(tc.ntiles):
-        cidx = tc.grid_index(ci)
-        bidx, midx, nidx = cidx[:nb], cidx[nb:nb + nm], cidx[nb + nm:]
-        cshape = tc.tile_shapes[ci]
+        cidx, cshape = tc.grid_index(ci), tc.tile_shapes[ci]
+        a0 = _flat(cidx[:nb + nm], ta.grid_strides, ga[0] + ga[1])
+        b0 = _flat(cidx[:nb] + cidx[nb + nm:], tb.grid_strides, gb[0] + gb[2])
         batch = math.prod(cshape[:nb])
         m, n = math.prod(cshape[nb:nb + nm]), math.prod(cshape[nb + nm:])
-        for first, kidx in enumerate(product(*kgrid)):
-            ai = ta.index(bidx + (kidx + midx if trans_a else midx + kidx))
-            bi = tb.index(bidx + (nidx + kidx if trans_b else kidx + nidx))
-            k = ta.tile_sizes[ai] // (batch * m)
-            check(lib.nl_submit_gemm(ha[ai], hb[bi], hc[ci], batch, m, n, k, trans_a, trans_b,
-                                     alpha, 1.0 if first else beta))
+        hci = hc[ci]
+        for j in range(len(kidxs)):
+            check(lib.nl_submit_gemm(ha[a0 + ka[j]], hb[b0 + kb[j]], hci, batch, m, n, ksize[j],
+                                     trans_a, trans_b, alpha, betas[j]))
     return c
+
+
+def _flat(index, strides, dims) -> int:
+    """Σ index[i]·strides[dims[i]]: a partial flat tile number."""
+    return sum(i * strides[d] for i, d in zip(index, dims))
 
 
 def _groups(t: TiledTensor, nb: int, n1: int, n2: int, swap: bool):
