@@ -25,7 +25,8 @@ def machine() -> dict:
     from nntile_lab.train.record import machine as machine_facts
     return machine_facts() | {"date": datetime.datetime.now().isoformat(timespec="seconds"),
                               "python": platform.python_version(),
-                              "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE")}
+                              "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
+                              "blas_kernels": blas_kernels()}
 
 
 def numpy_blas_threads() -> int | None:
@@ -37,3 +38,14 @@ def numpy_blas_threads() -> int | None:
     counts = [p["num_threads"] for p in threadpool_info()
               if p.get("user_api") == "blas" and "scipy_openblas32" not in p.get("filepath", "")]
     return max(counts) if counts else None
+
+
+def blas_kernels() -> dict:
+    """The OpenBLAS core type each loaded BLAS runs (numpy's and the kernels'):
+    OPENBLAS_CORETYPE changes it, and with it every baseline."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return {}
+    return {os.path.basename(p["filepath"]): p.get("architecture") for p in threadpool_info()
+            if p.get("user_api") == "blas"}

@@ -31,6 +31,8 @@ def register_cli(subparsers) -> None:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     t.add_argument("--out", required=True, help="directory for the files")
     t.add_argument("--steps", type=int, default=3, help="training steps to trace (default 3)")
+    t.add_argument("--bound", action="store_true",
+                   help="also record the tasks for StarPU's LP bound (costs a few %%)")
     t.add_argument("--no-peak", action="store_true",
                    help="skip the sgemm peak (no MFU; saves a few seconds on first use)")
     t.add_argument("train_args", nargs=argparse.REMAINDER,
@@ -42,14 +44,14 @@ def register_cli(subparsers) -> None:
     p.set_defaults(func=_peak)
 
 
-def run_training(train_argv: list[str], steps: int):
+def run_training(train_argv: list[str], steps: int, bound: bool = False):
     """(trace, memory by category or None, tokens per step) from the trainer."""
     try:
         from nntile_lab.train.cli import run_for_trace
     except ImportError as exc:
         raise RuntimeError(f"tracing needs the trainer's run_for_trace ({exc}): this "
                            "checkout has no nntile_lab.train.cli yet") from exc
-    return run_for_trace(train_argv, steps, profiling=True)
+    return run_for_trace(train_argv, steps, profiling=True, bound=bound)
 
 
 def write_outputs(tr, out: str, peak_gflops: float | None = None,
@@ -92,7 +94,7 @@ def _trace(args) -> int:
     if args.steps < 1:
         raise ValueError(f"--steps {args.steps} must be ≥ 1")
     train_argv = args.train_args[1:] if args.train_args[:1] == ["--"] else args.train_args
-    tr, memory, tokens_per_step = run_training(train_argv, args.steps)
+    tr, memory, tokens_per_step = run_training(train_argv, args.steps, args.bound)
     if memory and not tr.static_memory:
         tr.static_memory = {k: v for k, v in memory.items() if k != "activations"}
     peak = None

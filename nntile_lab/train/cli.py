@@ -178,7 +178,8 @@ def _report(s: dict) -> str:
 
 
 
-def run_for_trace(train_argv: list[str], steps: int, profiling: bool = True):
+def run_for_trace(train_argv: list[str], steps: int, profiling: bool = True,
+                  bound: bool = False):
     """``steps`` training steps of the model that ``train_argv`` describes, under a
     Trace (after one untraced warm-up step). Returns the stopped trace, memory by
     category and tokens per step, for ``nntile-lab trace``."""
@@ -206,7 +207,7 @@ def run_for_trace(train_argv: list[str], steps: int, profiling: bool = True):
             rt.wait()
 
         step(0)
-        tr = Trace(rt).start()
+        tr = Trace(rt, bound=bound).start()
         for k in range(1, steps + 1):
             step(k)
             tr.mark_step(tokens)

@@ -33,7 +33,7 @@ def fake_peak(monkeypatch, tmp_path):
 def test_trace_command_writes_every_file(tmp_path, monkeypatch, capsys, fake_peak):
     seen = {}
 
-    def run_for_trace(train_argv, steps, profiling):
+    def run_for_trace(train_argv, steps, profiling, bound=False):
         seen.update(argv=train_argv, steps=steps, profiling=profiling)
         return traced_gpt2(steps=steps)
     monkeypatch.setattr(train_cli, "run_for_trace", run_for_trace, raising=False)

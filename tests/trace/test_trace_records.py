@@ -134,7 +134,7 @@ def test_lp_bound_is_a_number_or_says_why(rt):
     for _ in range(12):             # calibrate the gemm history model for these tiles
         nl.ops.gemm(a, a).free()
     rt.wait()
-    with Trace(rt) as tr:
+    with Trace(rt, bound=True) as tr:
         nl.ops.gemm(a, a)
     b = tr.bound
     assert (b["bound_us"] is not None and b["bound_us"] > 0) or "calibrated" in b["note"]
