@@ -31,6 +31,7 @@ def register_cli(subparsers) -> None:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     t.add_argument("--out", required=True, help="directory for the files")
     t.add_argument("--steps", type=int, default=3, help="training steps to trace (default 3)")
+    t.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     t.add_argument("--bound", action="store_true",
                    help="also record the tasks for StarPU's LP bound (costs a few %%)")
     t.add_argument("--no-peak", action="store_true",
@@ -102,6 +103,9 @@ def _trace(args) -> int:
         from nntile_lab.peak import peak_gflops
         peak = peak_gflops()
     summary = write_outputs(tr, args.out, peak, tokens_per_step)
+    if args.json:
+        print(json.dumps(summary | {"out": args.out}, default=float))
+        return 0
     print(report(summary))
     print(f"wrote {args.out}: tasks.csv, trace.json (open in https://ui.perfetto.dev), "
           "gantt.png, utilisation.png, memory.png, transfers.png, op_time.png, throughput.png")

@@ -1,0 +1,46 @@
+"""The command line: what scripts rely on (JSON keys, exit codes, clear errors)."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from nntile_lab import cli
+
+
+def run_json(capsys, *argv) -> dict:
+    assert cli.main(list(argv)) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_bench_gemm_json(capsys):
+    res = run_json(capsys, "bench", "gemm", "--n", "256", "--tiles", "128", "64",
+                   "--repeats", "1", "--json")
+    assert {"nntile_gflops", "numpy_gflops", "ratio", "submit_us_per_task"} <= res.keys()
+    assert res["ratio"] == pytest.approx(res["nntile_gflops"] / res["numpy_gflops"])
+    assert [r["tile"] for r in res["by_tile"]] == [128, 64]
+    assert res["by_tile"][0]["tasks"] == 8 and res["by_tile"][1]["tasks"] == 64
+
+
+def test_bench_train_vs_torch_json(capsys):
+    pytest.importorskip("torch")
+    res = run_json(capsys, "bench", "train", "--vs-torch", "--json", "--n-layer", "1",
+                   "--n-head", "2", "--n-embd", "32", "--seq-len", "16", "--batch", "2",
+                   "--vocab-size", "100", "--steps", "2")
+    assert {"nntile_gflops", "torch_gflops", "ratio", "peak_gflops"} <= res.keys()
+    assert res["ratio"] == pytest.approx(res["nntile_gflops"] / res["torch_gflops"])
+    assert res["config"]["vocab_tile"] == 100        # the trainer's default tiles, capped
+
+
+def test_bad_option_is_one_clear_error(capsys):
+    assert cli.main(["bench", "gemm", "--n", "64", "--tiles", "0", "--repeats", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("nntile-lab: error:") and "tile_shape[0] = 0" in err
+
+
+def test_missing_extension_says_how_to_install():
+    code = ("import sys; sys.modules['nntile_lab._ext'] = None\n"
+            "try:\n    import nntile_lab\nexcept ImportError as e:\n    print(e)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert "apt-get install libstarpu-dev" in out and "pip install -e ." in out
