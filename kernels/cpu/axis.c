@@ -66,13 +66,7 @@ NL_INLINE void max_slice(struct nl_group G, int lanes, int32_t accumulate, const
                          float *s)
 {
     float mx[NL_NB];
-    for (int64_t q = 0; q < NL_NB; q++) mx[q] = -INFINITY;
-    for (int64_t c = 0; c < G.nc; c++) {
-        const float *p = x + G.x + c * G.sc;
-        for (int64_t q = 0; q < nl_nq(G, c); q++)
-            mx[q] = ((p[q] > mx[q]) | (p[q] != p[q])) ? p[q] : mx[q];
-    }
-    nl_fold_max(G, lanes, mx);
+    nl_group_max(G, lanes, x, mx);
     float *o = s + G.s;
     for (int64_t q = 0; q < (lanes ? 1 : G.nb); q++)
         o[q] = (!accumulate || (mx[q] > o[q]) | (mx[q] != mx[q])) ? mx[q] : o[q];

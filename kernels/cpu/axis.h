@@ -17,6 +17,7 @@
  * instantiates each for both modes, so the compiler sees unit strides and plain
  * indices in either. Sums accumulate in double, in a fixed order: reproducible. */
 #pragma once
+#include <math.h>
 #include <stdint.h>
 
 enum { NL_NB = 64 };
@@ -81,6 +82,18 @@ NL_INLINE void nl_fold_max(struct nl_group G, int lanes, float *mx)
     float t = mx[0];
     for (int64_t q = 1; q < G.nb; q++) t = ((mx[q] > t) | (mx[q] != mx[q])) ? mx[q] : t;
     for (int64_t q = 0; q < G.nb; q++) mx[q] = t;
+}
+
+/* mx[q] = max over the group's values of x (a NaN wins: never silently dropped) */
+NL_INLINE void nl_group_max(struct nl_group G, int lanes, const float *x, float *mx)
+{
+    for (int64_t q = 0; q < NL_NB; q++) mx[q] = -INFINITY;
+    for (int64_t c = 0; c < G.nc; c++) {
+        const float *p = x + G.x + c * G.sc;
+        for (int64_t q = 0; q < nl_nq(G, c); q++)
+            mx[q] = ((p[q] > mx[q]) | (p[q] != p[q])) ? p[q] : mx[q];
+    }
+    nl_fold_max(G, lanes, mx);
 }
 
 /* out[q] = alpha*acc[q] + beta*out[q] (q < nb); beta == 0 overwrites without reading

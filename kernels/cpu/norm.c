@@ -69,13 +69,7 @@ NL_INLINE void softmax_tile(struct nl_group G, int lanes, const float *x, float 
 {
     float mx[NL_NB], r[NL_NB];
     double acc[NL_NB] = {0};
-    for (int64_t q = 0; q < NL_NB; q++) mx[q] = -INFINITY;
-    for (int64_t c = 0; c < G.nc; c++) {
-        const float *p = x + G.x + c * G.sc;
-        for (int64_t q = 0; q < nl_nq(G, c); q++)
-            mx[q] = ((p[q] > mx[q]) | (p[q] != p[q])) ? p[q] : mx[q];
-    }
-    nl_fold_max(G, lanes, mx);
+    nl_group_max(G, lanes, x, mx);
     for (int64_t c = 0; c < G.nc; c++) {
         const float *p = x + G.x + c * G.sc;
         float *o = y + G.x + c * G.sc;
