@@ -195,8 +195,7 @@ class GPT2:
         dln2 = _linear_backward(a["ln2"], df, p["mlp.c_fc.weight"], g["mlp.c_fc.weight"],
                                 g["mlp.c_fc.bias"])
         df.free()
-        dh = ops.copy(dout)
-        dout.free()
+        dh = dout   # the residual's gradient, plus (in place) what flows through ln_2
         ops.layer_norm_backward(a["h"], dln2, p["ln_2.weight"], a["m2"], a["r2"], axis=2,
                                 dx=dh, dgamma=g["ln_2.weight"], dbeta=g["ln_2.bias"])
         dln2.free()
@@ -220,8 +219,7 @@ class GPT2:
             dln1 = _linear_backward(a["ln1"], dy, p[f"attn.{q}.weight"], g[f"attn.{q}.weight"],
                                     g[f"attn.{q}.bias"], dx=dln1)
             dy.free()
-        dx = ops.copy(dh)
-        dh.free()
+        dx = dh    # likewise through ln_1
         ops.layer_norm_backward(a["x"], dln1, p["ln_1.weight"], a["m1"], a["r1"], axis=2,
                                 dx=dx, dgamma=g["ln_1.weight"], dbeta=g["ln_1.bias"])
         dln1.free()
