@@ -53,8 +53,9 @@ class GPT2:
         """Mean cross-entropy of the batch; its gradient (times ``grad_scale``) is
         added to ``self.grads`` (zeroed first unless ``accumulate``)."""
         if not accumulate:
-            for g in self.grads.values():
-                ops.fill(g, 0.0)
+            with self.runtime.scope(phase="backward"):
+                for g in self.grads.values():
+                    ops.fill(g, 0.0)
         ids, labels_t, pos = self._inputs(input_ids, labels)
         saved, x = self._forward(ids, pos, keep=True)
         loss, dlogits = self._head(x, labels_t, saved, grad_scale)

@@ -32,8 +32,9 @@ class Optimizer:
     def grad_norm(self) -> float:
         """√(Σ over all gradients of g²), the global norm (waits for the gradients)."""
         total = None
-        for g in self.model.grads.values():
-            total = ops.sumsq_all(g, out=total, beta=0.0 if total is None else 1.0)
+        with self.model.runtime.scope(phase="optimizer"):
+            for g in self.model.grads.values():
+                total = ops.sumsq_all(g, out=total, beta=0.0 if total is None else 1.0)
         return math.sqrt(float(total.to_numpy()[0]))
 
     def step(self, lr: float | None = None, clip_norm: float | None = None) -> float:
