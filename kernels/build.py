@@ -44,6 +44,11 @@ ffibuilder = FFI()
 ffibuilder.cdef("typedef struct _starpu_data_state *starpu_data_handle_t;\n"
                 + _read("api.h") + codegen.generate_cdef() + _read("starpu_cdef.h"))
 
+# every kernel file includes this: the compiler checks each kernel's signature
+# against its row in the table (generated, not committed)
+with open(os.path.join(HERE, "cpu", "prototypes.h"), "w") as f:
+    f.write(codegen.generate_prototypes())
+
 sources = [os.path.join(HERE, "core.c")] + sorted(glob.glob(os.path.join(HERE, "cpu", "*.c")))
 cflags = _pkg_config("--cflags")
 ffibuilder.set_source(

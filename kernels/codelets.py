@@ -84,8 +84,9 @@ CODELETS = [
     Codelet("embedding_backward", "R:i64 ids, R dout, RW dtable",
             "i64 n, i64 e, i64 voff, i64 vrows, i64 vocab, i32 check", "0"),
     # loss.c
-    Codelet("cross_entropy_stats", "R x, R:i64 labels, RW stats",
-            "i64 n, i64 vt, i64 voff, i64 vocab, i32 first", "4.0*n*vt"),
+    Codelet("cross_entropy_stats", "R x, R:i64 labels, W stats",
+            "i64 n, i64 vt, i64 voff, i64 vocab", "4.0*n*vt"),
+    Codelet("cross_entropy_merge", "RW stats, R part", "i64 n", "8*n"),
     Codelet("cross_entropy_loss", "R stats, RW loss", "i64 n, f32 scale, i32 first", "3*n"),
     Codelet("cross_entropy_backward", "R x, R:i64 labels, R stats, W dx",
             "i64 n, i64 vt, i64 voff, f32 scale", "3.0*n*vt"),

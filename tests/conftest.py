@@ -5,8 +5,14 @@ parametrised: pytest groups the tests by scheduler and restarts StarPU between
 groups (a cycle costs ~20 ms).
 """
 import os
+import tempfile
 
-import numpy as np
+# StarPU keeps performance models and bus calibration in $STARPU_HOME and rewrites
+# them at shutdown: a test session gets its own, so that another StarPU process
+# (a notebook, a training run) never reads a file this one is writing
+os.environ.setdefault("STARPU_HOME", tempfile.mkdtemp(prefix="nntile_lab_starpu_"))
+
+import numpy as np  # noqa: E402
 import pytest
 from hypothesis import HealthCheck, settings
 

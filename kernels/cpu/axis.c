@@ -1,6 +1,7 @@
 /* Reductions and broadcasts along one axis of a tile viewed as (m, k, n) (see
  * axis.h). s is a slice (one value per (i, l)), f a fiber (one value per j).
  * Where an output takes alpha/beta, beta == 0 overwrites it without reading. */
+#include "prototypes.h"
 #include <math.h>
 #include <stdint.h>
 

@@ -1,4 +1,5 @@
 /* Element-wise kernels on n contiguous values. Backward sits beside forward. */
+#include "prototypes.h"
 #include <math.h>
 #include <stdint.h>
 

@@ -5,6 +5,7 @@
  *   backward: dtable[ids[i] − voff, :] += dout[i, :]  likewise
  * Ids outside the tile's rows are skipped, so a bad id can never index memory;
  * the one task per token tile with `check` set reports ids outside [0, vocab). */
+#include "prototypes.h"
 #include <string.h>
 #include "core.h"
 

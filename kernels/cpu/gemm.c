@@ -2,6 +2,7 @@
  * thread (the runtime sets it): workers call it concurrently.
  *   C[b] = alpha · op(A[b]) · op(B[b]) + beta · C[b],  b < batch
  * op(A) is m×k, stored m×k or, with trans_a, k×m; likewise op(B) is k×n. */
+#include "prototypes.h"
 #include <stdint.h>
 #include <cblas.h>
 

@@ -1,4 +1,5 @@
 /* Layout kernels on one tile: causal mask and axis permutation. */
+#include "prototypes.h"
 #include <stdint.h>
 
 /* x has batch × m × n values (C order); its rows start at global row row0, its

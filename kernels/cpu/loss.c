@@ -1,19 +1,23 @@
 /* Cross-entropy over a vocabulary split into tiles. A logits tile holds n tokens
- * × vt vocabulary entries [voff, voff + vt); per token, stats keeps
- * (m, s, picked) = (running max, Σ exp(x − m), the label's logit), merged tile
- * by tile in the stable online form (Milakov & Gimelshein 2018):
- *   m' = max(m, max_j x[j]),  s' = s·exp(m − m') + Σ_j exp(x[j] − m')
+ * × vt vocabulary entries [voff, voff + vt). Per token and vocabulary tile, stats
+ * holds (m, s_hi, s_lo, picked): the tile's max, Σ_j exp(x[j] − m) in double
+ * precision as two floats (a loss near 0 is log s with s ≈ 1, where one float's
+ * 1e-7 would be a 1e-4 relative error), and the label's logit if the label falls in
+ * the tile (else 0). The tiles' stats are computed in parallel, then merged in
+ * order (the stable online form, Milakov & Gimelshein 2018):
+ *   m = max(m1, m2),  s = s1·exp(m1 − m) + s2·exp(m2 − m),  picked = p1 + p2
  * loss_i = m + log s − picked = logsumexp(x_i) − x_i[label_i]
  * dx[i, j] = scale · (exp(x[i, j] − m)/s − [voff + j == label_i]) */
+#include "prototypes.h"
 #include <math.h>
 #include "core.h"
 #include "fastexp.h"
 
-/* first: the tile with voff = 0, which starts the stats and checks the labels */
-void nl_cross_entropy_stats(int64_t n, int64_t vt, int64_t voff, int64_t vocab, int32_t first,
+/* The tile at voff = 0 also checks the labels, so a bad one is reported once. */
+void nl_cross_entropy_stats(int64_t n, int64_t vt, int64_t voff, int64_t vocab,
                             const float *x, const int64_t *labels, float *stats)
 {
-    if (first)
+    if (voff == 0)
         for (int64_t i = 0; i < n; i++)
             if (labels[i] < 0 || labels[i] >= vocab) {
                 nl_error("cross_entropy: label %lld is outside the vocabulary of %lld "
@@ -24,22 +28,34 @@ void nl_cross_entropy_stats(int64_t n, int64_t vt, int64_t voff, int64_t vocab, 
     for (int64_t i = 0; i < n; i++) {
         const float *row = x + i * vt;
         float *st = stats + 4 * i;
-        float m = first ? -INFINITY : st[0];
-        double s = first ? 0.0 : (double)st[1] + st[2];
-        float lm = -INFINITY;
-        for (int64_t j = 0; j < vt; j++) lm = fmaxf(lm, row[j]);
-        if (lm > m) {
-            if (s > 0) s *= exp((double)m - lm);
-            m = lm;
-        }
+        float m = -INFINITY;
+        for (int64_t j = 0; j < vt; j++) m = fmaxf(m, row[j]);
+        double s = 0.0;
         if (m > -INFINITY)  /* an all −∞ row adds nothing (and no NaN) */
             for (int64_t j = 0; j < vt; j++) s += nl_expf(row[j] - m);
+        int64_t c = labels[i] - voff;
         st[0] = m;
         st[1] = (float)s;
         st[2] = (float)(s - (double)st[1]);
-        int64_t c = labels[i] - voff;
-        if (c >= 0 && c < vt) st[3] = row[c];
-        else if (first) st[3] = 0.0f;
+        st[3] = c >= 0 && c < vt ? row[c] : 0.0f;
+    }
+}
+
+/* stats ← merge(stats, part), token by token (see above) */
+void nl_cross_entropy_merge(int64_t n, float *stats, const float *part)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float *a = stats + 4 * i;
+        const float *b = part + 4 * i;
+        float m = fmaxf(a[0], b[0]);
+        double s = 0.0;
+        if (m > -INFINITY)
+            s = ((double)a[1] + a[2]) * exp((double)a[0] - m)
+                + ((double)b[1] + b[2]) * exp((double)b[0] - m);
+        a[0] = m;
+        a[1] = (float)s;
+        a[2] = (float)(s - (double)a[1]);
+        a[3] += b[3];
     }
 }
 

@@ -2,6 +2,7 @@
  * (see axis.h): slices hold one value per (i, l), fibers one per j. When the axis
  * is split into several tiles, the tiled op chains per-tile passes over it; when
  * it fits in one tile, a *_tile kernel does the whole op in a single task. */
+#include "prototypes.h"
 #include <math.h>
 #include <stdint.h>
 

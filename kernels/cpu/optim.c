@@ -1,6 +1,7 @@
 /* Optimizer steps on n parameters, in place, exactly as torch.optim computes
  * them. The Python side folds the step-dependent scalars in double precision
  * (1 − β, lr/(1 − β1^t), 1/√(1 − β2^t)): in float32 1 − 0.999 is off by 1e-5. */
+#include "prototypes.h"
 #include <math.h>
 #include <stdint.h>
 

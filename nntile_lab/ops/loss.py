@@ -18,9 +18,10 @@ def cross_entropy(logits: TiledTensor, labels: TiledTensor, *, grad: bool = Fals
     dlogits[s, v] = grad_scale · (softmax(logits[s])[v] − [v == labels[s]]) / ntokens
     (else None). A label outside [0, V) raises TaskError at the next wait.
 
-    Stable in float32: per token a running (max, Σ exp(x − max), picked logit) is
-    merged vocabulary tile by vocabulary tile, in order, so results are
-    deterministic; then one loss task per token tile and one gradient task per tile.
+    Stable in float32: every (token tile, vocabulary tile) pair gets its own task
+    computing (max, Σ exp(x − max), picked logit), all in parallel; cheap merges
+    then fold them in vocabulary order (so results are deterministic), then one loss
+    task per token tile and one gradient task per tile.
     """
     need_dtype(logits, "float32", "cross_entropy: logits")
     need_dtype(labels, "int64", "cross_entropy: labels")
@@ -31,26 +32,28 @@ def cross_entropy(logits: TiledTensor, labels: TiledTensor, *, grad: bool = Fals
     tx, tl = logits.traits, labels.traits
     vocab, nv = logits.shape[-1], logits.grid_shape[-1]
     ntokens = math.prod(labels.shape)
-    stats = empty(labels.shape + (4,), labels.tile_shape + (4,))  # max, Σexp (2), picked
+    # per token and vocabulary tile: max, Σexp (two floats), picked; the stats tile of
+    # (token tile si, vocabulary tile vi) has the logits tile's number si·nv + vi
+    stats = empty(labels.shape + (nv, 4), labels.tile_shape + (1, 4))
     loss = empty((1,))
     hs = stats.handles
     for si in range(tl.ntiles):
         n = tl.tile_sizes[si]
-        for vi in range(nv):
-            xi = si * nv + vi
-            check(lib.nl_submit_cross_entropy_stats(hx[xi], hl[si], hs[si], n,
+        for xi in range(si * nv, (si + 1) * nv):
+            check(lib.nl_submit_cross_entropy_stats(hx[xi], hl[si], hs[xi], n,
                                                     tx.tile_shapes[xi][-1],
-                                                    tx.tile_offsets[xi][-1], vocab,
-                                                    int(vi == 0)))
-        check(lib.nl_submit_cross_entropy_loss(hs[si], loss.handles[0], n, 1.0 / ntokens,
-                                               int(si == 0)))
+                                                    tx.tile_offsets[xi][-1], vocab))
+        for xi in range(si * nv + 1, (si + 1) * nv):
+            check(lib.nl_submit_cross_entropy_merge(hs[si * nv], hs[xi], n))
+        check(lib.nl_submit_cross_entropy_loss(hs[si * nv], loss.handles[0], n,
+                                               1.0 / ntokens, int(si == 0)))
     dlogits = None
     if grad:
         dlogits = empty(logits.shape, logits.tile_shape)
         hd, scale = dlogits.handles, grad_scale / ntokens
         for xi in range(tx.ntiles):
             si = xi // nv
-            check(lib.nl_submit_cross_entropy_backward(hx[xi], hl[si], hs[si], hd[xi],
+            check(lib.nl_submit_cross_entropy_backward(hx[xi], hl[si], hs[si * nv], hd[xi],
                                                        tl.tile_sizes[si],
                                                        tx.tile_shapes[xi][-1],
                                                        tx.tile_offsets[xi][-1], scale))
