@@ -13,6 +13,39 @@
 #include "core.h"
 #include "fastexp.h"
 
+/* Reductions over a row in LANES independent partial results, which the compiler
+ * turns into SIMD (a single running value would be a serial chain): */
+enum { LANES = 16 };
+
+static float row_max(int64_t vt, const float *row)
+{
+    float lane[LANES];
+    for (int q = 0; q < LANES; q++) lane[q] = -INFINITY;
+    int64_t j = 0;
+    for (; j + LANES <= vt; j += LANES)
+        for (int q = 0; q < LANES; q++) lane[q] = row[j + q] > lane[q] ? row[j + q] : lane[q];
+    float m = -INFINITY;
+    for (int q = 0; q < LANES; q++) m = fmaxf(m, lane[q]);
+    for (; j < vt; j++) m = fmaxf(m, row[j]);
+    return m;
+}
+
+/* Σ_j exp(row[j] − m): float lanes over blocks of 1024 values, summed in double */
+static double row_sumexp(int64_t vt, const float *row, float m)
+{
+    double s = 0.0;
+    int64_t j = 0;
+    while (j + LANES <= vt) {
+        float lane[LANES] = {0};
+        int64_t end = j + 1024 < vt ? j + 1024 : vt;
+        for (; j + LANES <= end; j += LANES)
+            for (int q = 0; q < LANES; q++) lane[q] += nl_expf(row[j + q] - m);
+        for (int q = 0; q < LANES; q++) s += lane[q];
+    }
+    for (; j < vt; j++) s += nl_expf(row[j] - m);
+    return s;
+}
+
 /* The tile at voff = 0 also checks the labels, so a bad one is reported once. */
 void nl_cross_entropy_stats(int64_t n, int64_t vt, int64_t voff, int64_t vocab,
                             const float *x, const int64_t *labels, float *stats)
@@ -28,11 +61,8 @@ void nl_cross_entropy_stats(int64_t n, int64_t vt, int64_t voff, int64_t vocab,
     for (int64_t i = 0; i < n; i++) {
         const float *row = x + i * vt;
         float *st = stats + 4 * i;
-        float m = -INFINITY;
-        for (int64_t j = 0; j < vt; j++) m = fmaxf(m, row[j]);
-        double s = 0.0;
-        if (m > -INFINITY)  /* an all −∞ row adds nothing (and no NaN) */
-            for (int64_t j = 0; j < vt; j++) s += nl_expf(row[j] - m);
+        float m = row_max(vt, row);
+        double s = m > -INFINITY ? row_sumexp(vt, row, m) : 0.0;  /* all −∞: no NaN */
         int64_t c = labels[i] - voff;
         st[0] = m;
         st[1] = (float)s;
