@@ -214,47 +214,35 @@ def sumsq_all(x: TiledTensor, out: TiledTensor | None = None, alpha: float = 1.0
     return out
 
 
+def _broadcast(submit, v: TiledTensor, x: TiledTensor, axis, over: str, *args) -> TiledTensor:
+    """One task per tile of x, reading the slice (``over="slice"``) or fiber tile of
+    ``v`` that broadcasts over it; x is updated in place and returned."""
+    tensor_in(x)
+    axis = norm_axis(x, axis)
+    (check_slice if over == "slice" else check_fiber)(v, x, axis, over[0])
+    hv, hx = v.handles, x.handles
+    for t in plan(x.traits, axis):
+        check(submit(hv[t.s if over == "slice" else t.f], hx[t.x], t.m, t.k, t.n, *args))
+    return x
+
+
 def add_slice(s: TiledTensor, x: TiledTensor, axis: int, alpha: float = 1.0,
               beta: float = 1.0) -> TiledTensor:
     """x[i,j,l] = α·s[i,l] + β·x[i,j,l], in place (β = 0 overwrites x). Returns x."""
-    tensor_in(x)
-    axis = norm_axis(x, axis)
-    check_slice(s, x, axis, "s")
-    hs, hx = s.handles, x.handles
-    for t in plan(x.traits, axis):
-        check(lib.nl_submit_add_slice(hs[t.s], hx[t.x], t.m, t.k, t.n, alpha, beta))
-    return x
+    return _broadcast(lib.nl_submit_add_slice, s, x, axis, "slice", alpha, beta)
 
 
 def mul_slice(s: TiledTensor, x: TiledTensor, axis: int) -> TiledTensor:
     """x[i,j,l] = s[i,l]·x[i,j,l], in place. Returns x."""
-    tensor_in(x)
-    axis = norm_axis(x, axis)
-    check_slice(s, x, axis, "s")
-    hs, hx = s.handles, x.handles
-    for t in plan(x.traits, axis):
-        check(lib.nl_submit_mul_slice(hs[t.s], hx[t.x], t.m, t.k, t.n))
-    return x
+    return _broadcast(lib.nl_submit_mul_slice, s, x, axis, "slice")
 
 
 def add_fiber(f: TiledTensor, x: TiledTensor, axis: int, alpha: float = 1.0,
               beta: float = 1.0) -> TiledTensor:
     """x[i,j,l] = α·f[j] + β·x[i,j,l], in place (bias add; β = 0 overwrites x). Returns x."""
-    tensor_in(x)
-    axis = norm_axis(x, axis)
-    check_fiber(f, x, axis, "f")
-    hf, hx = f.handles, x.handles
-    for t in plan(x.traits, axis):
-        check(lib.nl_submit_add_fiber(hf[t.f], hx[t.x], t.m, t.k, t.n, alpha, beta))
-    return x
+    return _broadcast(lib.nl_submit_add_fiber, f, x, axis, "fiber", alpha, beta)
 
 
 def mul_fiber(f: TiledTensor, x: TiledTensor, axis: int) -> TiledTensor:
     """x[i,j,l] = f[j]·x[i,j,l], in place. Returns x."""
-    tensor_in(x)
-    axis = norm_axis(x, axis)
-    check_fiber(f, x, axis, "f")
-    hf, hx = f.handles, x.handles
-    for t in plan(x.traits, axis):
-        check(lib.nl_submit_mul_fiber(hf[t.f], hx[t.x], t.m, t.k, t.n))
-    return x
+    return _broadcast(lib.nl_submit_mul_fiber, f, x, axis, "fiber")
