@@ -36,3 +36,10 @@ void nl_register_tiles(int64_t n, const int64_t *nelems, size_t elemsize,
                        starpu_data_handle_t *out);
 void nl_unregister_tiles(int64_t n, starpu_data_handle_t *handles, int sync);
 int nl_disk_register(const char *dir, int64_t bytes);
+int nl_wait_all(int timeout_ms);
+struct nl_ready;
+struct nl_ready *nl_ready_start(int64_t n, starpu_data_handle_t *handles, int write);
+int nl_ready_wait(struct nl_ready *g, int timeout_ms);
+void nl_ready_drop(struct nl_ready *g);
+int nl_tile_copy(starpu_data_handle_t handle, int to_tile, char *array, int ndim,
+                 const int64_t *shape, const int64_t *strides, size_t elemsize);

@@ -8,12 +8,34 @@ import os
 import weakref
 
 from nntile_lab._lib import ffi, lib
+from nntile_lab.interrupts import deferred_interrupts
 
 PHASES = ("none", "forward", "backward", "optimizer")
 
 
 class TaskError(RuntimeError):
     """A kernel met bad data inside a task (the message says which and why)."""
+
+
+class OutOfMemory(MemoryError):
+    """The tiles a runtime would have to hold exceed its memory limit (plus its disk
+    node): StarPU would spin forever looking for memory, so this is raised instead."""
+
+
+# How long one C-level wait may block before Python gets control back to run its
+# signal handlers (Ctrl-C / Jupyter's "interrupt kernel" → KeyboardInterrupt).
+POLL_MS = 50
+
+
+def wait_interruptibly(step) -> None:
+    """Call ``step(POLL_MS)`` (a C wait with a timeout: 1 done, 0 timed out, < 0
+    errno) until it reports done; a KeyboardInterrupt can land between calls."""
+    while True:
+        ret = step(POLL_MS)
+        if ret > 0:
+            return
+        if ret < 0:
+            raise RuntimeError(f"waiting for StarPU tasks failed: {os.strerror(-ret)}")
 
 
 def scheduler_names() -> list[str]:
@@ -36,6 +58,7 @@ class Runtime:
     """
 
     _active: Runtime | None = None
+    _generations = 0   # runs started in this process (StarPU's handles die with a run)
 
     def __init__(self, scheduler: str = "lws", ncpu: int | None = None,
                  memory_limit_mb: int | None = None, ooc_dir: str | None = None,
@@ -63,6 +86,8 @@ class Runtime:
         self.memory_limit_mb, self.ooc_dir, self.ooc_size_mb = memory_limit_mb, ooc_dir, ooc_size_mb
         self.profiling = profiling
         self.alive = False
+        self.generation = 0          # bumped at each start: tensors of a past run are stale
+        self.tile_bytes = 0          # bytes of the tiles registered now (views not counted)
         self._tensors: weakref.WeakSet = weakref.WeakSet()
         self.start()
 
@@ -73,20 +98,24 @@ class Runtime:
                                "allows one per process: stop it (rt.stop() or leave its "
                                "`with` block) before starting another")
         if self.ooc_dir is not None:
-            os.makedirs(self.ooc_dir, exist_ok=True)
+            _check_ooc_dir(self.ooc_dir)
         env = {"STARPU_LIMIT_CPU_MEM": None if self.memory_limit_mb is None
                else str(self.memory_limit_mb),
                "STARPU_DISK_SWAP": None, "STARPU_SILENT": os.environ.get("STARPU_SILENT", "1")}
         saved = {k: os.environ.get(k) for k in env}
-        try:
-            _set_env(env)
-            ret = lib.nl_init(self.scheduler.encode(), self.ncpu, int(self.profiling))
-        finally:
-            _set_env(saved)
-        if ret:
-            raise RuntimeError(f"starpu_init failed with code {ret} ({os.strerror(-ret)})")
-        Runtime._active = self
-        self.alive = True
+        with deferred_interrupts():   # StarPU up and the runtime marked so, or neither
+            try:
+                _set_env(env)
+                ret = lib.nl_init(self.scheduler.encode(), self.ncpu, int(self.profiling))
+            finally:
+                _set_env(saved)
+            if ret:
+                raise RuntimeError(f"starpu_init failed with code {ret} ({os.strerror(-ret)})")
+            Runtime._active = self
+            self.alive = True
+            Runtime._generations += 1
+            self.generation = Runtime._generations
+            self.tile_bytes = 0
         if self.ooc_dir is not None:
             self._ooc_buf = ffi.new("char[]", os.fsencode(self.ooc_dir))
             node = lib.nl_disk_register(self._ooc_buf, self.ooc_size_mb << 20)
@@ -97,25 +126,40 @@ class Runtime:
         return self
 
     def stop(self) -> None:
-        """Wait for all tasks, free every tile still registered, shut StarPU down."""
+        """Wait for all tasks, free every tile still registered, shut StarPU down.
+
+        The wait for the tasks can be interrupted (Ctrl-C): the runtime is then
+        left running, whole, and ``stop()`` can be called again."""
         if not self.alive:
             return
-        try:
-            lib.starpu_task_wait_for_all()
-            lib.nl_sampler_stop()   # a Trace left recording must not poll a stopped StarPU
-            for t in list(self._tensors):
-                t.free(wait=True)
-            lib.starpu_shutdown()
-        finally:
-            self.alive = False
-            Runtime._active = None
-        self._raise_task_error()
+        wait_interruptibly(lib.nl_wait_all)
+        with deferred_interrupts():   # StarPU down and the runtime marked so, or neither
+            try:
+                lib.nl_sampler_stop()   # a Trace left recording must not poll a stopped StarPU
+                for t in list(self._tensors):
+                    t.free(wait=True)
+                lib.starpu_shutdown()
+            finally:
+                self.alive = False
+                Runtime._active = None
+            self._raise_task_error()
 
     def __enter__(self) -> Runtime:
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.stop()
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc is None:
+            self.stop()
+            return
+        # the block's own exception wins: a TaskError pending from its tasks is
+        # attached to it (context and note) rather than replacing it. A second
+        # Ctrl-C during this wait leaves the runtime running, whole: rt.stop() again.
+        try:
+            self.stop()
+        except TaskError as pending:
+            if exc.__context__ is None:
+                exc.__context__ = pending
+            exc.add_note(f"(a task had failed too: {pending})")
 
     def __repr__(self) -> str:
         state = "running" if self.alive else "stopped"
@@ -132,7 +176,7 @@ class Runtime:
     def wait(self) -> None:
         """Block until every submitted task finished; raise TaskError if one failed."""
         self.check_alive()
-        lib.starpu_task_wait_for_all()
+        wait_interruptibly(lib.nl_wait_all)
         self._raise_task_error()
 
     @contextlib.contextmanager
@@ -171,6 +215,46 @@ class Runtime:
     def _register(self, tensor) -> None:
         self._tensors.add(tensor)
 
+    def capacity_bytes(self) -> int | None:
+        """What the tiles may occupy: the RAM limit plus the disk node; None if unlimited."""
+        if self.memory_limit_mb is None:
+            return None
+        disk = self.ooc_size_mb if self.ooc_dir is not None else 0
+        return (self.memory_limit_mb + disk) << 20
+
+    def _reserve(self, nbytes: int, tile_bytes: int, what: str) -> None:
+        """Account ``nbytes`` of new tiles (the largest ``tile_bytes``); raise
+        OutOfMemory if they cannot fit.
+
+        Tiles registered and not freed are all live data StarPU must keep somewhere;
+        beyond the RAM limit (and the disk node) it would wait forever for memory.
+        A task needs its tiles in RAM, so one tile must fit under the RAM limit."""
+        mib = 1 << 20
+        if self.memory_limit_mb is not None and tile_bytes > self.memory_limit_mb * mib:
+            raise OutOfMemory(
+                f"{what} has tiles of {tile_bytes / mib:.1f} MiB, more than "
+                f"memory_limit_mb={self.memory_limit_mb}: a task needs its tiles in RAM. "
+                f"Use smaller tiles or raise memory_limit_mb above {-(-tile_bytes // mib)}")
+        cap = self.capacity_bytes()
+        if cap is not None and self.tile_bytes + nbytes > cap:
+            where = (f"memory_limit_mb={self.memory_limit_mb} + ooc_size_mb={self.ooc_size_mb} "
+                     f"(disk node in {self.ooc_dir!r})" if self.ooc_dir is not None
+                     else f"memory_limit_mb={self.memory_limit_mb} and no disk node")
+            need = -(-(self.tile_bytes + nbytes) // mib)
+            fix = (f"raise ooc_size_mb to at least {need - self.memory_limit_mb}"
+                   if self.ooc_dir is not None else
+                   f"raise memory_limit_mb to at least {need}, or give ooc_dir= (a disk "
+                   f"node, with ooc_size_mb ≥ {need - self.memory_limit_mb}) so tiles can "
+                   "be evicted to disk")
+            raise OutOfMemory(
+                f"{what} needs {nbytes / mib:.1f} MiB of tiles; with the "
+                f"{self.tile_bytes / mib:.1f} MiB already held that is {need} MiB, more than "
+                f"{where} allow: {fix}, or free tensors you no longer need")
+        self.tile_bytes += nbytes
+
+    def _unreserve(self, nbytes: int) -> None:
+        self.tile_bytes = max(0, self.tile_bytes - nbytes)
+
     def _raise_task_error(self) -> None:
         buf = ffi.new("char[]", 512)
         if lib.nl_take_error(buf, 512):
@@ -182,6 +266,21 @@ def _phase_id(phase: str) -> int:
         return PHASES.index(phase)
     except ValueError:
         raise ValueError(f"unknown phase {phase!r}; valid ones: {', '.join(PHASES)}") from None
+
+
+def _check_ooc_dir(path: str) -> None:
+    """The disk node's directory must be (or become) a writable directory."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"ooc_dir={path!r} is a file, not a directory: give a directory "
+                         "for the out-of-core disk node (it is created if missing)")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"ooc_dir={path!r} cannot be created ({exc.strerror}): give a "
+                         "writable directory for the out-of-core disk node") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ValueError(f"ooc_dir={path!r} is not writable: give a writable directory for "
+                         "the out-of-core disk node")
 
 
 def _set_env(values: dict) -> None:

@@ -13,9 +13,10 @@ from numbers import Integral
 import numpy as np
 
 from nntile_lab._lib import ffi, lib
-from nntile_lab.runtime import Runtime
+from nntile_lab.runtime import Runtime, wait_interruptibly
 
 DTYPES = (np.dtype(np.float32), np.dtype(np.int64))
+MAX_NDIM = 16   # nl_tile_copy's index array
 
 
 class TensorTraits:
@@ -81,10 +82,19 @@ class TiledTensor:
         self.traits = traits
         self.runtime = runtime or Runtime.current()
         self.runtime.check_alive()
+        if traits.ndim > MAX_NDIM:
+            raise ValueError(f"shape {traits.shape} has {traits.ndim} dimensions; tensors "
+                             f"have at most {MAX_NDIM}")
+        self._generation = self.runtime.generation
+        self._nbytes = sum(traits.tile_sizes) * self.dtype.itemsize
         n = traits.ntiles
-        self._handles = ffi.new("starpu_data_handle_t[]", n)
+        handles = ffi.new("starpu_data_handle_t[]", n)
+        self.runtime._reserve(self._nbytes, max(traits.tile_sizes) * self.dtype.itemsize,
+                              f"a {self.dtype.name} tensor of shape {traits.shape} with "
+                              f"tiles {traits.tile_shape}")
         lib.nl_register_tiles(n, ffi.new("int64_t[]", traits.tile_sizes),
-                              self.dtype.itemsize, self._handles)
+                              self.dtype.itemsize, handles)
+        self._handles = handles
         self.runtime._register(self)
 
     shape = property(lambda self: self.traits.shape)
@@ -95,26 +105,51 @@ class TiledTensor:
 
     @property
     def handles(self):
-        """The tiles' StarPU handles, flat in C order of the grid."""
-        if not self.runtime.alive:
-            raise RuntimeError(f"{self!r} belongs to a stopped runtime ({self.runtime!r}): "
-                               "start a new Runtime and create the tensor again")
+        """The tiles' StarPU handles, flat in C order of the grid (checked alive: a
+        freed tensor, a view of one, or a tensor of a stopped runtime raises)."""
+        if not self.runtime.alive or self._generation != self.runtime.generation:
+            when = "was stopped" if not self.runtime.alive else "was stopped and restarted"
+            raise RuntimeError(f"{self!r} belongs to a runtime that {when} "
+                               f"({self.runtime!r}): its tiles are gone; create the tensor "
+                               "again in the running runtime")
+        if self._base is not None:
+            try:
+                self._base.handles
+            except RuntimeError as exc:
+                raise RuntimeError(f"{self!r} is a view of a tensor that was freed or whose "
+                                   f"runtime stopped ({exc})") from None
         if self._handles is None:
             raise RuntimeError(f"{self!r} was freed: create it again")
         return self._handles
 
+    def _wait_ready(self, handles, write: bool) -> None:
+        """Wait, interruptibly (Ctrl-C), until every tile can be read (or written)."""
+        group = lib.nl_ready_start(self.traits.ntiles, handles, int(write))
+        if group == ffi.NULL:
+            raise MemoryError("out of memory waiting for tiles")
+        try:
+            wait_interruptibly(lambda ms: lib.nl_ready_wait(group, ms))
+        finally:
+            lib.nl_ready_drop(group)
+
+    def _copy_tiles(self, array: np.ndarray, to_tiles: bool) -> None:
+        """Copy every tile from/to ``array``. Each tile's acquire, copy and release
+        happen in one C call, so an interrupt never leaves a tile acquired."""
+        handles = self.handles
+        self._wait_ready(handles, to_tiles)
+        t, size = self.traits, self.dtype.itemsize
+        strides = ffi.new("int64_t[]", array.strides)
+        base = ffi.cast("char *", array.ctypes.data)
+        for i in range(t.ntiles):
+            off = sum(o * s for o, s in zip(t.tile_offsets[i], array.strides))
+            _check(lib.nl_tile_copy(handles[i], int(to_tiles), base + off, t.ndim,
+                                    ffi.new("int64_t[]", t.tile_shapes[i]), strides, size),
+                   "acquire")
+
     def to_numpy(self) -> np.ndarray:
         """Wait for the tasks writing this tensor and gather it into a numpy array."""
-        handles = self.handles
         out = np.empty(self.shape, self.dtype)
-        t = self.traits
-        for i in range(t.ntiles):
-            h = handles[i]
-            _check(lib.starpu_data_acquire(h, lib.STARPU_R), "acquire")
-            try:
-                out[t.tile_slices(i)] = _tile_view(h, t.tile_shapes[i], self.dtype)
-            finally:
-                lib.starpu_data_release(h)
+        self._copy_tiles(out, to_tiles=False)
         self.runtime._raise_task_error()
         return out
 
@@ -124,15 +159,7 @@ class TiledTensor:
         if array.shape != self.shape or array.dtype != self.dtype:
             raise ValueError(f"array of shape {array.shape} and dtype {array.dtype} does not "
                              f"match the tensor's {self.shape}, {self.dtype}")
-        handles = self.handles
-        t = self.traits
-        for i in range(t.ntiles):
-            h = handles[i]
-            _check(lib.starpu_data_acquire(h, lib.STARPU_W), "acquire")
-            try:
-                _tile_view(h, t.tile_shapes[i], self.dtype)[...] = array[t.tile_slices(i)]
-            finally:
-                lib.starpu_data_release(h)
+        self._copy_tiles(array, to_tiles=True)
         return self
 
     def split_axis(self, axis: int, inner: int) -> TiledTensor:
@@ -163,13 +190,24 @@ class TiledTensor:
         view.dtype, view.runtime = self.dtype, self.runtime
         view.traits = TensorTraits(shape, tile_shape)
         view._handles, view._base = self.handles, self   # the base owns and frees the tiles
+        view._generation, view._nbytes = self._generation, 0
         return view
+
+    @property
+    def storage(self) -> TiledTensor:
+        """The tensor that owns the tiles: itself, or the base of a view (of a view…)."""
+        t = self
+        while t._base is not None:
+            t = t._base
+        return t
 
     def free(self, *, wait: bool = False) -> None:
         """Unregister the tiles once the tasks using them are done (``wait``: now,
-        blocking); idempotent."""
-        if self._handles is not None and self.runtime.alive and self._base is None:
+        blocking); idempotent. Views of it become unusable (they raise)."""
+        if (self._handles is not None and self.runtime.alive and self._base is None
+                and self._generation == self.runtime.generation):
             lib.nl_unregister_tiles(self.traits.ntiles, self._handles, int(wait))
+            self.runtime._unreserve(self._nbytes)
         self._handles = None
 
     def __del__(self):
@@ -215,12 +253,6 @@ def _axis(axis: int, ndim: int) -> int:
     if not -ndim <= axis < ndim:
         raise ValueError(f"axis {axis} is out of range for {ndim} dimensions")
     return axis % ndim
-
-
-def _tile_view(handle, shape, dtype) -> np.ndarray:
-    ptr = lib.starpu_data_get_local_ptr(handle)
-    nbytes = math.prod(shape) * dtype.itemsize
-    return np.frombuffer(ffi.buffer(ptr, nbytes), dtype).reshape(shape)
 
 
 def _check(ret: int, what: str) -> None:

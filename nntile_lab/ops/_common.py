@@ -16,6 +16,25 @@ def check(ret: int) -> None:
         raise SubmitError(f"starpu_task_submit failed with code {ret}")
 
 
+def no_alias(op: str, outputs: dict, inputs: dict, in_place: tuple = ()) -> None:
+    """Refuse an output that shares tiles with another operand (itself or through a
+    view): the op would read tiles it already overwrote. ``in_place`` names the
+    inputs an output may be *exactly* (same layout, so tile i only feeds tile i:
+    element-wise kernels that read an element before writing it)."""
+    outs = [(n, t) for n, t in outputs.items() if t is not None]
+    operands = outs + [(n, t) for n, t in inputs.items() if t is not None]
+    for i, (oname, o) in enumerate(outs):
+        for name, t in operands[i + 1:]:
+            if o.storage is not t.storage:
+                continue
+            if name in in_place and o.traits == t.traits:
+                continue
+            how = "is" if o is t else "shares its tiles with"
+            raise ValueError(f"{op}: {oname} {how} {name} ({t!r}); the op would overwrite "
+                             f"tiles it still reads: pass a separate {oname}"
+                             + (" (or None for a new one)" if oname == "out" else ""))
+
+
 def same_layout(*tensors: TiledTensor, names: str = "") -> None:
     """Every tensor must have the first one's shape and tile shape."""
     first = tensors[0]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from nntile_lab._lib import lib
-from nntile_lab.ops._common import check, need_dtype, output, same_layout
+from nntile_lab.ops._common import check, need_dtype, no_alias, output, same_layout
 from nntile_lab.tensor import TiledTensor
 
 
@@ -22,6 +22,7 @@ def copy(x: TiledTensor, out: TiledTensor | None = None) -> TiledTensor:
     y = output(out, x)
     hx, hy, sizes = x.handles, y.handles, x.traits.tile_sizes
     need_dtype(y, x.dtype, "out")
+    no_alias("copy", {"out": y}, {"x": x}, in_place=("x",))
     submit = lib.nl_submit_copy_i64 if x.dtype == np.int64 else lib.nl_submit_copy
     for i in range(x.ntiles):
         check(submit(hx[i], hy[i], sizes[i]))
@@ -31,6 +32,7 @@ def copy(x: TiledTensor, out: TiledTensor | None = None) -> TiledTensor:
 def add(x: TiledTensor, y: TiledTensor, alpha: float = 1.0, beta: float = 1.0) -> TiledTensor:
     """y[i] = α·x[i] + β·y[i], in place (β = 0 overwrites y). Returns y. ``axpy`` is β = 1."""
     same_layout(x, y, names="add")
+    no_alias("add", {"y": y}, {"x": x}, in_place=("x",))
     hx, hy, sizes = x.handles, y.handles, x.traits.tile_sizes
     for i in range(x.ntiles):
         check(lib.nl_submit_axpby(hx[i], hy[i], sizes[i], alpha, beta))
@@ -45,6 +47,7 @@ def axpy(alpha: float, x: TiledTensor, y: TiledTensor) -> TiledTensor:
 def scale(x: TiledTensor, alpha: float, out: TiledTensor | None = None) -> TiledTensor:
     """out[i] = α·x[i]."""
     y = output(out, x)
+    no_alias("scale", {"out": y}, {"x": x}, in_place=("x",))
     hx, hy, sizes = x.handles, y.handles, x.traits.tile_sizes
     for i in range(x.ntiles):
         check(lib.nl_submit_scale(hx[i], hy[i], sizes[i], alpha))
@@ -56,6 +59,7 @@ def multiply(a: TiledTensor, b: TiledTensor, out: TiledTensor | None = None,
     """out[i] = α·a[i]·b[i]."""
     same_layout(a, b, names="multiply")
     y = output(out, a)
+    no_alias("multiply", {"out": y}, {"a": a, "b": b}, in_place=("a", "b"))
     ha, hb, hy, sizes = a.handles, b.handles, y.handles, a.traits.tile_sizes
     for i in range(a.ntiles):
         check(lib.nl_submit_mul(ha[i], hb[i], hy[i], sizes[i], alpha))
@@ -65,6 +69,7 @@ def multiply(a: TiledTensor, b: TiledTensor, out: TiledTensor | None = None,
 def gelu(x: TiledTensor, out: TiledTensor | None = None) -> TiledTensor:
     """out[i] = x[i]/2 · (1 + tanh(√(2/π)·(x[i] + 0.044715·x[i]³)))  (GPT-2's GELU)."""
     y = output(out, x)
+    no_alias("gelu", {"out": y}, {"x": x}, in_place=("x",))
     hx, hy, sizes = x.handles, y.handles, x.traits.tile_sizes
     for i in range(x.ntiles):
         check(lib.nl_submit_gelu(hx[i], hy[i], sizes[i]))
@@ -76,6 +81,7 @@ def gelu_backward(x: TiledTensor, dy: TiledTensor, dx: TiledTensor | None = None
     """dx[i] = dy[i]·gelu'(x[i]) + β·dx[i] (β = 0: a new or overwritten dx)."""
     same_layout(x, dy, names="gelu_backward")
     dx = output(dx, x, "dx")
+    no_alias("gelu_backward", {"dx": dx}, {"x": x, "dy": dy}, in_place=("x", "dy"))
     hx, hdy, hdx, sizes = x.handles, dy.handles, dx.handles, x.traits.tile_sizes
     for i in range(x.ntiles):
         check(lib.nl_submit_gelu_backward(hx[i], hdy[i], hdx[i], sizes[i], beta))

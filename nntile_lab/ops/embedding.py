@@ -4,7 +4,7 @@ from __future__ import annotations
 from itertools import product
 
 from nntile_lab._lib import lib
-from nntile_lab.ops._common import check, need_dtype
+from nntile_lab.ops._common import check, need_dtype, no_alias
 from nntile_lab.tensor import TiledTensor, empty
 
 
@@ -18,6 +18,7 @@ def embedding(ids: TiledTensor, table: TiledTensor,
     outside [0, V) raises TaskError at the next wait.
     """
     out = _check(ids, table, out, "embedding", ("table", "out"))
+    no_alias("embedding", {"out": out}, {"ids": ids, "table": table})
     for hi, ht, hr, args in _tasks(ids, table, out):
         check(lib.nl_submit_embedding(hi, ht, hr, *args))
     return out
@@ -35,6 +36,7 @@ def embedding_backward(ids: TiledTensor, dout: TiledTensor,
         raise ValueError("embedding_backward accumulates into dtable: pass a (V, E) tensor "
                          "(nl.zeros(table.shape, table.tile_shape) for a fresh gradient)")
     _check(ids, dtable, dout, "embedding_backward", ("dtable", "dout"))
+    no_alias("embedding_backward", {"dtable": dtable}, {"ids": ids, "dout": dout})
     for hi, ht, hr, args in _tasks(ids, dtable, dout):
         check(lib.nl_submit_embedding_backward(hi, hr, ht, *args))
     return dtable

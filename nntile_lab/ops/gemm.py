@@ -5,7 +5,7 @@ import math
 from itertools import product
 
 from nntile_lab._lib import lib
-from nntile_lab.ops._common import check, need_dtype
+from nntile_lab.ops._common import check, need_dtype, no_alias
 from nntile_lab.tensor import TiledTensor, empty
 
 
@@ -43,6 +43,7 @@ def gemm(a: TiledTensor, b: TiledTensor, *, trans_a: bool = False, trans_b: bool
         if c.shape != shape or c.tile_shape != tiles:
             raise ValueError(f"out is {c!r} but the product needs shape {shape} with "
                              f"tile_shape {tiles}")
+    no_alias("gemm", {"out": c}, {"a": a, "b": b})
     ha, hb, hc = a.handles, b.handles, c.handles
     ta, tb, tc = a.traits, b.traits, c.traits
     # a flat tile number is Σ index·stride: split it into the part fixed by the c

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nntile_lab._lib import lib
-from nntile_lab.ops._common import check
+from nntile_lab.ops._common import check, no_alias
 from nntile_lab.ops.reduce import (
     check_fiber,
     check_operand,
@@ -77,9 +77,9 @@ def layer_norm_backward(x: TiledTensor, dy: TiledTensor, gamma: TiledTensor,
     check_fiber(gamma, x, axis, "gamma")
     check_slice(mean, x, axis, "mean")
     check_slice(inv_std, x, axis, "inv_std")
-    if dx is dy:  # dgamma and dbeta read dy after dx is updated
-        raise ValueError("dx must not be dy: layer_norm_backward accumulates into dx while "
-                         "it still reads dy; pass a separate dx (or None)")
+    # dgamma and dbeta read x and dy after dx is updated: no output may alias them
+    no_alias("layer_norm_backward", {"dx": dx, "dgamma": dgamma, "dbeta": dbeta},
+             {"x": x, "dy": dy, "gamma": gamma, "mean": mean, "inv_std": inv_std})
     beta_dx, beta_dg, beta_db = (0.0 if t is None else 1.0 for t in (dx, dgamma, dbeta))
     dx = like_out(dx, x, "dx")
     dgamma, dbeta = fiber_out(dgamma, x, axis, "dgamma"), fiber_out(dbeta, x, axis, "dbeta")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 from nntile_lab._lib import lib
-from nntile_lab.ops._common import check, need_dtype
+from nntile_lab.ops._common import check, need_dtype, no_alias
 from nntile_lab.tensor import TiledTensor, empty
 
 MAX_PERMUTE_NDIM = 6  # the kernel's loop nest
@@ -49,6 +49,7 @@ def permute(x: TiledTensor, perm, out: TiledTensor | None = None) -> TiledTensor
         if out.shape != shape or out.tile_shape != tiles:
             raise ValueError(f"permute: out is {out!r} but perm={perm} of {x!r} needs shape "
                              f"{shape} with tile_shape {tiles}")
+    no_alias("permute", {"out": out}, {"x": x})
     hx, hy, tx, ty = x.handles, out.handles, x.traits, out.traits
     pad = MAX_PERMUTE_NDIM - x.ndim
     for i in range(tx.ntiles):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 from nntile_lab._lib import lib
-from nntile_lab.ops._common import check, need_dtype, same_layout
+from nntile_lab.ops._common import check, need_dtype, no_alias, same_layout
 from nntile_lab.tensor import TiledTensor
 
 
@@ -22,6 +22,7 @@ def adamw_step(p: TiledTensor, g: TiledTensor, m: TiledTensor, v: TiledTensor, *
     ``step`` counts from 1; m and v start at zero (fresh tensors read as zeros).
     """
     same_layout(p, g, m, v, names="adamw_step p, g, m, v")
+    no_alias("adamw_step", {"p": p, "m": m, "v": v}, {"g": g})
     for t, name in ((p, "p"), (g, "g"), (m, "m"), (v, "v")):
         need_dtype(t, "float32", f"adamw_step: {name}")
     if isinstance(step, bool) or not isinstance(step, int) or step < 1:
@@ -58,6 +59,7 @@ def sgd_step(p: TiledTensor, g: TiledTensor, buf: TiledTensor | None, *, lr: flo
     if nesterov and (momentum <= 0 or dampening != 0):
         raise ValueError(f"sgd_step: nesterov needs momentum > 0 and dampening = 0 (got "
                          f"momentum={momentum}, dampening={dampening}), as in torch")
+    no_alias("sgd_step", {"p": p, "buf": buf if momentum else None}, {"g": g})
     hp, hg, sizes = p.handles, g.handles, p.traits.tile_sizes
     if momentum == 0:
         for i in range(p.ntiles):

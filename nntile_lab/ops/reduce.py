@@ -19,7 +19,7 @@ from numbers import Integral
 from typing import NamedTuple
 
 from nntile_lab._lib import lib
-from nntile_lab.ops._common import check, need_dtype
+from nntile_lab.ops._common import check, need_dtype, no_alias
 from nntile_lab.tensor import TensorTraits, TiledTensor, empty
 
 
@@ -140,6 +140,7 @@ def _reduce_slice(submit, x, axis, out, alpha, beta):
     tensor_in(x)
     axis = norm_axis(x, axis)
     out = slice_out(out, x, axis, "out", beta)
+    no_alias(submit.__name__.removeprefix("nl_submit_"), {"out": out}, {"x": x})
     hx, ho = x.handles, out.handles
     for t in plan(x.traits, axis):
         check(submit(hx[t.x], ho[t.s], t.m, t.k, t.n, alpha, beta if t.first else 1.0))
@@ -165,6 +166,7 @@ def sumprod_slice(a: TiledTensor, b: TiledTensor, axis: int, out: TiledTensor | 
     axis = norm_axis(a, axis)
     check_operand(b, a.traits, "b", f"b (like a {a!r})")
     out = slice_out(out, a, axis, "out", beta)
+    no_alias("sumprod_slice", {"out": out}, {"a": a, "b": b})
     ha, hb, ho = a.handles, b.handles, out.handles
     for t in plan(a.traits, axis):
         check(lib.nl_submit_sumprod_slice(ha[t.x], hb[t.x], ho[t.s], t.m, t.k, t.n, alpha,
@@ -177,6 +179,7 @@ def max_slice(x: TiledTensor, axis: int, out: TiledTensor | None = None) -> Tile
     tensor_in(x)
     axis = norm_axis(x, axis)
     out = slice_out(out, x, axis)
+    no_alias("max_slice", {"out": out}, {"x": x})
     hx, ho = x.handles, out.handles
     for t in plan(x.traits, axis):
         check(lib.nl_submit_max_slice(hx[t.x], ho[t.s], t.m, t.k, t.n, not t.first))
@@ -190,6 +193,7 @@ def sum_fiber(x: TiledTensor, axis: int, out: TiledTensor | None = None, alpha: 
     tensor_in(x)
     axis = norm_axis(x, axis)
     out = fiber_out(out, x, axis, "out", beta)
+    no_alias("sum_fiber", {"out": out}, {"x": x})
     hx, ho = x.handles, out.handles
     for t in plan(x.traits, axis):
         check(lib.nl_submit_sum_fiber(hx[t.x], ho[t.f], t.m, t.k, t.n, alpha,
@@ -208,6 +212,7 @@ def sumsq_all(x: TiledTensor, out: TiledTensor | None = None, alpha: float = 1.0
         out = empty((1,))
     else:
         check_operand(out, TensorTraits((1,)), "out", "the result of sumsq_all")
+        no_alias("sumsq_all", {"out": out}, {"x": x})
     hx, ho, sizes = x.handles, out.handles, x.traits.tile_sizes
     for i in range(x.ntiles):
         check(lib.nl_submit_sumsq_all(hx[i], ho[0], sizes[i], alpha, beta if i == 0 else 1.0))
@@ -220,6 +225,7 @@ def _broadcast(submit, v: TiledTensor, x: TiledTensor, axis, over: str, *args) -
     tensor_in(x)
     axis = norm_axis(x, axis)
     (check_slice if over == "slice" else check_fiber)(v, x, axis, over[0])
+    no_alias(submit.__name__.removeprefix("nl_submit_"), {"x": x}, {over[0]: v})
     hv, hx = v.handles, x.handles
     for t in plan(x.traits, axis):
         check(submit(hv[t.s if over == "slice" else t.f], hx[t.x], t.m, t.k, t.n, *args))

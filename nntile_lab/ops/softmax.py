@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nntile_lab._lib import lib
-from nntile_lab.ops._common import check
+from nntile_lab.ops._common import check, no_alias
 from nntile_lab.ops.reduce import (
     check_operand,
     like_out,
@@ -28,6 +28,7 @@ def softmax(x: TiledTensor, axis: int, out: TiledTensor | None = None) -> TiledT
     tensor_in(x)
     axis = norm_axis(x, axis)
     y = like_out(out, x, "out")
+    no_alias("softmax", {"out": y}, {"x": x}, in_place=("x",))
     hx, hy = x.handles, y.handles
     steps = plan(x.traits, axis)
     if x.grid_shape[axis] == 1:
@@ -60,6 +61,7 @@ def softmax_backward(y: TiledTensor, dy: TiledTensor, axis: int,
     check_operand(dy, y.traits, "dy", f"dy (like y {y!r})")
     beta = 0.0 if dx is None else 1.0
     dx = like_out(dx, y, "dx", "y")
+    no_alias("softmax_backward", {"dx": dx}, {"y": y, "dy": dy}, in_place=("y", "dy"))
     hy, hdy, hdx = y.handles, dy.handles, dx.handles
     steps = plan(y.traits, axis)
     if y.grid_shape[axis] == 1:

@@ -105,7 +105,7 @@ def test_bad_inputs(rt1):
     with pytest.raises(ValueError, match=r"dbeta is .* a fiber of x"):
         nl.ops.layer_norm_backward(x, x, g, mean, inv_std, dbeta=nl.zeros((6,)))
     dy = nl.zeros((4, 6), (2, 3))
-    with pytest.raises(ValueError, match=r"dx must not be dy"):
+    with pytest.raises(ValueError, match=r"dx is dy"):
         nl.ops.layer_norm_backward(x, dy, g, mean, inv_std, dx=dy)
     with pytest.raises(ValueError, match=r"dy is .*tile_shape=\(4, 6\).* dy \(like x"):
         nl.ops.layer_norm_backward(x, nl.zeros((4, 6)), g, mean, inv_std)

@@ -1,0 +1,120 @@
+"""Every op whose output may alias an input: it computes what it computes with a
+separate output (same initial values), or refuses with a clear ValueError. A silent
+wrong answer fails. Views alias too (a view shares its base's tiles)."""
+import numpy as np
+import pytest
+
+import nntile_lab as nl
+from nntile_lab import ops
+
+N, T = 8, 4          # square (N, N) operands in (T, T) tiles: any two may alias
+RNG = np.random.default_rng(7)
+
+
+def arrays():
+    a = {k: RNG.standard_normal((N, N)).astype(np.float32) for k in ("a", "b", "c", "d")}
+    a["f"] = RNG.standard_normal(N).astype(np.float32)        # a fiber of axis 1
+    a["f2"] = RNG.standard_normal(N).astype(np.float32)
+    a["v"] = np.abs(RNG.standard_normal((N, N))).astype(np.float32)  # second moment ≥ 0
+    a["ids"] = RNG.integers(0, N, N).astype(np.int64)
+    return a
+
+
+def tensors(arr, tile):
+    return {k: nl.from_numpy(v, (T, tile)[:v.ndim] if v.ndim == 2 else (tile,))
+            for k, v in arr.items()}
+
+
+def ln_stats(t):
+    _, mean, inv_std = ops.layer_norm(t["b"], t["f"], t["f2"])
+    return mean, inv_std
+
+
+# name -> (call(t) -> result tensors, [(output key, input key)...], outcome)
+# outcome "same": the aliased call gives the separate call's result; "refuse": ValueError.
+CASES = {
+    "copy": (lambda t: ops.copy(t["a"], out=t["c"]), [("c", "a")], "same"),
+    "add": (lambda t: ops.add(t["a"], t["c"], 0.5, 2.0), [("c", "a")], "same"),
+    "scale": (lambda t: ops.scale(t["a"], 3.0, out=t["c"]), [("c", "a")], "same"),
+    "multiply": (lambda t: ops.multiply(t["a"], t["b"], out=t["c"], alpha=2.0),
+                 [("c", "a"), ("c", "b")], "same"),
+    "gelu": (lambda t: ops.gelu(t["a"], out=t["c"]), [("c", "a")], "same"),
+    "gelu_backward": (lambda t: ops.gelu_backward(t["a"], t["b"], t["c"], beta=0.5),
+                      [("c", "a"), ("c", "b")], "same"),
+    "gemm": (lambda t: ops.gemm(t["a"], t["b"], out=t["c"], beta=0.5),
+             [("c", "a"), ("c", "b")], "refuse"),
+    "gemm_trans": (lambda t: ops.gemm(t["a"], t["b"], out=t["c"], trans_a=True),
+                   [("c", "a"), ("c", "b")], "refuse"),
+    "permute": (lambda t: ops.permute(t["a"], (1, 0), out=t["c"]), [("c", "a")], "refuse"),
+    "softmax": (lambda t: ops.softmax(t["a"], 1, out=t["c"]), [("c", "a")], "same"),
+    "softmax_backward": (lambda t: ops.softmax_backward(t["d"], t["b"], 1, dx=t["c"]),
+                         [("c", "b"), ("c", "d")], "same"),
+    "layer_norm": (lambda t: ops.layer_norm(t["a"], t["f"], t["f2"], out=t["c"])[0],
+                   [("c", "a")], "same"),
+    "layer_norm_backward": (
+        lambda t: ops.layer_norm_backward(t["b"], t["a"], t["f"], *ln_stats(t), dx=t["c"],
+                                          dgamma=t["f2"]),
+        [("c", "a"), ("c", "b"), ("f2", "f")], "refuse"),
+    "embedding": (lambda t: ops.embedding(t["ids"], t["a"], out=t["c"]), [("c", "a")],
+                  "refuse"),
+    "embedding_backward": (lambda t: ops.embedding_backward(t["ids"], t["a"], t["c"]),
+                           [("c", "a")], "refuse"),
+    "adamw_step": (lambda t: (ops.adamw_step(t["a"], t["b"], t["c"], t["v"], step=2, lr=0.1,
+                                             weight_decay=0.1), t["a"], t["c"], t["v"])[1:],
+                   [("a", "b"), ("c", "b"), ("v", "c"), ("a", "v")], "refuse"),
+    "sgd_step": (lambda t: (ops.sgd_step(t["a"], t["b"], t["c"], lr=0.1, momentum=0.9),
+                            t["a"], t["c"])[1:], [("a", "b"), ("c", "a")], "refuse"),
+}
+
+
+# the ops with a kernel of their own when the axis is one tile: again with whole rows
+for _name in ("softmax", "softmax_backward", "layer_norm", "layer_norm_backward"):
+    CASES[_name + "_1tile"] = CASES[_name]
+
+
+def run(case, arr, alias):
+    """The case's results with operand ``alias[0]`` replaced by ``alias[1]``'s tensor
+    (None: a separate tensor holding alias[1]'s values)."""
+    call, _, _ = CASES[case]
+    t = tensors(arr, N if case.endswith("_1tile") else T)
+    if alias is not None:
+        t[alias[0]] = t[alias[1]]
+    out = call(t)
+    return [r.to_numpy() for r in (out if isinstance(out, tuple) else (out,))]
+
+
+@pytest.mark.parametrize("case,pair", [(c, p) for c, (_, pairs, _) in CASES.items()
+                                       for p in pairs])
+def test_aliased_output_is_right_or_refused(rt1, case, pair):
+    arr = arrays()
+    separate = dict(arr)
+    separate[pair[0]] = arr[pair[1]].copy()   # same values, own tiles
+    want = run(case, separate, None)
+    if CASES[case][2] == "refuse":
+        with pytest.raises(ValueError, match=rf"^{case.split('_trans')[0].split('_1tile')[0]}: \w+ is \w+ "
+                                             r"\(TiledTensor.*still reads: pass a separate"):
+            run(case, arr, pair)
+        return
+    got = run(case, arr, pair)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_views_alias_their_base(rt1):
+    """A view shares its base's tiles: an output that is a view of an input is caught."""
+    x = nl.from_numpy(RNG.standard_normal((N, 1)).astype(np.float32), (T, 1))
+    flat = x.merge_axes(0)                       # (N,), tiles (T,): x's slice along axis 1
+    with pytest.raises(ValueError, match=r"sum_slice: out shares its tiles with x"):
+        ops.sum_slice(x, 1, out=flat)
+    with pytest.raises(ValueError, match=r"add_slice: x shares its tiles with s"):
+        ops.add_slice(flat, x, 1)
+    with pytest.raises(ValueError, match=r"max_slice: out shares its tiles with x"):
+        ops.max_slice(x, 1, out=flat)
+    with pytest.raises(ValueError, match=r"sumprod_slice: out shares its tiles with a"):
+        ops.sumprod_slice(x, x, 1, out=flat)
+    one = nl.zeros((1, 1))
+    with pytest.raises(ValueError, match=r"sumsq_all: out shares its tiles with x"):
+        ops.sumsq_all(one, out=one.merge_axes(0))
+    sq = nl.from_numpy(RNG.standard_normal((N, N)).astype(np.float32), (T, T))
+    with pytest.raises(ValueError, match=r"gemm: out shares its tiles with a"):
+        ops.gemm(sq.split_axis(1, T).merge_axes(1), sq, out=sq)
