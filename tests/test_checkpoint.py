@@ -34,7 +34,8 @@ def test_round_trip_is_exact(tmp_path):
     path = save_checkpoint(tmp_path, MODEL, opt, {"step": 3, "rng": {"state": 2**127 + 1}})
     assert path == tmp_path / "checkpoint"
     assert sorted(os.listdir(tmp_path)) == ["checkpoint"]  # no temporary directory left
-    assert sorted(os.listdir(path)) == ["model.npz", "optimizer.npz", "state.json"]
+    assert sorted(os.listdir(path)) == ["manifest.json", "model.npz", "optimizer.npz",
+                                        "state.json"]
     got = load_checkpoint(tmp_path)
     assert got.path == path
     assert got.model_state.keys() == MODEL.keys()
@@ -46,7 +47,7 @@ def test_round_trip_is_exact(tmp_path):
     assert np.array_equal(o["m"]["w"], opt["m"]["w"])
     assert o["m"]["scalar"].dtype == np.float32 and o["m"]["scalar"] == 2.5
     assert np.array_equal(o["list"][0], np.arange(3)) and o["list"][1] == 1.5
-    assert got.state == {"step": 3, "rng": {"state": 2**127 + 1}, "format": 1}
+    assert got.state == {"step": 3, "rng": {"state": 2**127 + 1}, "format": 2}
 
 
 def test_new_save_replaces_old(tmp_path):
@@ -76,7 +77,8 @@ def test_failed_rename_restores_old_checkpoint(tmp_path, monkeypatch):
         real(src, dst)
 
     monkeypatch.setattr(ck.os, "replace", flaky)
-    with pytest.raises(OSError, match="disk gone"):
+    with pytest.raises(ck.CheckpointError,
+                       match="disk gone; the previous checkpoint .* is intact"):
         save(tmp_path, 2)
     monkeypatch.undo()
     assert load_checkpoint(tmp_path).state["step"] == 1
@@ -105,6 +107,9 @@ def test_unknown_format_is_rejected(tmp_path):
     path = save(tmp_path, 1)
     state = json.loads((path / "state.json").read_text())
     (path / "state.json").write_text(json.dumps({**state, "format": 99}))
+    manifest = json.loads((path / "manifest.json").read_text())   # as a future version would
+    manifest["files"]["state.json"] = ck._digest(path / "state.json")
+    (path / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ValueError, match="format 99"):
         load_checkpoint(tmp_path)
 

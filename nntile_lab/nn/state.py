@@ -102,11 +102,22 @@ def load_checkpoint_file(path: str | os.PathLike) -> dict[str, np.ndarray]:
         raise FileNotFoundError(f"checkpoint file {path!r} does not exist")
     if path.endswith(".safetensors"):
         from safetensors.numpy import load_file
-        return load_file(path)
+        try:
+            return load_file(path)
+        except Exception as exc:   # safetensors raises its own SafetensorError
+            raise ValueError(f"checkpoint file {path!r} is not a readable .safetensors file "
+                             f"(truncated or corrupt? {exc})") from None
     try:
         import torch
     except ImportError as exc:
         raise ImportError(f"reading {path!r} (a PyTorch state dict) needs torch: "
                           "pip install torch, or convert it to .safetensors") from exc
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:   # zip, pickle and EOF errors of a damaged file
+        raise ValueError(f"checkpoint file {path!r} is not a readable PyTorch state dict "
+                         f"(truncated or corrupt? {type(exc).__name__}: {exc})") from None
+    if not isinstance(state, dict):
+        raise ValueError(f"checkpoint file {path!r} holds a {type(state).__name__}, not a "
+                         "state dict (name → tensor)")
     return {k: v.float().numpy() for k, v in state.items() if hasattr(v, "numpy")}

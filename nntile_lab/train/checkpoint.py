@@ -10,25 +10,42 @@ to a temporary directory next to the old one and fsynced; then the old directory
 renamed to ``checkpoint.old``, the new one to ``checkpoint``, and ``checkpoint.old`` is
 removed.  A crash can only leave the latest good checkpoint in ``checkpoint`` or (between
 the two renames) in ``checkpoint.old``, and ``find_checkpoint`` looks in that order.
+
+Verification: ``manifest.json``, written last, holds each file's size and SHA-256; every
+load checks them, so a truncated, emptied, deleted or altered file is a ``CheckpointError``
+naming the file (and the last good checkpoint, if any), never a raw numpy/JSON error.
+Temporary directories of a killed write are removed by the next save (or ``clean_stale``).
+Ctrl-C during a save is held back until the save is done.
 """
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import shutil
 import tempfile
+import warnings
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from nntile_lab.data.bins import atomic_write_bytes
+from nntile_lab.interrupts import deferred_interrupts
 
 CHECKPOINT_DIR = "checkpoint"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2           # 2: with manifest.json (1: without, read unverified)
 _STATE = "state.json"
+_MANIFEST = "manifest.json"
+_FILES = ("model.npz", "optimizer.npz", _STATE)
+_TMP_PREFIX = f".{CHECKPOINT_DIR}."
 _ARRAY = "__ndarray__"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint cannot be written, or read back whole and unaltered."""
 
 
 @dataclass
@@ -111,6 +128,97 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
         return {k: f[k] for k in f.files}
 
 
+def _digest(path: Path) -> dict:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return {"bytes": path.stat().st_size, "sha256": h.hexdigest()}
+
+
+def _last_good(run_dir: Path, bad: Path) -> str:
+    """A sentence naming the newest intact checkpoint of ``run_dir`` other than ``bad``."""
+    for cand in (run_dir / CHECKPOINT_DIR, run_dir / f"{CHECKPOINT_DIR}.old"):
+        if cand != bad and (cand / _STATE).is_file():
+            try:
+                step = _verified_state(cand).get("step")
+            except CheckpointError:
+                continue
+            return f"the last good checkpoint is {cand} (step {step})"
+    return (f"no intact checkpoint is left in {run_dir}: train again without --resume, or "
+            "restore the file from a backup")
+
+
+def _damaged(where: Path, name: str, why: str) -> CheckpointError:
+    return CheckpointError(f"checkpoint {where} is damaged: {where / name} {why}; "
+                           f"{_last_good(where.parent, where)}")
+
+
+def verify(where: str | os.PathLike, names=_FILES) -> dict:
+    """Check the files ``names`` of checkpoint directory ``where`` against its manifest
+    (size, then SHA-256); return the manifest. Raises CheckpointError naming the file."""
+    where = Path(where)
+    try:
+        manifest = json.loads((where / _MANIFEST).read_text(encoding="utf-8"))
+        files = manifest["files"]
+    except FileNotFoundError:
+        raise _damaged(where, _MANIFEST, "is missing (the save was cut short, or the file "
+                       "was deleted)") from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise _damaged(where, _MANIFEST, f"is unreadable ({exc})") from None
+    for name in names:
+        want = files.get(name) if isinstance(files, dict) else None
+        if not isinstance(want, dict):
+            raise _damaged(where, _MANIFEST, f"does not list {name}")
+        path = where / name
+        if not path.is_file():
+            raise _damaged(where, name, "is missing")
+        size = path.stat().st_size
+        if size != want.get("bytes"):
+            raise _damaged(where, name, f"has {size} bytes, the manifest says "
+                           f"{want.get('bytes')} (truncated, emptied or overwritten)")
+        if _digest(path)["sha256"] != want.get("sha256"):
+            raise _damaged(where, name, "does not match its SHA-256 in the manifest "
+                           "(altered after it was saved)")
+    return manifest
+
+
+def _verified_state(where: Path) -> dict:
+    """state.json of checkpoint ``where``, verified when its format has a manifest."""
+    try:
+        text = (where / _STATE).read_text(encoding="utf-8")
+        state = json.loads(text)
+    except (OSError, ValueError) as exc:
+        if (where / _MANIFEST).is_file():
+            verify(where, (_STATE,))   # names the damage when the manifest can
+        raise _damaged(where, _STATE, f"is unreadable ({exc})") from None
+    if not isinstance(state, dict):
+        raise _damaged(where, _STATE, "does not hold a JSON object")
+    if state.get("format") == 1 and not (where / _MANIFEST).exists():
+        return state                   # written before manifests existed
+    verify(where, (_STATE,))
+    return state
+
+
+def clean_stale(out_dir: str | os.PathLike) -> list[Path]:
+    """Remove the temporary directories a killed checkpoint write left in ``out_dir``
+    (and temporary files of atomic writes there); return what was removed."""
+    out_dir = Path(out_dir)
+    removed = []
+    if not out_dir.is_dir():
+        return removed
+    for p in out_dir.iterdir():
+        if p.name.startswith(".") and p.name.endswith(".tmp"):
+            if p.is_dir() and p.name.startswith(_TMP_PREFIX):
+                shutil.rmtree(p, ignore_errors=True)
+            elif p.is_file():
+                p.unlink(missing_ok=True)
+            else:
+                continue
+            removed.append(p)
+    return removed
+
+
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -123,31 +231,51 @@ def save_checkpoint(out_dir: str | os.PathLike, model_state: dict, optimizer_sta
                     state: dict) -> Path:
     """Write ``OUT/checkpoint/`` atomically (see the module docstring); return its path.
 
-    ``state`` must be JSON-serialisable (step, RNG state, config, log, ...).
+    ``state`` must be JSON-serialisable (step, RNG state, config, log, ...). A Ctrl-C
+    during the save takes effect once it is done. A failed write (disk full, ...) raises
+    CheckpointError naming the file; the previous checkpoint is left as it was.
     """
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    final, old = out_dir / CHECKPOINT_DIR, out_dir / f"{CHECKPOINT_DIR}.old"
-    tmp = Path(tempfile.mkdtemp(dir=out_dir, prefix=f".{CHECKPOINT_DIR}.", suffix=".tmp"))
-    try:
-        _write_npz(tmp / "model.npz", model_state)
-        opt_arrays: dict = {}
-        skeleton = _encode(optimizer_state, opt_arrays, "")
-        _write_npz(tmp / "optimizer.npz", opt_arrays)
-        atomic_write_text(tmp / _STATE, json.dumps(
-            {"format": FORMAT_VERSION, **state, "optimizer": skeleton}, allow_nan=False))
-        _fsync_dir(tmp)
-        if final.exists():
-            shutil.rmtree(old, ignore_errors=True)  # a leftover from an interrupted save
-            os.replace(final, old)
-        os.replace(tmp, final)
-        _fsync_dir(out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if not final.exists() and old.exists():
-            os.replace(old, final)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise CheckpointError(f"cannot write a checkpoint in {out_dir}: it is a file, not a "
+                              "directory; give another output directory")
+    with deferred_interrupts():
+        out_dir.mkdir(parents=True, exist_ok=True)
+        clean_stale(out_dir)
+        final, old = out_dir / CHECKPOINT_DIR, out_dir / f"{CHECKPOINT_DIR}.old"
+        tmp = Path(tempfile.mkdtemp(dir=out_dir, prefix=_TMP_PREFIX, suffix=".tmp"))
+        writing = tmp
+        try:
+            writing = tmp / "model.npz"
+            _write_npz(writing, model_state)
+            opt_arrays: dict = {}
+            skeleton = _encode(optimizer_state, opt_arrays, "")
+            writing = tmp / "optimizer.npz"
+            _write_npz(writing, opt_arrays)
+            writing = tmp / _STATE
+            atomic_write_text(writing, json.dumps(
+                {"format": FORMAT_VERSION, **state, "optimizer": skeleton}, allow_nan=False))
+            writing = tmp / _MANIFEST     # last: its presence means the rest is whole
+            atomic_write_text(writing, json.dumps(
+                {"format": FORMAT_VERSION, "files": {n: _digest(tmp / n) for n in _FILES}}))
+            writing = final
+            _fsync_dir(tmp)
+            if final.exists():
+                shutil.rmtree(old, ignore_errors=True)  # a leftover from an interrupted save
+                os.replace(final, old)
+            os.replace(tmp, final)
+            _fsync_dir(out_dir)
+        except BaseException as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if not final.exists() and old.exists():
+                os.replace(old, final)
+            if isinstance(exc, OSError):
+                kept = (f"the previous checkpoint {final} is intact" if final.exists()
+                        else "no previous checkpoint existed")
+                raise CheckpointError(f"could not write checkpoint file {writing}: "
+                                      f"{exc.strerror or exc}; {kept}") from exc
+            raise
+        shutil.rmtree(old, ignore_errors=True)
     return final
 
 
@@ -164,19 +292,35 @@ def find_checkpoint(path: str | os.PathLike) -> Path:
 
 
 def read_state(path: str | os.PathLike) -> dict:
-    """The non-array part of the checkpoint at ``path`` (cheap: no arrays are read)."""
-    with open(find_checkpoint(path) / _STATE, encoding="utf-8") as f:
-        return json.load(f)
+    """The non-array part of the checkpoint at ``path`` (cheap: no arrays are read;
+    state.json is verified against the manifest)."""
+    return _verified_state(find_checkpoint(path))
 
 
 def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
-    """Read the checkpoint that ``find_checkpoint(path)`` locates."""
+    """Read the checkpoint that ``find_checkpoint(path)`` locates, every file verified."""
     where = find_checkpoint(path)
-    state = read_state(where)
-    if state.get("format") != FORMAT_VERSION:
-        raise ValueError(f"checkpoint {where} has format {state.get('format')!r}; this "
-                         f"version of nntile_lab reads format {FORMAT_VERSION}")
+    state = _verified_state(where)
+    fmt = state.get("format")
+    if fmt not in (1, FORMAT_VERSION):
+        raise ValueError(f"checkpoint {where} has format {fmt!r}; this version of "
+                         f"nntile_lab reads formats 1 and {FORMAT_VERSION}")
+    if fmt == 1:
+        warnings.warn(f"checkpoint {where} has format 1 (no manifest): its files cannot be "
+                      "verified", stacklevel=2)
+    else:
+        verify(where)
+    arrays = {}
+    for name in ("model.npz", "optimizer.npz"):
+        try:
+            arrays[name] = _read_npz(where / name)
+        except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
+            raise _damaged(where, name, f"cannot be read ({type(exc).__name__}: {exc})") \
+                from None
     skeleton = state.pop("optimizer")
-    return Checkpoint(path=where, model_state=_read_npz(where / "model.npz"),
-                      optimizer_state=_decode(skeleton, _read_npz(where / "optimizer.npz")),
-                      state=state)
+    try:
+        optimizer_state = _decode(skeleton, arrays["optimizer.npz"])
+    except KeyError as exc:
+        raise _damaged(where, "optimizer.npz", f"lacks the array {exc}") from None
+    return Checkpoint(path=where, model_state=arrays["model.npz"],
+                      optimizer_state=optimizer_state, state=state)

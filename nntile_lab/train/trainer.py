@@ -31,6 +31,7 @@ from nntile_lab.data.bins import load_split
 from nntile_lab.train.checkpoint import (
     atomic_write_text,
     check_config,
+    clean_stale,
     config_dict,
     load_checkpoint,
     save_checkpoint,
@@ -185,7 +186,11 @@ def train(model, optimizer, data_dir, *, steps: int, batch: int, seq_len: int,
     if val_bin is not None:
         val_bin.num_sequential_batches(batch, seq_len)  # fail now, not at the first eval
     out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f"out_dir {out_dir} is a file, not a directory: give a directory "
+                         "for the run's log and checkpoints")
     out_dir.mkdir(parents=True, exist_ok=True)
+    clean_stale(out_dir)   # what a killed checkpoint write left behind
     fpt = float(model.flops_per_token(seq_len))
     run = _Run(model, optimizer, out_dir, seed, {
         "batch": batch, "seq_len": seq_len, "grad_accum": grad_accum, "seed": seed,
@@ -229,6 +234,12 @@ def train(model, optimizer, data_dir, *, steps: int, batch: int, seq_len: int,
             bar.update(1)
             if (checkpoint_every and step % checkpoint_every == 0) or step == steps:
                 run.save(len(train_bin), data_dir)
+    except KeyboardInterrupt as exc:
+        saved = out_dir / "checkpoint"
+        exc.add_note(f"training interrupted during step {run.step + 1}; "
+                     + (f"the last checkpoint is {saved}: resume with --resume {out_dir}"
+                        if saved.is_dir() else "no checkpoint was written yet"))
+        raise
     finally:
         bar.close()
         run.write_log()
