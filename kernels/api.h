@@ -36,6 +36,11 @@ void nl_register_tiles(int64_t n, const int64_t *nelems, size_t elemsize,
                        starpu_data_handle_t *out);
 void nl_unregister_tiles(int64_t n, starpu_data_handle_t *handles, int sync);
 int nl_disk_register(const char *dir, int64_t bytes);
+int64_t nl_held_bytes(void);
+starpu_data_handle_t *nl_tiles_new(int64_t n);
+void nl_tiles_release(starpu_data_handle_t *h);
+int64_t nl_tiles_unregister_all(void);
+int64_t nl_tiles_live(void);
 int nl_wait_all(int timeout_ms);
 struct nl_ready;
 struct nl_ready *nl_ready_start(int64_t n, starpu_data_handle_t *handles, int write);

@@ -333,6 +333,19 @@ void nl_register_tiles(int64_t n, const int64_t *nelems, size_t elemsize,
     }
 }
 
+/* An async free: once the tasks using the tile are done, unregister it and
+ * stop counting its bytes (they stay held until then: the memory guard of
+ * Runtime counts them, so a loop of create/free cannot queue more tiles than
+ * the memory limit holds, which makes StarPU spin forever). */
+static void unregister_when_free(void *arg)
+{
+    starpu_data_handle_t h = arg;
+    int64_t bytes = (int64_t)starpu_data_get_size(h);
+    starpu_data_release_on_node(h, STARPU_ACQUIRE_NO_NODE);
+    starpu_data_unregister_submit(h);
+    __atomic_sub_fetch(&registered_bytes, bytes, __ATOMIC_RELAXED);
+}
+
 /* sync = 0: unregister once the tasks using the tiles are done, without
  * waiting (the usual free); sync = 1: now, blocking (runtime shutdown: StarPU
  * must have no pending request left when it stops). */
@@ -340,14 +353,94 @@ void nl_unregister_tiles(int64_t n, starpu_data_handle_t *handles, int sync)
 {
     for (int64_t i = 0; i < n; i++)
         if (handles[i]) {
-            __atomic_sub_fetch(&registered_bytes, (int64_t)starpu_data_get_size(handles[i]),
-                               __ATOMIC_RELAXED);
-            if (sync)
+            if (sync) {
+                __atomic_sub_fetch(&registered_bytes, (int64_t)starpu_data_get_size(handles[i]),
+                                   __ATOMIC_RELAXED);
                 starpu_data_unregister(handles[i]);
-            else
+            } else if (starpu_data_acquire_on_node_cb(handles[i], STARPU_ACQUIRE_NO_NODE,
+                                                      STARPU_W, unregister_when_free,
+                                                      handles[i])) {
+                __atomic_sub_fetch(&registered_bytes, (int64_t)starpu_data_get_size(handles[i]),
+                                   __ATOMIC_RELAXED);
                 starpu_data_unregister_submit(handles[i]);
+            }
             handles[i] = NULL;
         }
+}
+
+/* ---- tile handle blocks -------------------------------------------------------
+ * A tensor's handles live in a block allocated here and freed by a C function
+ * that cffi calls when the Python array object is collected (ffi.gc): no Python
+ * code runs there, so a Ctrl-C cannot cut a free in half or be swallowed by a
+ * __del__. Live blocks form a ring, so that stopping a runtime unregisters every
+ * tile still registered. A non-NULL handle in a block is always a live one. */
+struct nl_tiles { struct nl_tiles *prev, *next; int64_t n; starpu_data_handle_t h[]; };
+static struct nl_tiles live_tiles = {&live_tiles, &live_tiles, 0};
+static pthread_mutex_t tiles_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct nl_tiles *block_of(starpu_data_handle_t *h)
+{
+    return (struct nl_tiles *)((char *)h - offsetof(struct nl_tiles, h));
+}
+
+starpu_data_handle_t *nl_tiles_new(int64_t n)
+{
+    struct nl_tiles *b = calloc(1, sizeof *b + (size_t)n * sizeof b->h[0]);
+    if (!b) return NULL;
+    b->n = n;
+    pthread_mutex_lock(&tiles_lock);
+    b->prev = live_tiles.prev;
+    b->next = &live_tiles;
+    live_tiles.prev->next = b;
+    live_tiles.prev = b;
+    pthread_mutex_unlock(&tiles_lock);
+    return b->h;
+}
+
+/* The destructor: unregister what is still registered (once its tasks are done). */
+void nl_tiles_release(starpu_data_handle_t *h)
+{
+    struct nl_tiles *b = block_of(h);
+    pthread_mutex_lock(&tiles_lock);
+    b->prev->next = b->next;
+    b->next->prev = b->prev;
+    pthread_mutex_unlock(&tiles_lock);
+    if (starpu_is_initialized()) nl_unregister_tiles(b->n, b->h, 0);
+    free(b);
+}
+
+/* Runtime shutdown: unregister every tile still registered, now. Returns how
+ * many blocks had tiles registered. */
+int64_t nl_tiles_unregister_all(void)
+{
+    int64_t count = 0;
+    pthread_mutex_lock(&tiles_lock);
+    for (struct nl_tiles *b = live_tiles.next; b != &live_tiles; b = b->next) {
+        int any = 0;
+        for (int64_t i = 0; i < b->n; i++) any |= b->h[i] != NULL;
+        count += any;
+        nl_unregister_tiles(b->n, b->h, 1);
+    }
+    pthread_mutex_unlock(&tiles_lock);
+    return count;
+}
+
+/* How many tensors have tiles registered now. */
+int64_t nl_tiles_live(void)
+{
+    int64_t count = 0;
+    pthread_mutex_lock(&tiles_lock);
+    for (struct nl_tiles *b = live_tiles.next; b != &live_tiles; b = b->next)
+        for (int64_t i = 0; i < b->n; i++)
+            if (b->h[i]) { count++; break; }
+    pthread_mutex_unlock(&tiles_lock);
+    return count;
+}
+
+/* Bytes of the tiles registered and not yet released by StarPU. */
+int64_t nl_held_bytes(void)
+{
+    return __atomic_load_n(&registered_bytes, __ATOMIC_RELAXED);
 }
 
 /* A disk memory node for out-of-core runs: StarPU evicts tiles there when the
@@ -448,7 +541,7 @@ static void ready_callback(void *arg)
 {
     struct nl_ready_item *it = arg;
     struct nl_ready *g = it->group;
-    starpu_data_release(it->handle);
+    starpu_data_release_on_node(it->handle, STARPU_ACQUIRE_NO_NODE);
     pthread_mutex_lock(&g->lock);
     if (--g->pending == 0) pthread_cond_broadcast(&g->cond);
     pthread_mutex_unlock(&g->lock);
@@ -465,8 +558,9 @@ struct nl_ready *nl_ready_start(int64_t n, starpu_data_handle_t *handles, int wr
     g->refs = n + 1;
     for (int64_t i = 0; i < n; i++) {
         g->items[i] = (struct nl_ready_item){g, handles[i]};
-        if (starpu_data_acquire_cb(handles[i], write ? STARPU_W : STARPU_R, ready_callback,
-                                   &g->items[i])) {
+        if (starpu_data_acquire_on_node_cb(handles[i], STARPU_ACQUIRE_NO_NODE,
+                                           write ? STARPU_W : STARPU_R, ready_callback,
+                                           &g->items[i])) {
             /* not acquired: count it down here (cannot happen for live handles) */
             pthread_mutex_lock(&g->lock);
             g->pending--;

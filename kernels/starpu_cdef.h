@@ -25,3 +25,4 @@ void starpu_bound_compute(double *res, double *integer_res, int integer);
 #define STARPU_PROFILING_DISABLE ...
 void starpu_pause(void);
 void starpu_resume(void);
+int starpu_task_nsubmitted(void);

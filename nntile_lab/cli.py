@@ -70,6 +70,10 @@ def main(argv=None) -> int:
     except (ValueError, TypeError, RuntimeError, FileNotFoundError) as exc:
         print(f"nntile-lab: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:   # Ctrl-C: the shell's code for SIGINT, no traceback
+        notes = "".join(f"; {n}" for n in getattr(exc, "__notes__", ()))
+        print(f"nntile-lab: interrupted{notes}", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -38,3 +38,4 @@ def _deliver(handler, frame) -> None:
         os.kill(os.getpid(), signal.SIGINT)
         return
     handler(signal.SIGINT, frame)
+

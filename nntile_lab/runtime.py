@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import weakref
 
 from nntile_lab._lib import ffi, lib
 from nntile_lab.interrupts import deferred_interrupts
@@ -87,8 +86,6 @@ class Runtime:
         self.profiling = profiling
         self.alive = False
         self.generation = 0          # bumped at each start: tensors of a past run are stale
-        self.tile_bytes = 0          # bytes of the tiles registered now (views not counted)
-        self._tensors: weakref.WeakSet = weakref.WeakSet()
         self.start()
 
     # ---- life cycle --------------------------------------------------------
@@ -115,7 +112,6 @@ class Runtime:
             self.alive = True
             Runtime._generations += 1
             self.generation = Runtime._generations
-            self.tile_bytes = 0
         if self.ooc_dir is not None:
             self._ooc_buf = ffi.new("char[]", os.fsencode(self.ooc_dir))
             node = lib.nl_disk_register(self._ooc_buf, self.ooc_size_mb << 20)
@@ -136,8 +132,7 @@ class Runtime:
         with deferred_interrupts():   # StarPU down and the runtime marked so, or neither
             try:
                 lib.nl_sampler_stop()   # a Trace left recording must not poll a stopped StarPU
-                for t in list(self._tensors):
-                    t.free(wait=True)
+                lib.nl_tiles_unregister_all()
                 lib.starpu_shutdown()
             finally:
                 self.alive = False
@@ -212,8 +207,10 @@ class Runtime:
             raise RuntimeError(f"{self!r} has stopped: start a new Runtime and create the "
                                "tensors again")
 
-    def _register(self, tensor) -> None:
-        self._tensors.add(tensor)
+    @property
+    def ntensors(self) -> int:
+        """How many tensors have tiles registered now (views not counted)."""
+        return lib.nl_tiles_live()
 
     def capacity_bytes(self) -> int | None:
         """What the tiles may occupy: the RAM limit plus the disk node; None if unlimited."""
@@ -226,8 +223,10 @@ class Runtime:
         """Account ``nbytes`` of new tiles (the largest ``tile_bytes``); raise
         OutOfMemory if they cannot fit.
 
-        Tiles registered and not freed are all live data StarPU must keep somewhere;
-        beyond the RAM limit (and the disk node) it would wait forever for memory.
+        Tiles registered and not yet released (freed ones wait for their tasks) are
+        all data StarPU must keep somewhere; beyond the RAM limit (and the disk node)
+        it would wait forever for memory. Near the cap this first waits for the tasks
+        (so that freed tiles are released); it raises only if they still do not fit.
         A task needs its tiles in RAM, so one tile must fit under the RAM limit."""
         mib = 1 << 20
         if self.memory_limit_mb is not None and tile_bytes > self.memory_limit_mb * mib:
@@ -236,6 +235,8 @@ class Runtime:
                 f"memory_limit_mb={self.memory_limit_mb}: a task needs its tiles in RAM. "
                 f"Use smaller tiles or raise memory_limit_mb above {-(-tile_bytes // mib)}")
         cap = self.capacity_bytes()
+        if cap is not None and self.tile_bytes + nbytes > cap:
+            wait_interruptibly(lib.nl_wait_all)
         if cap is not None and self.tile_bytes + nbytes > cap:
             where = (f"memory_limit_mb={self.memory_limit_mb} + ooc_size_mb={self.ooc_size_mb} "
                      f"(disk node in {self.ooc_dir!r})" if self.ooc_dir is not None
@@ -250,10 +251,12 @@ class Runtime:
                 f"{what} needs {nbytes / mib:.1f} MiB of tiles; with the "
                 f"{self.tile_bytes / mib:.1f} MiB already held that is {need} MiB, more than "
                 f"{where} allow: {fix}, or free tensors you no longer need")
-        self.tile_bytes += nbytes
 
-    def _unreserve(self, nbytes: int) -> None:
-        self.tile_bytes = max(0, self.tile_bytes - nbytes)
+    @property
+    def tile_bytes(self) -> int:
+        """Bytes of the tiles registered and not yet released (views not counted)."""
+        self.check_alive()
+        return lib.nl_held_bytes()
 
     def _raise_task_error(self) -> None:
         buf = ffi.new("char[]", 512)

@@ -86,16 +86,20 @@ class TiledTensor:
             raise ValueError(f"shape {traits.shape} has {traits.ndim} dimensions; tensors "
                              f"have at most {MAX_NDIM}")
         self._generation = self.runtime.generation
-        self._nbytes = sum(traits.tile_sizes) * self.dtype.itemsize
         n = traits.ntiles
-        handles = ffi.new("starpu_data_handle_t[]", n)
-        self.runtime._reserve(self._nbytes, max(traits.tile_sizes) * self.dtype.itemsize,
+        # freed by C when the last reference (the tensor's, a view's) goes: a Ctrl-C
+        # cannot cut that free in half as it could a __del__
+        handles = lib.nl_tiles_new(n)
+        if handles == ffi.NULL:
+            raise MemoryError(f"no memory for the {n} tile handles of {traits}")
+        handles = ffi.gc(handles, lib.nl_tiles_release)
+        size = self.dtype.itemsize
+        self.runtime._reserve(sum(traits.tile_sizes) * size, max(traits.tile_sizes) * size,
                               f"a {self.dtype.name} tensor of shape {traits.shape} with "
                               f"tiles {traits.tile_shape}")
         lib.nl_register_tiles(n, ffi.new("int64_t[]", traits.tile_sizes),
                               self.dtype.itemsize, handles)
         self._handles = handles
-        self.runtime._register(self)
 
     shape = property(lambda self: self.traits.shape)
     tile_shape = property(lambda self: self.traits.tile_shape)
@@ -114,7 +118,7 @@ class TiledTensor:
                                "again in the running runtime")
         if self._base is not None:
             try:
-                self._base.handles
+                _ = self._base.handles
             except RuntimeError as exc:
                 raise RuntimeError(f"{self!r} is a view of a tensor that was freed or whose "
                                    f"runtime stopped ({exc})") from None
@@ -190,7 +194,7 @@ class TiledTensor:
         view.dtype, view.runtime = self.dtype, self.runtime
         view.traits = TensorTraits(shape, tile_shape)
         view._handles, view._base = self.handles, self   # the base owns and frees the tiles
-        view._generation, view._nbytes = self._generation, 0
+        view._generation = self._generation
         return view
 
     @property
@@ -207,12 +211,7 @@ class TiledTensor:
         if (self._handles is not None and self.runtime.alive and self._base is None
                 and self._generation == self.runtime.generation):
             lib.nl_unregister_tiles(self.traits.ntiles, self._handles, int(wait))
-            self.runtime._unreserve(self._nbytes)
         self._handles = None
-
-    def __del__(self):
-        if getattr(self, "_handles", None) is not None:
-            self.free()
 
     def __enter__(self) -> TiledTensor:
         return self

@@ -284,7 +284,9 @@ def find_checkpoint(path: str | os.PathLike) -> Path:
     holding ``checkpoint/`` (or ``checkpoint.old/`` if a save was cut between renames)."""
     path = Path(path)
     for cand in (path, path / CHECKPOINT_DIR, path / f"{CHECKPOINT_DIR}.old"):
-        if (cand / _STATE).is_file():
+        # any of its files marks a checkpoint: one with a file deleted is reported
+        # as damaged, not skipped for an older one
+        if any((cand / name).is_file() for name in (*_FILES, _MANIFEST)):
             return cand
     raise FileNotFoundError(f"no checkpoint at {path}: expected {path / _STATE} or "
                             f"{path / CHECKPOINT_DIR / _STATE} (a run directory written by "
