@@ -32,11 +32,13 @@ def paper_ratios() -> list[str]:
 def summary_markdown(df: pd.DataFrame, records: list[dict]) -> str:
     rec = records[0]
     m, v = rec.get("machine", {}), rec.get("versions", {})
+    commit = rec.get("git_commit") or v.get("git_commit")
+    cpu = m.get("cpu_model") or m.get("cpu")
     plan = rec["plan"]
     lines = ["# The paper's figures at this machine's scale", "",
-             f"Measured {rec.get('date')} on {m.get('cpu')} ({m.get('cores')} cores, ISA "
+             f"Measured {rec.get('date')} on {cpu} ({m.get('cores')} cores, ISA "
              f"{', '.join(m.get('isa', []))}); nntile_lab {v.get('nntile_lab')}, StarPU "
-             f"{v.get('starpu')}, torch {v.get('torch')}, commit {v.get('git_commit')}.",
+             f"{v.get('starpu')}, torch {v.get('torch')}, commit {commit}.",
              f"GPT-2 family 12·L·E² + V·E (V = {plan['vocab_size']}), batch {plan['batch']} × "
              f"{plan['seq_len']} tokens, median of {plan['measure_steps']} steps after "
              f"{plan['warmup_steps']} warm-up; both systems under one {plan['cap_mb']} MiB cap "
@@ -63,5 +65,6 @@ def summary_markdown(df: pd.DataFrame, records: list[dict]) -> str:
 
 
 def write_summary(df: pd.DataFrame, records: list[dict], out_dir: Path) -> Path:
-    from nntile_lab.train.checkpoint import atomic_write_text
-    return atomic_write_text(Path(out_dir) / "summary.md", summary_markdown(df, records))
+    from nntile_lab.data.bins import atomic_write_bytes
+    return atomic_write_bytes(Path(out_dir) / "summary.md",
+                              summary_markdown(df, records).encode())
