@@ -7,6 +7,7 @@ import numpy as np
 import nntile_lab as nl
 from nntile_lab.bench.common import machine, median_time, numpy_blas_threads
 from nntile_lab.optim import AdamW
+from nntile_lab.spec import ExperimentSpec
 
 
 def sgemm_peak_gflops(n: int = 2048, repeats: int = 5) -> float:
@@ -52,8 +53,14 @@ def _torch_step_time(cfg, batches, steps: int, threads: int) -> float:
     return median_time(step, steps)
 
 
-def run(cfg, batch: int, seq_len: int, *, steps: int = 5, vs_torch: bool = True,
-        scheduler: str = "lws", ncpu: int | None = None) -> dict:
+def run(cfg, batch: int | None = None, seq_len: int | None = None, *, steps: int = 5,
+        vs_torch: bool = True, scheduler: str = "lws", ncpu: int | None = None) -> dict:
+    """Median step time of both systems. ``cfg`` is a GPT2Config (with ``batch``,
+    ``seq_len`` and the keywords), or an ExperimentSpec that gives them all."""
+    if isinstance(cfg, ExperimentSpec):
+        spec = cfg
+        cfg, batch, seq_len = spec.gpt2_config(), spec.batch, spec.seq_len
+        steps, scheduler, ncpu = spec.measure_steps, spec.scheduler, spec.ncpu
     batches = _batches(cfg, batch, seq_len, 2 * (steps + 1))
     flops = cfg.flops_per_token(seq_len) * batch * seq_len
     peak = sgemm_peak_gflops()

@@ -8,10 +8,10 @@ meta.json), ``summary.json`` (metrics.summary), ``trace.json`` (Chrome trace for
 Perfetto) and the figures: gantt.png, gantt_step.png (the last step), utilisation.png,
 memory.png, transfers.png, op_time.png, throughput.png.
 
-The training itself is ``nntile_lab.train.cli.run_for_trace(train_argv, steps,
-profiling=True)``, which must return ``(trace, memory, tokens_per_step)``: a stopped
-Trace with one ``mark_step(tokens)`` per step, the dict of
-``trace.memory_by_category(model, optimizer)`` (or None), and tokens per step.
+The training options after ``--`` are the fields of ``nntile_lab.spec.ExperimentSpec``
+(as for ``nntile-lab train``) and ``--data DIR``; the steps run through
+``nntile_lab.experiment.run_for_trace(spec, steps, data, bound=...)``, which returns
+``(trace, memory by category, tokens_per_step)``.
 
     nntile-lab peak [--refresh] [--json]
 
@@ -45,14 +45,25 @@ def register_cli(subparsers) -> None:
     p.set_defaults(func=_peak)
 
 
+TRAIN_GROUPS = ("model", "data", "tiles", "runtime", "train")
+
+
+def parse_train_args(train_argv: list[str]):
+    """``(spec, data dir or None)`` from the options after ``--``."""
+    from nntile_lab import spec as specs
+    p = argparse.ArgumentParser(prog="nntile-lab trace --")
+    specs.add_arguments(p, TRAIN_GROUPS)
+    p.add_argument("--data", metavar="DIR", help="prepared dataset (default: the "
+                   "standard-library corpus)")
+    args = p.parse_args(train_argv)
+    return specs.from_args(args, TRAIN_GROUPS), args.data
+
+
 def run_training(train_argv: list[str], steps: int, bound: bool = False):
-    """(trace, memory by category or None, tokens per step) from the trainer."""
-    try:
-        from nntile_lab.train.cli import run_for_trace
-    except ImportError as exc:
-        raise RuntimeError(f"tracing needs the trainer's run_for_trace ({exc}): this "
-                           "checkout has no nntile_lab.train.cli yet") from exc
-    return run_for_trace(train_argv, steps, profiling=True, bound=bound)
+    """(trace, memory by category or None, tokens per step) of the described run."""
+    from nntile_lab import experiment
+    spec, data = parse_train_args(train_argv)
+    return experiment.run_for_trace(spec, steps, data, profiling=True, bound=bound)
 
 
 def write_outputs(tr, out: str, peak_gflops: float | None = None,
