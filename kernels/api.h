@@ -36,3 +36,6 @@ void nl_register_tiles(int64_t n, const int64_t *nelems, size_t elemsize,
                        starpu_data_handle_t *out);
 void nl_unregister_tiles(int64_t n, starpu_data_handle_t *handles, int sync);
 int nl_disk_register(const char *dir, int64_t bytes);
+int nl_disk_register_backend(const char *dir, int64_t bytes, int o_direct);
+void nl_disk_counters(int64_t *out, int reset);
+void nl_hint_tiles(int64_t n, starpu_data_handle_t *handles, int kind);

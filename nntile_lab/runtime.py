@@ -33,13 +33,18 @@ class Runtime:
     Settings given here take precedence over ``STARPU_*`` environment variables.
     ``memory_limit_mb`` caps the RAM StarPU allocates for tiles; with ``ooc_dir``
     tiles beyond it are evicted to a disk node in that directory (out-of-core).
+    ``ooc_backend``: "o_direct" (default: evicted tiles bypass the page cache, so
+    the cap is honest) or "unistd" (buffered). ``disk_traffic()`` counts the bytes.
     """
+
+    OOC_BACKENDS = ("o_direct", "unistd")
 
     _active: Runtime | None = None
 
     def __init__(self, scheduler: str = "lws", ncpu: int | None = None,
                  memory_limit_mb: int | None = None, ooc_dir: str | None = None,
-                 ooc_size_mb: int = 65536, profiling: bool = False):
+                 ooc_size_mb: int = 65536, profiling: bool = False,
+                 ooc_backend: str = "o_direct"):
         valid = scheduler_names()
         if scheduler not in valid:
             raise ValueError(f"unknown scheduler {scheduler!r}; valid ones: {', '.join(valid)}")
@@ -59,6 +64,9 @@ class Runtime:
                              "to disk only when RAM use reaches that limit")
         if ooc_dir is not None and ooc_size_mb < 16:
             raise ValueError(f"ooc_size_mb={ooc_size_mb!r} must be ≥ 16 (MiB)")
+        if ooc_backend not in self.OOC_BACKENDS:
+            raise ValueError(f"ooc_backend={ooc_backend!r} is not one of {self.OOC_BACKENDS}")
+        self.ooc_backend = ooc_backend
         self.scheduler, self.ncpu = scheduler, ncpu
         self.memory_limit_mb, self.ooc_dir, self.ooc_size_mb = memory_limit_mb, ooc_dir, ooc_size_mb
         self.profiling = profiling
@@ -87,9 +95,11 @@ class Runtime:
             raise RuntimeError(f"starpu_init failed with code {ret} ({os.strerror(-ret)})")
         Runtime._active = self
         self.alive = True
+        lib.nl_disk_counters(ffi.NULL, 1)
         if self.ooc_dir is not None:
             self._ooc_buf = ffi.new("char[]", os.fsencode(self.ooc_dir))
-            node = lib.nl_disk_register(self._ooc_buf, self.ooc_size_mb << 20)
+            node = lib.nl_disk_register_backend(self._ooc_buf, self.ooc_size_mb << 20,
+                                                int(self.ooc_backend == "o_direct"))
             if node < 0:
                 self.stop()
                 raise RuntimeError(f"could not register disk node in {self.ooc_dir!r}: "
@@ -162,6 +172,13 @@ class Runtime:
         """Bytes StarPU has allocated on a memory node (0: RAM). Needs memory_limit_mb."""
         self.check_alive()
         return lib.starpu_memory_get_total(node) - lib.starpu_memory_get_available(node)
+
+    def disk_traffic(self, reset: bool = False) -> dict:
+        """Bytes (and calls) the disk node read and wrote since the runtime started or
+        the last ``reset``; all zero without ``ooc_dir``."""
+        out = ffi.new("int64_t[4]")
+        lib.nl_disk_counters(out, int(reset))
+        return dict(zip(("bytes_read", "bytes_written", "reads", "writes"), out))
 
     def check_alive(self) -> None:
         if not self.alive:
