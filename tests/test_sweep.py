@@ -92,13 +92,15 @@ def test_interrupted_sweep_resumes(tmp_path):
 
 def test_corrupt_and_outdated_cache_files_rerun_with_a_message(tmp_path):
     pts = sweep.grid(BASE, vocab_tile=[32, 64, 16])
-    sweep.run(pts, tmp_path, peak_gflops=PEAK, progress=False, keep_traces=False)
+    sweep.run(pts, tmp_path, peak_gflops=PEAK, progress=False, keep_traces=False,
+              isolate=False)
     paths = [tmp_path / f"{p.key()}.json" for p in pts]
     paths[0].write_text('{"format": 1, "kind": "sweep-po')            # torn/corrupt
     rec = json.loads(paths[1].read_text())
     paths[1].write_text(json.dumps(rec | {"format": 0}))               # older record format
     paths[2].write_text(json.dumps(rec | {"code_version": "0" * 16}))  # older code
-    df = sweep.run(pts, tmp_path, peak_gflops=PEAK, progress=False, keep_traces=False)
+    df = sweep.run(pts, tmp_path, peak_gflops=PEAK, progress=False, keep_traces=False,
+                   isolate=False)
     assert not df["cached"].any() and df["error"].isna().all()
     m = df.attrs["messages"]
     assert len(m) == 3

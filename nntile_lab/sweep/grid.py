@@ -33,7 +33,7 @@ def point(base: ExperimentSpec, **changes) -> ExperimentSpec | InvalidSpec:
     try:
         return base.replace(**changes)
     except ValueError as exc:
-        values = {k: v for k, v in base.to_dict().items() if k not in base._auto} | changes
+        values = base.to_dict() | changes
         return InvalidSpec(values, str(exc))
 
 

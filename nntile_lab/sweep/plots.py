@@ -22,7 +22,13 @@ from nntile_lab.spec import field_names
 
 
 def varied(df: pd.DataFrame) -> list[str]:
-    return [f for f in field_names() if f in df and df[f].astype(str).nunique() > 1]
+    return [f for f in field_names() if f in df and _text(df[f]).nunique() > 1]
+
+
+def _text(col: pd.Series) -> pd.Series:
+    """Values as text for grouping (None/NaN → "None", which groupby would otherwise drop)."""
+    return col.map(lambda v: "None" if v is None or (isinstance(v, float) and math.isnan(v))
+                   else str(v))
 
 
 def failed(row) -> bool:
@@ -83,7 +89,7 @@ def _positions(values):
 def _lines(fig, df, x, rest):
     ax, bx = fig.subplots(1, 2)
     order, pos = _positions(df[x].tolist())
-    groups = df.groupby([df[r].astype(str) for r in rest], sort=False) if rest else [("", df)]
+    groups = df.groupby([_text(df[r]) for r in rest], sort=False) if rest else [("", df)]
     failed_label = "failed (0)"
     for _, g in groups:
         label = _label(g.iloc[0], rest)
@@ -146,7 +152,7 @@ def scheduler_figure(df: pd.DataFrame, title: str | None = None) -> Figure:
         return fig
     rest = [a for a in varied(df) if a != "scheduler"]
     scheds = _order(df["scheduler"].tolist())
-    groups = list(df.groupby([df[r].astype(str) for r in rest], sort=False)) if rest \
+    groups = list(df.groupby([_text(df[r]) for r in rest], sort=False)) if rest \
         else [("", df)]
     width = 0.8 / len(groups)
     b = best(df)
@@ -175,3 +181,25 @@ def scheduler_figure(df: pd.DataFrame, title: str | None = None) -> Figure:
     ax.set_title((title or "Schedulers") + f" — {len(df)} points"
                  + (f", {len(df) - n_ok} failed" if n_ok < len(df) else ""))
     return fig
+
+
+def aggregate_repeats(df: pd.DataFrame, over: str = "seed") -> pd.DataFrame:
+    """One row per point with ``over`` (the repeat index) collapsed: GFLOP/s and step time
+    medians over the repeats' medians, ``gflops_min``/``gflops_max`` their extremes (the
+    spread over repeats); a point fails when every repeat failed (first error kept)."""
+    if not len(df):
+        return df
+    keys = [f for f in field_names() if f in df and f != over]
+    rows = []
+    for _, g in df.groupby([_text(df[k]) for k in keys], sort=False):
+        good = ok_rows(g)
+        row = g.iloc[0].copy()
+        row[over] = None
+        if len(good):
+            gf = good["gflops"].astype(float)
+            row["gflops"], row["gflops_min"], row["gflops_max"] = gf.median(), gf.min(), gf.max()
+            row["step_time_s"] = good["step_time_s"].astype(float).median()
+            row["error"] = None
+        row["repeats"] = len(good)
+        rows.append(row)
+    return pd.DataFrame(rows).reset_index(drop=True)

@@ -138,7 +138,8 @@ def run(specs, cache_dir=None, *, isolate: bool = True, progress: bool = True,
         bar.close()
     df = pd.DataFrame.from_records(rows, columns=list(rows[0]) if rows else
                                    [*field_names(), *METRICS, *INFO])
-    df["error"] = df["error"].astype(object).where(df["error"].notna(), None)
+    for col in ("error", "key", "trace_dir"):       # None, not NaN, where absent
+        df[col] = df[col].astype(object).where(df[col].notna(), None)
     df.attrs["messages"] = messages
     df.attrs["code_version"] = code_version()
     return df
