@@ -52,11 +52,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     from nntile_lab.data.prepare import register_cli as register_prepare
     from nntile_lab.figures.cli import register_cli as register_figures
+    from nntile_lab.sweep.cli import register_cli as register_sweep
     from nntile_lab.trace.cli import register_cli as register_trace
     from nntile_lab.train.cli import register_cli as register_train
     register_prepare(sub)
     register_train(sub)
     register_trace(sub)
+    register_sweep(sub)
     register_figures(sub)
     return parser
 
