@@ -51,12 +51,16 @@ def build_parser() -> argparse.ArgumentParser:
     t.set_defaults(func=_bench_train)
 
     from nntile_lab.data.prepare import register_cli as register_prepare
+    from nntile_lab.figures.cli import register_cli as register_figures
     from nntile_lab.memory import register_cli as register_plan
+    from nntile_lab.sweep.cli import register_cli as register_sweep
     from nntile_lab.trace.cli import register_cli as register_trace
     from nntile_lab.train.cli import register_cli as register_train
     register_prepare(sub)
     register_train(sub)
     register_trace(sub)
+    register_sweep(sub)
+    register_figures(sub)
     register_plan(sub)
     return parser
 
