@@ -17,7 +17,8 @@ CONFIGS = [dict(n_layer=2, n_embd=128, vocab_size=4096, seq_len=64, batch=4),
 
 
 def spec(**kw):
-    return ExperimentSpec(**({"ncpu": 2, "warmup_steps": 1, "measure_steps": 1} | kw))
+    # one worker: execution follows submission, so the peak is reproducible
+    return ExperimentSpec(**({"ncpu": 1, "warmup_steps": 1, "measure_steps": 1} | kw))
 
 
 @pytest.mark.parametrize("kw", CONFIGS, ids=lambda kw: "-".join(map(str, kw.values())))

@@ -49,7 +49,7 @@ def measure_point(spec: ExperimentSpec) -> dict:
     with experiment.runtime(spec) as rt:
         model, opt, schedule = experiment.build(spec)
         step = experiment.step_function(spec, rt, model, opt, schedule, batches)
-        lib.nl_sampler_start(2.0)
+        lib.nl_sampler_start(0.5)   # often enough not to miss a short peak
         try:
             for k in range(spec.warmup_steps):
                 step(k)
