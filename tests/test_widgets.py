@@ -30,6 +30,9 @@ def test_tile_sweep_button_plots_live_and_shows_a_point(tmp_path):
     assert "vocab_tile=64" in ts.detail.children[0].value
     again = ts.run()                                 # from the cache
     assert again["cached"].tolist() == [True, True, False]
+    (tmp_path / f"{again.loc[0, 'key']}.json").write_text("{torn")
+    assert ts.run()["cached"].tolist() == [False, True, False]
+    assert "is corrupt" in ts.message.value and "runs again" in ts.message.value
 
 
 @pytest.mark.parametrize("model, tiles, message", [
