@@ -2,10 +2,16 @@
 PY := .venv/bin/python
 
 .PHONY: run test setup setup-test lint bench lab strip figures
+# The main job: train, trace two steps, sweep four tilings (~1 min, cached after the first
+# run), all into one run directory.
+RUN_DIR := runs/$(shell date +%Y%m%d-%H%M%S)
 run:
 	scripts/setup.sh
-	.venv/bin/nntile-lab train
-	@echo "Open the notebooks in JupyterLab:  .venv/bin/jupyter lab notebooks/"
+	.venv/bin/nntile-lab train --out $(RUN_DIR)
+	.venv/bin/nntile-lab trace --out $(RUN_DIR)/trace --steps 2
+	.venv/bin/nntile-lab sweep --inner-tile 512,1024 --vocab-tile 4096,8192 --out $(RUN_DIR)
+	@echo "$(RUN_DIR): loss.png, sweep.png, trace/gantt.png (and the rest)"
+	@echo "Open the notebooks in JupyterLab:  make lab"
 
 test:
 	scripts/setup.sh test

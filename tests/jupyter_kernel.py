@@ -17,11 +17,13 @@ NOTEBOOKS = REPO / "notebooks"
 KERNEL_NAME = "python3"
 
 
-def kernel_env() -> dict[str, str]:
-    """What the kernel adds to the inherited environment: this checkout first on the path, and
+def kernel_env(root: Path) -> dict[str, str]:
+    """What the kernel adds to the inherited environment: this checkout first on the path, a
+    cache of its own under ``root`` (a test measures, never reads a user's cache), and
     smoke sizes unless the caller chose (``NNTILE_LAB_SMOKE=0`` runs the notebooks full size)."""
     path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
-    return {"PYTHONPATH": path, "NNTILE_LAB_SMOKE": os.environ.get("NNTILE_LAB_SMOKE", "1")}
+    return {"PYTHONPATH": path, "NNTILE_LAB_SMOKE": os.environ.get("NNTILE_LAB_SMOKE", "1"),
+            "NNTILE_LAB_CACHE": str(root / "cache")}
 
 
 def write_kernel_spec(root: Path) -> Path:
@@ -30,7 +32,7 @@ def write_kernel_spec(root: Path) -> Path:
     ``KernelSpecManager``)."""
     spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
             "display_name": "nntile_lab (tests)", "language": "python",
-            "env": kernel_env(), "metadata": {"debugger": False}}
+            "env": kernel_env(root), "metadata": {"debugger": False}}
     d = root / "kernels" / KERNEL_NAME
     d.mkdir(parents=True, exist_ok=True)
     (d / "kernel.json").write_text(json.dumps(spec, indent=1))

@@ -3,6 +3,7 @@ outdated files), failing points (bad tiles, unknown scheduler, a crashing proces
 in-process mode and ``nntile-lab sweep``."""
 import json
 import os
+import sys
 import time
 
 import numpy as np
@@ -119,6 +120,19 @@ def test_a_crashing_point_is_a_row_and_the_sweep_goes_on(tmp_path, monkeypatch):
     assert sweep.run(pts, tmp_path, peak_gflops=PEAK, progress=False)["cached"].all()
     df = sweep.run(pts, tmp_path, peak_gflops=PEAK, progress=False, retry_errors=True)
     assert df.loc[0, "error"] is None and df.loc[0, "gflops"] > 0
+
+
+def test_a_model_that_does_not_fit_is_a_row(tmp_path, monkeypatch):
+    """The memory planner's verdict (nntile_lab.memory.check) stops a point before it
+    starts a process; the other points run."""
+    def check(spec):
+        if spec.n_embd > 16:
+            raise ValueError(f"n_embd={spec.n_embd}: needs 9 GiB, the cap is 1 GiB")
+    monkeypatch.setattr(sys.modules["nntile_lab.sweep.run"], "memory_check", check)
+    df = sweep.run(sweep.grid(BASE, n_embd=[16, 32]), tmp_path, isolate=False,
+                   peak_gflops=PEAK, progress=False, keep_traces=False)
+    assert df.loc[0, "error"] is None and df.loc[0, "gflops"] > 0
+    assert df.loc[1, "error"] == "n_embd=32: needs 9 GiB, the cap is 1 GiB"
 
 
 def test_in_process_points(tmp_path, monkeypatch):

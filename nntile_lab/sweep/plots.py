@@ -132,11 +132,14 @@ def _heatmap(fig, df, x, y):
     for i in range(len(ys)):
         for j in range(len(xs)):
             if not math.isnan(grid[i, j]):
-                ax.text(j, i, f"{grid[i, j]:.1f}", ha="center", va="center", color="white",
-                        fontsize="small")
+                bright = grid[i, j] > np.nanmin(grid) + 0.6 * np.ptp(grid[~np.isnan(grid)])
+                ax.text(j, i, f"{grid[i, j]:.1f}", ha="center", va="center",
+                        color="black" if bright else "white", fontsize="small")
     b = best(df)
     if b is not None:
-        ax.plot([xpos[b[x]]], [ypos[b[y]]], "*", ms=22, color="gold", mec="black")
+        ax.plot([xpos[b[x]] - 0.35], [ypos[b[y]] + 0.3], "*", ms=18, color="gold",
+                mec="black", label=f"best: {b['gflops']:.1f} GFLOP/s")
+        ax.legend(loc="upper right", fontsize="small")
     ax.set_xticks(range(len(xs)), [str(v) for v in xs])
     ax.set_yticks(range(len(ys)), [str(v) for v in ys])
     ax.set_xlabel(x)

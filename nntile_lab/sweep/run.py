@@ -4,8 +4,9 @@ Each point runs in a fresh subprocess by default (``isolate=True``):
 - a StarPU abort, a segfault or the OOM killer ends that process, not the sweep (or the
   Jupyter kernel): the point becomes a row with the error;
 - the peak RSS is the point's own, not the high-water mark of everything run before;
-- the start-up costs ~0.4 s (Python, numpy, pandas, the extension, ``starpu_init``;
-  measured 2026-11-22 on 2 cores) against seconds per point, so no warm worker is kept.
+- the start-up costs 0.6–0.8 s (Python, numpy, pandas, the extension, ``starpu_init``;
+  measured 2026-11-22 on 2 busy shared cores: total minus the point's own wall time)
+  against seconds per point of a real model, so no warm worker is kept.
 ``isolate=False`` runs points in this process (``measure``): no start-up, shares the
 kernel's StarPU (none may be running), and a StarPU abort kills the kernel.
 Every finished point is written to the cache at once, so an interrupted sweep (Ctrl-C,
@@ -48,14 +49,20 @@ def precheck(spec: ExperimentSpec) -> str | None:
         return (f"ncpu={spec.ncpu} exceeds this StarPU build's {max_workers()} CPU workers "
                 "(STARPU_MAXCPUS)")
     try:
-        from nntile_lab import memory  # the memory planner, where present
-    except ImportError:
-        return None
-    try:
-        memory.check(spec)
-    except (ValueError, MemoryError) as exc:
+        memory_check(spec)
+    except Exception as exc:   # the planner's verdict (or its failure) is the point's error
         return str(exc)
     return None
+
+
+def memory_check(spec: ExperimentSpec) -> None:
+    """The memory planner's ``check`` (``nntile_lab.memory``, where present): raises
+    when the model cannot run under the spec's memory cap."""
+    try:
+        from nntile_lab import memory
+    except ImportError:
+        return
+    memory.check(spec)
 
 
 def _signal_text(code: int) -> str:

@@ -77,7 +77,8 @@ def resolve(args: argparse.Namespace) -> argparse.Namespace:
 
 
 def build(spec: specs.ExperimentSpec):
-    """``(model, optimizer, schedule)`` for a spec; call inside a running Runtime."""
+    """``(model, optimizer, schedule)`` for a spec; call inside a running Runtime. (A name
+    in this module so the CLI tests can swap in a PyTorch model.)"""
     return build_spec(spec)
 
 

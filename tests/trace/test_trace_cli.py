@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from nntile_lab import experiment, peak
+from nntile_lab.record import read_record
 from nntile_lab.trace import cli
 from tests.trace.conftest import traced_gpt2
 
@@ -55,6 +56,9 @@ def test_trace_command_writes_every_file(tmp_path, monkeypatch, capsys, fake_pea
     with open(out / "summary.json") as f:
         summary = json.load(f)
     assert summary["tasks"] == len(tasks) and summary["peak_gflops"] == 100.0
+    rec = read_record(out / "run.json")
+    assert rec["kind"] == "trace" and rec["spec"]["n_layer"] == 1 and rec["steps"] == 2
+    assert rec["results"]["tasks"] == len(tasks) and rec["machine"]["cores"]
     assert summary["mfu"] == pytest.approx(summary["gflops"] / 100.0)
     assert summary["tokens_per_step"] == 16 and summary["tokens"] == 32
     assert set(summary["memory_by_category"]) == {"parameters", "gradients", "optimizer state",
