@@ -1,4 +1,5 @@
-"""``nntile-lab proxy {gpt2,gpt3,cosmoflow,dlrm}``: derive (and replay) a proxy's messages."""
+"""``nntile-lab proxy {gpt2,gpt3,cosmoflow,dlrm}``: derive, replay or extrapolate a proxy's
+messages; ``nntile-lab collectives``: benchmark MPI collectives and fit the α-β model."""
 from __future__ import annotations
 
 import json
@@ -32,9 +33,50 @@ def register_cli(subparsers):
                    help="replay every message with 1/N of its floats (big models on one node)")
     p.add_argument("--timeout", type=float, default=600, help="seconds before the replay fails")
     p.add_argument("--dry-run", action="store_true", help="print the plan; start no MPI")
+    from nntile_lab.dist.extrapolate import INTERCONNECTS
+    x = p.add_argument_group("extrapolation (α-β model; no MPI)")
+    x.add_argument("--extrapolate", default=None, metavar="N,N,...",
+                   help="node counts (one rank each; data = N / (tensor·pipeline))")
+    x.add_argument("--interconnect", default="infiniband-hdr,ethernet-100g",
+                   help=f"comma list of {', '.join(INTERCONNECTS)}")
+    x.add_argument("--latency-us", type=float, default=None, help="override the link latency")
+    x.add_argument("--bandwidth-gbs", type=float, default=None,
+                   help="override the link bandwidth (GB/s)")
+    x.add_argument("--plot", default=None, metavar="FILE", help="write the extrapolation plot")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_proxy_cli)
+
+    c = subparsers.add_parser("collectives", help="MPI collective benchmark + α-β fit",
+                              description="Time allreduce, allgather, reduce-scatter, "
+                              "all-to-all and p2p under mpirun, fit α-β per operation on every "
+                              "other size and check it on the sizes between.")
+    c.add_argument("--ranks", type=int, default=2, help="local ranks (default 2)")
+    c.add_argument("--ops", default=",".join(_ops()), help="comma list (default: all)")
+    c.add_argument("--min-bytes", type=int, default=8)
+    c.add_argument("--max-bytes", type=int, default=64 * 2**20, help="default 64 MiB")
+    c.add_argument("--plot", default=None, metavar="FILE", help="write measured vs model")
+    c.add_argument("--timeout", type=float, default=600)
+    c.add_argument("--json", action="store_true", help="print one JSON object")
+    c.set_defaults(func=_collectives_cli)
     return p
+
+
+def _ops():
+    from nntile_lab.dist.collectives import OPS
+    return OPS
+
+
+def _collectives_cli(args) -> int:
+    from nntile_lab.dist import collectives as coll
+    if args.ranks < 2:
+        raise ValueError(f"--ranks {args.ranks}: the benchmark needs at least 2 ranks")
+    rows = coll.run(args.ranks, [o for o in args.ops.split(",") if o],
+                    coll.default_sizes(args.min_bytes, args.max_bytes), timeout=args.timeout)
+    res = coll.fit_and_check(rows)
+    if args.plot:
+        coll.plot(res, args.plot)
+    print(json.dumps(res) if args.json else coll.report(res))
+    return 0
 
 
 def build_kwargs(args) -> dict:
@@ -47,6 +89,20 @@ def build_kwargs(args) -> dict:
 def _proxy_cli(args) -> int:
     from nntile_lab.dist import proxies, replay
     kw = build_kwargs(args)
+    if args.extrapolate:
+        from nntile_lab.dist import extrapolate as ex
+        try:
+            nodes = [int(n) for n in args.extrapolate.split(",") if n]
+        except ValueError:
+            raise ValueError(f"--extrapolate {args.extrapolate!r}: a comma list of node "
+                             "counts, e.g. 1,2,4,8") from None
+        links = [ex.link(n, args.latency_us, args.bandwidth_gbs)
+                 for n in args.interconnect.split(",") if n]
+        rows = ex.extrapolate(kw, nodes, links)
+        if args.plot:
+            ex.plot(rows, args.plot, f"{args.model} {args.config or ''}: extrapolated")
+        print(json.dumps(rows) if args.json else ex.report(rows))
+        return 0
     if args.dry_run:
         plan = proxies.build(**kw)
         print(json.dumps(plan.to_dict()) if args.json else plan.report())
