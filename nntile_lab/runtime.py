@@ -140,6 +140,8 @@ class Runtime:
         return self
 
     def __exit__(self, *exc) -> None:
+        if exc[0] is not None and getattr(self, "mpi", None) is not None:
+            self.mpi.abort(exc[1])   # the other ranks wait for this one: never stop politely
         self.stop()
 
     def __repr__(self) -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import sys
 from dataclasses import dataclass
 
 from nntile_lab._lib import ffi, lib
@@ -168,10 +169,31 @@ class MPIContext:
     def shutdown(self) -> None:
         lib.nl_mpi_shutdown()
 
+    def abort(self, exc: BaseException | None = None, code: int = 1) -> None:
+        """End every rank now (MPI_Abort): an error on one rank must not leave the others
+        waiting for its tiles. Prints the error first."""
+        import traceback
+        if exc is not None:
+            traceback.print_exception(type(exc), exc, exc.__traceback__)
+        print(f"nntile_lab: rank {self.rank} failed: aborting all {self.size} ranks",
+              file=sys.stderr, flush=True)
+        lib.nl_mpi_abort(code)
+
     def __repr__(self) -> str:
         return f"MPIContext(rank={self.rank}, size={self.size}, {self.distribution!r})"
 
 
 def attach() -> MPIContext | None:
-    """Called by Runtime.start once StarPU runs."""
-    return MPIContext() if wanted() else None
+    """Called by Runtime.start once StarPU runs. An exception that ends the program on one
+    rank aborts all of them (the default hook would leave the others waiting)."""
+    if not wanted():
+        return None
+    ctx = MPIContext()
+    previous = sys.excepthook
+
+    def hook(kind, exc, tb):
+        previous(kind, exc, tb)
+        if lib.nl_mpi_available():
+            ctx.abort(None)
+    sys.excepthook = hook
+    return ctx

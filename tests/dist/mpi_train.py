@@ -42,6 +42,8 @@ def main(argv=None) -> int:
     ap.add_argument("--resume", default=None)
     ap.add_argument("--die-at-step", type=int, default=None)
     ap.add_argument("--die-rank", type=int, default=1)
+    ap.add_argument("--raise-at-step", type=int, default=None,
+                    help="rank --die-rank raises an exception there instead of exiting")
     args = ap.parse_args(argv)
     from nntile_lab.train.checkpoint import load_checkpoint, save_checkpoint
     with experiment.runtime(SPEC) as rt:
@@ -64,6 +66,8 @@ def main(argv=None) -> int:
         for k in range(first, first + args.steps):
             if args.die_at_step == k and rank == args.die_rank:
                 os._exit(7)
+            if args.raise_at_step == k and rank == args.die_rank:
+                raise RuntimeError(f"rank {rank} fails on purpose at step {k}")
             # a learnable stream (next token = token + 1), so the losses fall
             start = rng.integers(0, SPEC.vocab_size, (SPEC.batch, 1))
             seq = (start + np.arange(SPEC.seq_len + 1)) % SPEC.vocab_size
