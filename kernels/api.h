@@ -39,3 +39,4 @@ int nl_disk_register(const char *dir, int64_t bytes);
 int nl_disk_register_backend(const char *dir, int64_t bytes, int o_direct);
 void nl_disk_counters(int64_t *out, int reset);
 void nl_hint_tiles(int64_t n, starpu_data_handle_t *handles, int kind);
+int nl_malloc_fixed_threshold(int bytes);

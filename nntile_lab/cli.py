@@ -20,7 +20,8 @@ def _bench_gemm(args) -> int:
 def _bench_train(args) -> int:
     from nntile_lab.bench import train
     from nntile_lab.spec import from_args
-    res = train.run(from_args(args, BENCH_GROUPS), vs_torch=args.vs_torch)
+    res = train.run(from_args(args, BENCH_GROUPS), vs_torch=args.vs_torch,
+                    torch_compile=args.torch_compile)
     print(json.dumps(res) if args.json else train.report(res))
     return 0
 
@@ -46,12 +47,17 @@ def build_parser() -> argparse.ArgumentParser:
                   skip=("measure_steps", "warmup_steps"))
     t.add_argument("--measure-steps", "--steps", type=int, default=None, metavar="N",
                    dest="measure_steps", help="timed steps (median; default 3)")
-    t.add_argument("--vs-torch", action="store_true", help="measure the PyTorch reference too")
+    t.add_argument("--vs-torch", action="store_true",
+                   help="measure nanoGPT-style PyTorch too (eager and torch.compile; the "
+                        "ratio is against the faster)")
+    t.add_argument("--no-torch-compile", action="store_false", dest="torch_compile",
+                   help="with --vs-torch: eager PyTorch only (compiling takes ~30 s)")
     t.add_argument("--json", action="store_true", help="print one JSON object")
     t.set_defaults(func=_bench_train)
 
     from nntile_lab.data.prepare import register_cli as register_prepare
     from nntile_lab.figures.cli import register_cli as register_figures
+    from nntile_lab.memory import register_cli as register_plan
     from nntile_lab.sweep.cli import register_cli as register_sweep
     from nntile_lab.trace.cli import register_cli as register_trace
     from nntile_lab.train.cli import register_cli as register_train
@@ -60,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_trace(sub)
     register_sweep(sub)
     register_figures(sub)
+    register_plan(sub)
     return parser
 
 

@@ -29,6 +29,15 @@ def build(spec: ExperimentSpec):
     return model, opt, spec.schedule()
 
 
+def runtime(spec: ExperimentSpec, **kw):
+    """The ``Runtime`` a spec describes, once the memory planner agrees it can run: a run
+    that cannot (cap below a task, no or too small a disk) fails here, before any task."""
+    from nntile_lab.memory import check
+    from nntile_lab.runtime import Runtime
+    check(spec)
+    return Runtime(**spec.runtime_kwargs(), **kw)
+
+
 class RandomTokens:
     """Uniform random token batches: throughput does not depend on the text, and a sweep
     point then needs no prepared corpus."""
@@ -68,12 +77,11 @@ def run_for_trace(spec: ExperimentSpec, steps: int, data=None, warmup_steps: int
     """``steps`` training steps of ``spec`` under a Trace, after ``warmup_steps`` untraced
     ones. Returns ``(stopped trace, memory by category, tokens per step)``.
     ``data="random"`` draws random tokens instead of reading a dataset."""
-    import nntile_lab
     from nntile_lab.trace import Trace
 
     batches = RandomTokens(spec.vocab_size) if data == "random" else train_split(data)
     tokens = spec.tokens_per_step()
-    with nntile_lab.Runtime(**spec.runtime_kwargs(), profiling=profiling) as rt:
+    with runtime(spec, profiling=profiling) as rt:
         model, optimizer, schedule = build(spec)
         step = step_function(spec, rt, model, optimizer, schedule, batches)
         for k in range(warmup_steps):

@@ -82,6 +82,8 @@ class Runtime:
                                "`with` block) before starting another")
         if self.ooc_dir is not None:
             os.makedirs(self.ooc_dir, exist_ok=True)
+        if self.memory_limit_mb is not None:   # freed tiles go back to the system
+            lib.nl_malloc_fixed_threshold(64 << 10)
         env = {"STARPU_LIMIT_CPU_MEM": None if self.memory_limit_mb is None
                else str(self.memory_limit_mb),
                "STARPU_DISK_SWAP": None, "STARPU_SILENT": os.environ.get("STARPU_SILENT", "1")}

@@ -228,12 +228,6 @@ class ExperimentSpec:
         text = json.dumps(self.to_dict(), sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
-    def label(self, names=None) -> str:
-        """``name=value`` for ``names`` (default: fields that differ from the defaults)."""
-        base = DEFAULT.to_dict()
-        names = names or [k for k, v in self.to_dict().items() if base[k] != v]
-        return ", ".join(f"{k}={getattr(self, k)}" for k in names) or "defaults"
-
 
 def field_names() -> list[str]:
     return [f.name for f in fields(ExperimentSpec)]
@@ -319,6 +313,3 @@ def given(args, groups=GROUPS) -> dict:
 def from_args(args, groups=GROUPS, base: dict | None = None) -> ExperimentSpec:
     """A spec from parsed options over ``base`` values (e.g. a checkpoint's) and defaults."""
     return ExperimentSpec.from_dict((base or {}) | given(args, groups))
-
-
-DEFAULT = ExperimentSpec()

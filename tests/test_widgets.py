@@ -30,6 +30,9 @@ def test_tile_sweep_button_plots_live_and_shows_a_point(tmp_path):
     assert "vocab_tile=64" in ts.detail.children[0].value
     again = ts.run()                                 # from the cache
     assert again["cached"].tolist() == [True, True, False]
+    (tmp_path / f"{again.loc[0, 'key']}.json").write_text("{torn")
+    assert ts.run()["cached"].tolist() == [False, True, False]
+    assert "is corrupt" in ts.message.value and "runs again" in ts.message.value
 
 
 @pytest.mark.parametrize("model, tiles, message", [
@@ -83,3 +86,18 @@ def test_trace_explorer(tmp_path):
     assert len(TraceExplorer(tmp_path / "tr").select()) == len(tr.tasks)
     with pytest.raises(FileNotFoundError, match="holds no trace"):
         TraceExplorer(tmp_path)
+
+
+def test_interrupting_the_widget_keeps_finished_points(tmp_path, monkeypatch):
+    ts = TileSweep(BASE, {"batch_tile": "1,2"}, cache_dir=tmp_path, isolate=False,
+                   peak_gflops=100.0)
+
+    def interrupt(df):
+        raise KeyboardInterrupt       # "interrupt kernel" right after the first point
+    monkeypatch.setattr(ts, "_draw", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        ts.run()
+    assert ts.status.value.startswith("interrupted after 1 of 2 points")
+    assert not ts.run_button.disabled
+    monkeypatch.undo()
+    assert ts.run()["cached"].tolist() == [True, False]

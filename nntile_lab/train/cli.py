@@ -14,6 +14,7 @@ from pathlib import Path
 
 from nntile_lab import spec as specs
 from nntile_lab.experiment import build as build_spec
+from nntile_lab.experiment import runtime
 from nntile_lab.train.checkpoint import find_checkpoint, read_state
 
 TRAIN_GROUPS = ("model", "data", "tiles", "runtime", "train")
@@ -76,13 +77,13 @@ def resolve(args: argparse.Namespace) -> argparse.Namespace:
 
 
 def build(spec: specs.ExperimentSpec):
-    """``(model, optimizer, schedule)`` for a spec; call inside a running Runtime."""
+    """``(model, optimizer, schedule)`` for a spec; call inside a running Runtime. (A name
+    in this module so the CLI tests can swap in a PyTorch model.)"""
     return build_spec(spec)
 
 
 def run_cli(args: argparse.Namespace) -> int:
     """Run ``train`` for parsed arguments; return the process exit code."""
-    import nntile_lab
     from nntile_lab.data import prepare_default_corpus
     from nntile_lab.record import write_record
     from nntile_lab.train.checkpoint import config_dict
@@ -92,7 +93,7 @@ def run_cli(args: argparse.Namespace) -> int:
     args = resolve(args)
     spec = args.spec
     data = Path(args.data) if args.data else prepare_default_corpus()
-    with nntile_lab.Runtime(**spec.runtime_kwargs()) as rt:
+    with runtime(spec) as rt:
         model, optimizer, schedule = build(spec)
         log = train(model, optimizer, data, steps=spec.steps, batch=spec.batch,
                     seq_len=spec.seq_len, out_dir=args.out, schedule=schedule,

@@ -8,27 +8,29 @@ and redraws the GFLOP/s / step-time plot after every point, the best point starr
 Picking a point shows its Gantt chart and memory plot (each point keeps its trace).
 
 A thin view: ``points()``, ``run()`` and ``show_point(i)`` are the callbacks, plain methods
-that tests call without a browser.
+that tests call without a browser. DOM classes: nl-sweep-run, -status, -message, -plot,
+-point, -detail.
 """
 from __future__ import annotations
 
+import os
+
 import ipywidgets as w
-import pandas as pd
 
 from nntile_lab.spec import TILE_FIELDS, ExperimentSpec
-from nntile_lab.widgets.common import error_html, failures, image, label, notice_html, png
+from nntile_lab.widgets.common import SweepView, error_html, image, png
 
 MODEL_FIELDS = ("n_layer", "n_head", "n_embd", "vocab_size", "seq_len", "batch")
 
 
-class TileSweep:
+class TileSweep(SweepView):
     """``TileSweep(base, tiles={"inner_tile": "256,512"})``; display it or its ``.view``."""
 
     def __init__(self, base: ExperimentSpec | None = None, tiles: dict | None = None, *,
                  cache_dir=None, isolate: bool = True, peak_gflops: float | None = None):
         from nntile_lab.runtime import max_workers, scheduler_names
         self.base = base or ExperimentSpec()
-        self.cache_dir, self.isolate, self.peak_gflops = cache_dir, isolate, peak_gflops
+        self._init_view("nl-sweep", "Run sweep", cache_dir, isolate, peak_gflops)
         tiles = tiles if tiles is not None else {"inner_tile": "256,512,1024"}
         self.model = {f: w.IntText(value=getattr(self.base, f), description=f,
                                    layout=w.Layout(width="190px")) for f in MODEL_FIELDS}
@@ -37,22 +39,16 @@ class TileSweep:
                                 layout=w.Layout(width="260px")) for f in TILE_FIELDS}
         self.scheduler = w.Dropdown(options=scheduler_names(), value=self.base.scheduler,
                                     description="scheduler")
-        self.ncpu = w.BoundedIntText(value=self.base.ncpu or min(max_workers(), _cores()),
+        self.ncpu = w.BoundedIntText(value=self.base.ncpu or min(max_workers(),
+                                                                 os.cpu_count() or 1),
                                      min=1, max=max_workers(), description="workers")
-        self.run_button = w.Button(description="Run sweep", button_style="primary",
-                                   icon="play")
-        self.run_button.add_class("nl-sweep-run")
-        self.run_button.on_click(lambda _: self.run())
-        self.status = label("nl-sweep-status", "0 points")
-        self.message = label("nl-sweep-message")
         self.plot = image("nl-sweep-plot")
         self.point = w.Dropdown(options=[], description="point")
         self.point.add_class("nl-sweep-point")
         self.point.observe(self._picked, names="value")
         self.detail = w.VBox([])
         self.detail.add_class("nl-sweep-detail")
-        self.df: pd.DataFrame | None = None
-        self.rows: list[dict] = []
+        self._axes: list[str] = []
         model_box = w.VBox([w.HTML("<b>model</b>"), *self.model.values()])
         tile_box = w.VBox([w.HTML("<b>tile sizes</b> (a,b,c or low:high:step; empty = "
                                   "default)"), *self.tiles.values()])
@@ -61,11 +57,6 @@ class TileSweep:
         self.view = w.VBox([w.HBox([model_box, tile_box, run_box]), self.message, self.plot,
                             self.point, self.detail])
 
-    def _ipython_display_(self):
-        from IPython.display import display
-        display(self.view)
-
-    # ---- callbacks ---------------------------------------------------------------------
     def points(self) -> list:
         """The grid the controls describe (ValueError with the bad value and the fix)."""
         from nntile_lab.sweep import grid, parse_axes
@@ -78,39 +69,8 @@ class TileSweep:
         self._axes = [a for a, v in axes.items() if len(v) > 1] or list(axes)
         return grid(base, **axes)
 
-    def run(self) -> pd.DataFrame | None:
-        """The Run button: sweep, redrawing after each point; None if the input is bad."""
-        from nntile_lab.sweep import run
-        from nntile_lab.sweep.plots import best
-        self.message.value = ""
-        try:
-            pts = self.points()
-        except ValueError as exc:
-            self.message.value = error_html(str(exc))
-            return None
-        self.rows, self._total = [], len(pts)
-        self.status.value = f"running: 0 of {len(pts)} points"
-        self.run_button.disabled = True
-        try:
-            df = run(pts, self.cache_dir, isolate=self.isolate, progress=False,
-                     on_point=self._on_point, peak_gflops=self.peak_gflops)
-        except Exception as exc:          # shown in the widget, not lost in a log
-            self.message.value = error_html(f"{type(exc).__name__}: {exc}")
-            return None
-        finally:
-            self.run_button.disabled = False
-        self.df = df
-        b = best(df)
-        self.message.value = notice_html([*df.attrs.get("messages", []), *failures(df)])
-        self.status.value = f"done: {len(df)} points" + (
-            f", best {', '.join(f'{a}={b[a]}' for a in self._axes)}: {b['gflops']:.1f} GFLOP/s"
-            if b is not None else ", none ran")
-        self._draw(df)
-        self.point.options = [(self._label(r), i) for i, r in df.iterrows() if r["trace_dir"]]
-        return df
-
     def show_point(self, index: int) -> None:
-        """The Gantt chart and memory plot of point ``index`` (a row of ``self.df``)."""
+        """The Gantt chart (last measured step) and memory plot of point ``index``."""
         from nntile_lab.trace import Trace, viz
         row = self.df.loc[index]
         if not row["trace_dir"]:
@@ -127,20 +87,23 @@ class TileSweep:
         gantt.value = png(viz.gantt(tr, step=int(tr.steps["step"].iloc[-1])))
         memory.value = png(viz.memory(tr))
         self.detail.children = [w.HTML(f"<b>{self._label(row)}</b>: "
-                                       f"{row['gflops']:.2f} GFLOP/s, "
-                                       f"{row['step_time_s'] * 1e3:.1f} ms/step"),
+                                       f"{row['gflops']:.3g} GFLOP/s, "
+                                       f"{row['step_time_s'] * 1e3:.3g} ms/step"),
                                 gantt, memory]
 
-    # ---- internals ---------------------------------------------------------------------
-    def _on_point(self, row: dict) -> None:
-        self.rows.append(row)
-        self.status.value = f"running: {len(self.rows)} of {self._total} points"
-        self._draw(pd.DataFrame.from_records(self.rows))
-
-    def _draw(self, df: pd.DataFrame) -> None:
+    def _draw(self, df) -> None:
         from nntile_lab.sweep.plots import tile_figure
         x = self._axes[0] if self._axes else None
         self.plot.value = png(tile_figure(df, x=x, title="Tile sweep"))
+
+    def _best_text(self, df) -> str:
+        from nntile_lab.sweep.plots import best
+        b = best(df)
+        return ", none ran" if b is None else (
+            f", best {self._label(b)}: {b['gflops']:.3g} GFLOP/s")
+
+    def _finished(self, df) -> None:
+        self.point.options = [(self._label(r), i) for i, r in df.iterrows() if r["trace_dir"]]
 
     def _label(self, row) -> str:
         return ", ".join(f"{a}={row[a]}" for a in self._axes)
@@ -148,8 +111,3 @@ class TileSweep:
     def _picked(self, change) -> None:
         if change["new"] is not None:
             self.show_point(change["new"])
-
-
-def _cores() -> int:
-    import os
-    return os.cpu_count() or 1
