@@ -13,7 +13,6 @@ import pandas as pd
 from nntile_lab.figures import draw
 from nntile_lab.figures.family import SYSTEMS, FigurePlan
 from nntile_lab.figures.paper import reference_points
-from nntile_lab.figures.point import RESULT_MARK
 from nntile_lab.figures.records import (
     does_not_fit,
     points_frame,
@@ -40,6 +39,7 @@ def run_point(plan: FigurePlan, system: str, n_layer: int, n_embd: int) -> dict:
     ooc = bool(reason) and system == "nntile_lab" and plan.ooc
     if reason and not ooc:
         return base | {"status": "does_not_fit", "error": reason}
+    from nntile_lab.figures.point import RESULT_MARK  # not at import: `-m …point` runs it
     arg = json.dumps({"system": system, "n_layer": n_layer, "n_embd": n_embd,
                       "plan": plan.to_dict(), "out_of_core": ooc})
     env = dict(os.environ)
