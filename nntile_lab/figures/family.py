@@ -36,7 +36,7 @@ class FigurePlan:
     scheduler: str = "lws"
     ncpu: int | None = None       # None: every core (StarPU workers and torch threads alike)
     bf16: bool | None = None      # PyTorch bf16 autocast series; None: if the CPU has avx512_bf16
-    ooc: bool = False             # nntile_lab beyond the cap out of core (disk) instead of 0
+    ooc: bool = True              # nntile_lab beyond the cap out of core (disk node), not 0
     point_timeout_s: int = 900
     systems: tuple[str, ...] = field(default=("nntile_lab", "torch_fp32", "torch_bf16"))
 
