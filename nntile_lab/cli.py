@@ -56,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.set_defaults(func=_bench_train)
 
     from nntile_lab.data.prepare import register_cli as register_prepare
+    from nntile_lab.dist.cli import register_cli as register_proxy
     from nntile_lab.figures.cli import register_cli as register_figures
     from nntile_lab.memory import register_cli as register_plan
     from nntile_lab.sweep.cli import register_cli as register_sweep
@@ -67,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_sweep(sub)
     register_figures(sub)
     register_plan(sub)
+    register_proxy(sub)
     return parser
 
 

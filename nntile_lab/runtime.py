@@ -97,6 +97,13 @@ class Runtime:
             raise RuntimeError(f"starpu_init failed with code {ret} ({os.strerror(-ret)})")
         Runtime._active = self
         self.alive = True
+        self.mpi = None   # StarPU-MPI under mpirun (nntile_lab.dist.mpi)
+        from nntile_lab.dist.mpi import attach
+        try:
+            self.mpi = attach()
+        except BaseException:
+            self.stop()
+            raise
         lib.nl_disk_counters(ffi.NULL, 1)
         if self.ooc_dir is not None:
             self._ooc_buf = ffi.new("char[]", os.fsencode(self.ooc_dir))
@@ -112,11 +119,17 @@ class Runtime:
         """Wait for all tasks, free every tile still registered, shut StarPU down."""
         if not self.alive:
             return
+        mpi = getattr(self, "mpi", None)
         try:
+            if mpi is not None:
+                mpi.wait_for_all()
             lib.starpu_task_wait_for_all()
             lib.nl_sampler_stop()   # a Trace left recording must not poll a stopped StarPU
             for t in list(self._tensors):
                 t.free(wait=True)
+            if mpi is not None:
+                mpi.shutdown()
+                self.mpi = None
             lib.starpu_shutdown()
         finally:
             self.alive = False
@@ -127,6 +140,8 @@ class Runtime:
         return self
 
     def __exit__(self, *exc) -> None:
+        if exc[0] is not None and getattr(self, "mpi", None) is not None:
+            self.mpi.abort(exc[1])   # the other ranks wait for this one: never stop politely
         self.stop()
 
     def __repr__(self) -> str:
@@ -144,7 +159,10 @@ class Runtime:
     def wait(self) -> None:
         """Block until every submitted task finished; raise TaskError if one failed."""
         self.check_alive()
-        lib.starpu_task_wait_for_all()
+        if self.mpi is not None:
+            self.mpi.wait_for_all()
+        else:
+            lib.starpu_task_wait_for_all()
         self._raise_task_error()
 
     @contextlib.contextmanager

@@ -85,6 +85,9 @@ class TiledTensor:
         self._handles = ffi.new("starpu_data_handle_t[]", n)
         lib.nl_register_tiles(n, ffi.new("int64_t[]", traits.tile_sizes),
                               self.dtype.itemsize, self._handles)
+        self._owners = None   # owner rank of each tile under StarPU-MPI (nntile_lab.dist.mpi)
+        if self.runtime.mpi is not None:
+            self.runtime.mpi.register(self)
         self.runtime._register(self)
 
     shape = property(lambda self: self.traits.shape)
@@ -108,6 +111,9 @@ class TiledTensor:
         handles = self.handles
         out = np.empty(self.shape, self.dtype)
         t = self.traits
+        mpi = self.runtime.mpi
+        if mpi is not None:   # every rank gets every tile from its owner
+            mpi.gather(self)
         for i in range(t.ntiles):
             h = handles[i]
             _check(lib.starpu_data_acquire(h, lib.STARPU_R), "acquire")
@@ -115,6 +121,8 @@ class TiledTensor:
                 out[t.tile_slices(i)] = _tile_view(h, t.tile_shapes[i], self.dtype)
             finally:
                 lib.starpu_data_release(h)
+        if mpi is not None:
+            mpi.flush(self)
         self.runtime._raise_task_error()
         return out
 
@@ -126,7 +134,10 @@ class TiledTensor:
                              f"match the tensor's {self.shape}, {self.dtype}")
         handles = self.handles
         t = self.traits
+        mine = self._owned_tiles()
         for i in range(t.ntiles):
+            if mine is not None and not mine[i]:
+                continue   # its owner writes it
             h = handles[i]
             _check(lib.starpu_data_acquire(h, lib.STARPU_W), "acquire")
             try:
@@ -134,6 +145,13 @@ class TiledTensor:
             finally:
                 lib.starpu_data_release(h)
         return self
+
+    def _owned_tiles(self):
+        """Under StarPU-MPI: which tiles this rank owns; None on a single process."""
+        base = self._base if self._base is not None else self
+        if self.runtime.mpi is None or base._owners is None:
+            return None
+        return [o == self.runtime.mpi.rank for o in base._owners]
 
     def split_axis(self, axis: int, inner: int) -> TiledTensor:
         """A view with dimension ``axis`` (size s, tile t) split into (s/inner, inner),

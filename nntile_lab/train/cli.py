@@ -46,6 +46,11 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true",
                    help="print one JSON object per logged step and a final summary")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    d = p.add_argument_group("distributed (StarPU-MPI; nntile_lab.dist)")
+    d.add_argument("--ranks", type=int, default=1, metavar="N",
+                   help="train on N local MPI ranks: starts mpirun (operator-parallel tiles)")
+    d.add_argument("--print-mpirun", action="store_true",
+                   help="with --ranks: print the mpirun line instead of running it")
     p.set_defaults(func=run_cli)
     return p
 
@@ -90,7 +95,12 @@ def run_cli(args: argparse.Namespace) -> int:
     from nntile_lab.train.plots import save_loss_plot
     from nntile_lab.train.trainer import train
 
+    if getattr(args, "ranks", 1) > 1:
+        from nntile_lab.dist.launch import relaunch_train
+        return relaunch_train(args)
     args = resolve(args)
+    from nntile_lab.dist.launch import for_this_rank
+    args = for_this_rank(args)
     spec = args.spec
     data = Path(args.data) if args.data else prepare_default_corpus()
     with runtime(spec) as rt:
@@ -111,7 +121,7 @@ def run_cli(args: argparse.Namespace) -> int:
                  {k: v for k, v in summary.items() if k != "summary"}, kind="train",
                  config={"model": model_config, "options": options, "data": str(data),
                          "runtime": {"scheduler": spec.scheduler, "ncpu": ncpu}})
-    if not args.json:
+    if not args.json and not getattr(args, "quiet_rank", False):
         print(_report(summary))
     return 0
 
