@@ -56,6 +56,7 @@ def _synthetic(tmp_path):
     gf = {}
     for i, (system, n_layer, e) in enumerate(point_list(PLAN)):
         fits = e == 64 or system == "nntile_lab"
+        ooc = system == "nntile_lab" and e == 128  # beyond the cap, out of core
         g = float(10 * (i + 1)) if fits else 0.0
         gf[system, n_layer, e] = g
         mem = {"parameters": 1 << 20, "gradients": 1 << 20, "optimizer state": 2 << 20,
@@ -64,7 +65,7 @@ def _synthetic(tmp_path):
             "system": system, "n_layer": n_layer, "n_embd": e, "gflops": g,
             "status": "ok" if fits else "out_of_memory", "error": None if fits else "over",
             "step_time_s": 0.5, "step_time_spread_s": 0.01, "tokens_per_s": 64.0,
-            "peak_mb": 7.0, "memory": mem if fits else None, "out_of_core": False})
+            "peak_mb": 7.0, "memory": mem if fits else None, "out_of_core": ooc})
     return gf
 
 
@@ -92,6 +93,12 @@ def test_redraw_from_records_alone_without_starpu(tmp_path):
     assert float(rows[1]["torch_bf16"]) == 0.0
     mem = _table(tmp_path / "memory_L4.csv")
     ok = [r for r in mem if r["status"] == "ok"]
+    in_ram = [r for r in ok if r["system"] == "nntile_lab" and r["params"] == str(
+        family_params(4, 128))]
+    # an out-of-core point's bar is what it held in RAM, not its (partly on disk) tensors
+    assert len(in_ram) == 1 and float(in_ram[0]["in RAM, rest on disk"]) == 7.0
+    assert float(in_ram[0]["parameters"]) == 0.0
+    ok = [r for r in ok if r not in in_ram]
     assert all(float(r["activations"]) == 3.0 for r in ok)
     assert all(float(r["parameters"]) == 0.0 for r in mem if r["status"] != "ok")
     summary = (tmp_path / "summary.md").read_text()
@@ -139,6 +146,15 @@ def test_the_cap_ends_a_run_that_goes_over():
     assert res["peak_mb"] > 64
 
 
+def test_nntile_beyond_the_cap_runs_out_of_core_under_it():
+    # 4 layers, E=192, vocab 50257: 11.4M parameters = 175 MiB of fp32 Adam state, cap 160 MiB
+    plan = replace(PLAN, cap_mb=160, point_timeout_s=300)
+    res = run_point(plan, "nntile_lab", 4, 192)
+    assert res["out_of_core"] and res["status"] == "ok", res.get("error")
+    assert res["gflops"] > 0 and res["peak_mb"] <= 160
+    assert run_point(replace(plan, ooc=False), "nntile_lab", 4, 192)["status"] == "does_not_fit"
+
+
 @pytest.mark.parametrize("system", ["nntile_lab", "torch_fp32"])
 def test_one_tiny_real_point(system):
     plan = replace(PLAN, cap_mb=2048)
@@ -154,3 +170,24 @@ def test_one_tiny_real_point(system):
     assert mem["parameters"] == 4 * n and mem["gradients"] == 4 * n
     assert mem["optimizer state"] == 8 * n
     assert res["peak_mb"] * 2**20 >= mem["parameters"]
+
+
+def test_nntile_over_the_cap_in_memory_retries_out_of_core(monkeypatch):
+    from nntile_lab.figures import run as run_mod
+    calls = []
+
+    def fake(plan, system, n_layer, n_embd, base, *, out_of_core):
+        calls.append((system, out_of_core))
+        return base | {"status": "ok" if out_of_core else "out_of_memory",
+                       "out_of_core": out_of_core}
+
+    monkeypatch.setattr(run_mod, "_run_process", fake)
+    plan = replace(PLAN, cap_mb=2048)  # fits by the estimate: runs in memory first
+    assert run_point(plan, "nntile_lab", 4, 64)["status"] == "ok"
+    assert calls == [("nntile_lab", False), ("nntile_lab", True)]
+    calls.clear()
+    assert run_point(plan, "torch_fp32", 4, 64)["status"] == "out_of_memory"  # no disk for it
+    assert calls == [("torch_fp32", False)]
+    calls.clear()
+    assert run_point(replace(plan, ooc=False), "nntile_lab", 4, 64)["status"] == "out_of_memory"
+    assert calls == [("nntile_lab", False)]

@@ -16,8 +16,8 @@ def _run(args) -> int:
                                    ("cap_mb", args.cap_mb), ("batch", args.batch),
                                    ("seq_len", args.seq_len), ("ncpu", args.ncpu),
                                    ("scheduler", args.scheduler)) if v is not None}
-    if args.ooc:
-        overrides["ooc"] = True
+    if args.no_ooc:
+        overrides["ooc"] = False
     if args.no_bf16:
         overrides["bf16"] = False
     plan = dataclasses.replace(plan, **{k: tuple(v) if isinstance(v, list) else v
@@ -44,8 +44,8 @@ def register_cli(sub) -> None:
     p.add_argument("--seq-len", type=int)
     p.add_argument("--ncpu", type=int, help="StarPU workers and torch threads (default: all)")
     p.add_argument("--scheduler", help="nntile_lab's StarPU scheduler (default lws)")
-    p.add_argument("--ooc", action="store_true",
-                   help="nntile_lab beyond the cap out of core (disk node) instead of 0")
+    p.add_argument("--no-ooc", action="store_true",
+                   help="no out-of-core runs: nntile_lab beyond the cap shows as 0 too")
     p.add_argument("--no-bf16", action="store_true", help="leave out PyTorch bf16 autocast")
     p.add_argument("--fresh", action="store_true", help="remeasure points already recorded")
     p.set_defaults(func=_run)

@@ -17,13 +17,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from nntile_lab.figures.family import SYSTEMS  # noqa: E402
-from nntile_lab.figures.records import CATEGORIES  # noqa: E402
+from nntile_lab.figures.records import CATEGORIES, OOC_CATEGORY  # noqa: E402
 
 COLORS = {"nntile_lab": "#1f77b4", "torch_fp32": "#ff7f0e", "torch_bf16": "#2ca02c",
           "NNTile tf32": "#1f77b4", "PyTorch FSDP tf32": "#ff7f0e",
           "PyTorch FSDP bf16": "#2ca02c"}
 CATEGORY_LABELS = {"activations": "activations & temporaries"}
-CATEGORY_COLORS = dict(zip(CATEGORIES, ("#4c72b0", "#dd8452", "#55a868", "#c44e52")))
+BARS = (*CATEGORIES, OOC_CATEGORY)
+CATEGORY_COLORS = dict(zip(BARS, ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8c8c8c")))
 
 
 def size_label(params: float) -> str:
@@ -69,8 +70,12 @@ def throughput_table(df: pd.DataFrame, n_layer: int) -> pd.DataFrame:
 
 def throughput_figure(df: pd.DataFrame, n_layer: int, cap_mb: float, panel: str = ""):
     fig, ax = plt.subplots(figsize=(7, 3.8))
-    grouped_bars(ax, throughput_table(df, n_layer), "training GFLOP/s (model FLOPs)",
-                 labels=SYSTEMS)
+    table = throughput_table(df, n_layer)
+    grouped_bars(ax, table, "training GFLOP/s (model FLOPs)", labels=SYSTEMS)
+    ooc = {size_label(p) for p in df[(df.n_layer == n_layer) & df.out_of_core
+                                      & (df.status == "ok")].params}
+    ax.set_xticklabels([f"{x}\nout of core" if x in ooc else x for x in table.index],
+                       fontsize=8)
     ax.set_xlabel("model size (parameters, 12·L·E² + V·E)")
     ax.set_title(f"{panel}GPT-2 family, {n_layer} layers, under a {cap_mb:.0f} MiB cap "
                  "(× = did not fit)", fontsize=10)
@@ -81,9 +86,9 @@ def throughput_figure(df: pd.DataFrame, n_layer: int, cap_mb: float, panel: str 
 def memory_table(df: pd.DataFrame, n_layer: int) -> pd.DataFrame:
     """MiB by category for each (size, system); zeros where the run did not fit."""
     sub = df[(df.n_layer == n_layer) & df.system.isin(["nntile_lab", "torch_fp32"])]
-    cols = [f"{c}_mb" for c in CATEGORIES]
+    cols = [f"{c}_mb" for c in BARS]
     t = sub.set_index(["params", "system"])[cols + ["status"]].sort_index()
-    t.columns = [*CATEGORIES, "status"]
+    t.columns = [*BARS, "status"]
     return t
 
 
@@ -97,12 +102,15 @@ def memory_figure(df: pd.DataFrame, n_layer: int, cap_mb: float, panel: str = ""
     for j, system in enumerate(systems):
         bottom = [0.0] * len(sizes)
         xs = [i - 0.4 + width * (j + 0.5) for i in range(len(sizes))]
-        for c in CATEGORIES:
+        for c in BARS:
+            if system != "nntile_lab" and c == OOC_CATEGORY:
+                continue
             vals = [float(t.loc[(p, system), c]) if (p, system) in t.index else 0.0
                     for p in sizes]
             ax.bar(xs, vals, width, bottom=bottom, color=CATEGORY_COLORS[c],
                    edgecolor="white", linewidth=0.5,
-                   label=(CATEGORY_LABELS.get(c, c) if j == 0 else None),
+                   label=(CATEGORY_LABELS.get(c, c) if j == 0 and (
+                       c != OOC_CATEGORY or t[c].any()) else None),
                    hatch="//" if system != "nntile_lab" else None)
             bottom = [b + v for b, v in zip(bottom, vals)]
         failed = [x for x, p in zip(xs, sizes)

@@ -36,7 +36,7 @@ class FigurePlan:
     scheduler: str = "lws"
     ncpu: int | None = None       # None: every core (StarPU workers and torch threads alike)
     bf16: bool | None = None      # PyTorch bf16 autocast series; None: if the CPU has avx512_bf16
-    ooc: bool = False             # nntile_lab beyond the cap out of core (disk) instead of 0
+    ooc: bool = True              # nntile_lab beyond the cap out of core (disk node), not 0
     point_timeout_s: int = 900
     systems: tuple[str, ...] = field(default=("nntile_lab", "torch_fp32", "torch_bf16"))
 
@@ -75,9 +75,9 @@ SYSTEMS = {"nntile_lab": "nntile_lab fp32", "torch_fp32": "PyTorch fp32",
            "torch_bf16": "PyTorch bf16 autocast"}
 
 # Full size: E from 256 to 1536 spans 2.2 to 4.8 GB of fp32 Adam state at 8 layers against a
-# 2 GiB cap.  Smoke: a few small E under a 384 MiB cap; same shape of result in < 5 minutes.
+# 2 GiB cap.  Smoke: small E under a 512 MiB cap; the same shape of result in < 5 minutes.
 FULL = FigurePlan()
-SMOKE = FigurePlan(embds=(64, 128, 256, 384), batch=2, seq_len=64, cap_mb=384,
+SMOKE = FigurePlan(embds=(64, 128, 256, 384, 512), batch=2, seq_len=64, cap_mb=512,
                    measure_steps=3, point_timeout_s=120)
 
 
@@ -92,11 +92,9 @@ def model_config(n_layer: int, n_embd: int, plan: FigurePlan):
 
 
 def cpu_has_bf16() -> bool:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return any(ln.startswith("flags") and "avx512_bf16" in ln.split() for ln in f)
-    except OSError:
-        return False
+    """Native bf16 (avx512_bf16 / amx_bf16): the PyTorch baseline's own rule."""
+    from nntile_lab.bench.torch_baseline import cpu_has_bf16 as has_bf16
+    return has_bf16()
 
 
 def is_smoke_env() -> bool:

@@ -27,6 +27,7 @@ import numpy as np
 from nntile_lab.figures.family import FigurePlan, model_config
 
 RESULT_MARK = "RESULT "
+OOC_TILE_SHARE = float(os.environ.get("NNTILE_LAB_OOC_SHARE", "0.6"))
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -40,24 +41,57 @@ def emit(result: dict) -> None:
     sys.stdout.flush()
 
 
+def peak_rss_bytes() -> int | None:
+    """The kernel's high-water mark of this process's resident size (VmHWM), or None."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def reset_peak_rss() -> bool:
+    """Reset VmHWM to the current resident size (Linux ≥ 4.0); False where it cannot."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
 class MemoryCap(threading.Thread):
     """Ends the process (after emitting an "out_of_memory" result) once its resident size goes
-    ``cap`` bytes over the baseline taken at ``start()``; keeps the peak for the report."""
+    ``cap`` bytes over the baseline taken at ``start()``; ``stop()`` returns the exact peak.
 
-    def __init__(self, cap: int, result: dict, period_s: float = 0.003):
+    The peak is the kernel's own high-water mark (reset at ``start``), so a spike between two
+    samples still counts; sampling every 20 ms only decides how soon a run over the cap is
+    stopped.  (Sampling much faster preempts the compute threads: on 2 cores a 3 ms period
+    slowed PyTorch's OpenMP steps several-fold.)"""
+
+    def __init__(self, cap: int, result: dict, period_s: float = 0.02):
         super().__init__(daemon=True)
         self.cap, self.result, self.period_s = cap, result, period_s
-        self.baseline = self.peak = 0
+        self.baseline = 0
+        self.exact = False
         self._done = threading.Event()
 
     def start(self) -> None:
-        self.baseline = self.peak = rss_bytes()
+        self.exact = reset_peak_rss()
+        self.baseline = rss_bytes()
         super().start()
+
+    def used(self) -> int:
+        """Peak bytes above the baseline so far."""
+        hwm = peak_rss_bytes() if self.exact else None
+        return (hwm if hwm is not None else rss_bytes()) - self.baseline
 
     def run(self) -> None:
         while not self._done.wait(self.period_s):
-            used = rss_bytes() - self.baseline
-            self.peak = max(self.peak, used)
+            used = self.used()
             if used > self.cap:
                 emit(self.result | {"status": "out_of_memory", "gflops": 0.0,
                                     "peak_mb": used / 2**20,
@@ -68,7 +102,7 @@ class MemoryCap(threading.Thread):
     def stop(self) -> int:
         self._done.set()
         self.join()
-        return max(self.peak, rss_bytes() - self.baseline)
+        return self.used()
 
 
 def _batches(vocab: int, batch: int, seq_len: int, count: int):
@@ -99,7 +133,10 @@ def _nntile(cfg, plan: FigurePlan, cap: MemoryCap, ooc_dir: str | None) -> tuple
     import nntile_lab as nl
     from nntile_lab.optim import AdamW
     from nntile_lab.trace.records import _tensor_bytes
-    ooc = {} if ooc_dir is None else {"memory_limit_mb": plan.cap_mb, "ooc_dir": ooc_dir}
+    # out of core, StarPU's tiles get a share of the cap; the rest is for what StarPU does not
+    # allocate (Python, BLAS buffers, the batches)
+    ooc = {} if ooc_dir is None else {"memory_limit_mb": int(plan.cap_mb * OOC_TILE_SHARE),
+                                      "ooc_dir": ooc_dir}
     with nl.Runtime(scheduler=plan.scheduler, ncpu=plan.ncpu, **ooc) as rt:
         def trainer(cfg, steps):
             model = nl.GPT2(cfg, seed=0)
@@ -126,23 +163,30 @@ def _nntile(cfg, plan: FigurePlan, cap: MemoryCap, ooc_dir: str | None) -> tuple
 
 
 def _torch(cfg, plan: FigurePlan, cap: MemoryCap, bf16: bool) -> tuple[list, dict]:
-    """The PyTorch baseline on the same config, batches and cores (all of them)."""
+    """The strongest PyTorch CPU baseline (``bench.torch_baseline``'s: nanoGPT with scaled
+    dot-product attention, the faster AdamW implementation, clipping at 1.0) on the same
+    config, batches and cores (all of them)."""
     import torch
 
-    from nntile_lab.reference.torch_gpt2 import TorchGPT2
-    torch.set_num_threads(plan.ncpu or os.cpu_count())
+    from nntile_lab.bench.torch_baseline import pick_adamw
+    from nntile_lab.reference.nanogpt import NanoGPT
+    torch.set_num_threads(plan.ncpu or len(os.sched_getaffinity(0)))
 
     def trainer(cfg, steps):
-        model = TorchGPT2(cfg, dtype=torch.float32)
+        model = NanoGPT(cfg, dtype=torch.float32)
+        impl = pick_adamw(model)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95),
-                                weight_decay=0.1)
-        batches = iter(_batches(cfg.vocab_size, plan.batch, plan.seq_len, steps))
+                                weight_decay=0.1, **{impl: True})
+        batches = iter([tuple(torch.as_tensor(a) for a in b) for b in
+                        _batches(cfg.vocab_size, plan.batch, plan.seq_len, steps)])
 
         def step():
+            model.zero_grad(set_to_none=True)
             # bf16 autocast: matmuls in bf16, fp32 master weights and Adam state (FSDP bf16's)
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-                model.forward_backward(*next(batches))
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                loss = model.loss_tensor(*next(batches))
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
             opt.step()
         return model, opt, step
 

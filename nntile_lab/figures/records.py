@@ -15,6 +15,8 @@ from nntile_lab.figures.family import ADAM_BYTES_PER_PARAM, FigurePlan, family_p
 RECORD_KIND = "figure_point"
 RECORD_VERSION = 1
 CATEGORIES = ("parameters", "gradients", "optimizer state", "activations")
+# an out-of-core run holds part of the first three on disk: its bar is what it held in RAM
+OOC_CATEGORY = "in RAM, rest on disk"
 
 
 def record_path(out_dir: Path, system: str, n_layer: int, n_embd: int) -> Path:
@@ -121,8 +123,10 @@ def points_frame(records: list[dict]) -> pd.DataFrame:
                "peak_mb": r.get("peak_mb"), "cap_mb": plan["cap_mb"],
                "out_of_core": bool(r.get("out_of_core")), "error": r.get("error")}
         mem = r.get("memory") or {}
+        ok, ooc = r["status"] == "ok", bool(r.get("out_of_core"))
         for c in CATEGORIES:
-            row[f"{c}_mb"] = mem.get(c, 0) / 2**20 if r["status"] == "ok" else 0.0
+            row[f"{c}_mb"] = mem.get(c, 0) / 2**20 if ok and not ooc else 0.0
+        row[f"{OOC_CATEGORY}_mb"] = float(r.get("peak_mb") or 0.0) if ok and ooc else 0.0
         rows.append(row)
     df = pd.DataFrame(rows)
     return df.sort_values(["n_layer", "n_embd", "system"], ignore_index=True)

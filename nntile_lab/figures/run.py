@@ -13,7 +13,6 @@ import pandas as pd
 from nntile_lab.figures import draw
 from nntile_lab.figures.family import SYSTEMS, FigurePlan
 from nntile_lab.figures.paper import reference_points
-from nntile_lab.figures.point import RESULT_MARK
 from nntile_lab.figures.records import (
     does_not_fit,
     points_frame,
@@ -32,16 +31,26 @@ def point_list(plan: FigurePlan) -> list[tuple[str, int, int]]:
 
 
 def run_point(plan: FigurePlan, system: str, n_layer: int, n_embd: int) -> dict:
-    """One point: a 0 without running when it cannot fit (nntile_lab goes out of core instead
-    when ``plan.ooc``), else a subprocess bounded by ``plan.point_timeout_s``."""
+    """One point: a 0 without running when it cannot fit, else a subprocess bounded by
+    ``plan.point_timeout_s``.  With ``plan.ooc``, nntile_lab goes out of core where it cannot
+    fit in memory — known beforehand, or found by running over the cap in memory."""
     base = {"system": system, "n_layer": n_layer, "n_embd": n_embd, "gflops": 0.0,
             "out_of_core": False}
     reason = does_not_fit(plan, n_layer, n_embd)
-    ooc = bool(reason) and system == "nntile_lab" and plan.ooc
-    if reason and not ooc:
+    ooc_allowed = system == "nntile_lab" and plan.ooc
+    if reason and not ooc_allowed:
         return base | {"status": "does_not_fit", "error": reason}
+    res = _run_process(plan, system, n_layer, n_embd, base, out_of_core=bool(reason))
+    if ooc_allowed and not reason and res["status"] == "out_of_memory":
+        res = _run_process(plan, system, n_layer, n_embd, base, out_of_core=True)
+    return res
+
+
+def _run_process(plan, system, n_layer, n_embd, base, *, out_of_core: bool) -> dict:
+    from nntile_lab.figures.point import RESULT_MARK  # not at import: `-m …point` runs it
+    base = base | {"out_of_core": out_of_core}
     arg = json.dumps({"system": system, "n_layer": n_layer, "n_embd": n_embd,
-                      "plan": plan.to_dict(), "out_of_core": ooc})
+                      "plan": plan.to_dict(), "out_of_core": out_of_core})
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
     try:
