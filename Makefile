@@ -1,10 +1,17 @@
 # The README's two commands: `make run` (main job) and `make test`.
 PY := .venv/bin/python
 
-.PHONY: run test setup setup-test lint bench
+.PHONY: run test setup setup-test lint bench lab strip figures
+# The main job: train, trace two steps, sweep four tilings (~1 min, cached after the first
+# run), all into one run directory.
+RUN_DIR := runs/$(shell date +%Y%m%d-%H%M%S)
 run:
 	scripts/setup.sh
-	.venv/bin/nntile-lab train
+	.venv/bin/nntile-lab train --out $(RUN_DIR)
+	.venv/bin/nntile-lab trace --out $(RUN_DIR)/trace --steps 2
+	.venv/bin/nntile-lab sweep --inner-tile 512,1024 --vocab-tile 4096,8192 --out $(RUN_DIR)
+	@echo "$(RUN_DIR): loss.png, sweep.png, trace/gantt.png (and the rest)"
+	@echo "Open the notebooks in JupyterLab:  make lab"
 
 test:
 	scripts/setup.sh test
@@ -15,3 +22,16 @@ lint:
 
 bench:
 	$(PY) -m nntile_lab.cli bench gemm
+
+# JupyterLab on the notebooks (set-up first)
+lab:
+	scripts/setup.sh
+	.venv/bin/jupyter lab notebooks/
+
+# outputs never go into git: `make strip` before committing a notebook (a test checks)
+strip:
+	$(PY) scripts/strip_notebooks.py notebooks/*.ipynb
+
+# the paper's figures at this machine's scale (`make figures SMOKE=1` for the 5-minute version)
+figures:
+	.venv/bin/nntile-lab figures $(if $(SMOKE),--smoke) --out runs/figures

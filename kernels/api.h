@@ -48,3 +48,18 @@ int nl_ready_wait(struct nl_ready *g, int timeout_ms);
 void nl_ready_drop(struct nl_ready *g);
 int nl_tile_copy(starpu_data_handle_t handle, int to_tile, char *array, int ndim,
                  const int64_t *shape, const int64_t *strides, size_t elemsize);
+int nl_disk_register_backend(const char *dir, int64_t bytes, int o_direct);
+void nl_disk_counters(int64_t *out, int reset);
+void nl_hint_tiles(int64_t n, starpu_data_handle_t *handles, int kind);
+int nl_malloc_fixed_threshold(int bytes);
+/* StarPU-MPI (kernels/mpi.c; -ENOSYS when built without MPI headers) */
+int nl_mpi_available(void);
+int nl_mpi_init(int *rank, int *size);
+int nl_mpi_shutdown(void);
+void nl_mpi_register_tiles(int64_t n, starpu_data_handle_t *handles, const int *owners,
+                           int64_t first_tag);
+void nl_mpi_get_all(int64_t n, starpu_data_handle_t *handles);
+void nl_mpi_flush(int64_t n, starpu_data_handle_t *handles);
+int nl_mpi_wait_for_all(void);
+int nl_mpi_barrier(void);
+void nl_mpi_abort(int code);

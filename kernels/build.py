@@ -26,6 +26,25 @@ def _pkg_config(*args):
     return shlex.split(out)
 
 
+def _mpi_flags():
+    """(include dirs, link args) of Open MPI + StarPU-MPI, or None without MPI headers
+    (then the extension has no distributed mode: kernels/mpi.c reports -ENOSYS)."""
+    if os.environ.get("NNTILE_LAB_NO_MPI") == "1":
+        return None
+    try:
+        inc = subprocess.run(["mpicc", "--showme:incdirs"], check=True, capture_output=True,
+                             text=True).stdout.split()
+        libs = shlex.split(subprocess.run(["mpicc", "--showme:link"], check=True,
+                                          capture_output=True, text=True).stdout)
+        mpi = shlex.split(subprocess.run(["pkg-config", "--libs", "starpumpi-1.3"], check=True,
+                                         capture_output=True, text=True).stdout)
+    except (OSError, subprocess.CalledProcessError):
+        print("build: no mpicc / starpumpi-1.3: building without StarPU-MPI "
+              "(apt-get install libopenmpi-dev for distributed runs)", file=sys.stderr)
+        return None
+    return inc, mpi + libs
+
+
 def _openblas_include():
     try:
         import scipy_openblas32
@@ -49,16 +68,20 @@ ffibuilder.cdef("typedef struct _starpu_data_state *starpu_data_handle_t;\n"
 with open(os.path.join(HERE, "cpu", "prototypes.h"), "w") as f:
     f.write(codegen.generate_prototypes())
 
-sources = [os.path.join(HERE, "core.c")] + sorted(glob.glob(os.path.join(HERE, "cpu", "*.c")))
+sources = ([os.path.join(HERE, "core.c"), os.path.join(HERE, "mpi.c")]
+           + sorted(glob.glob(os.path.join(HERE, "cpu", "*.c"))))
 cflags = _pkg_config("--cflags")
+mpi = _mpi_flags()
 ffibuilder.set_source(
     "nntile_lab._ext",
     '#include <starpu.h>\n#include "api.h"\n' + codegen.generate_c(),
     sources=[os.path.relpath(s) for s in sources],
-    include_dirs=[HERE, _openblas_include()] + [f[2:] for f in cflags if f.startswith("-I")],
+    include_dirs=[HERE, _openblas_include()] + [f[2:] for f in cflags if f.startswith("-I")]
+    + (mpi[0] if mpi else []),
+    define_macros=[("NL_HAVE_MPI", "1")] if mpi else [],
     extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wno-unused-function"]
     + shlex.split(os.environ.get("NNTILE_LAB_CFLAGS", "-march=native")),
-    extra_link_args=_pkg_config("--libs"),
+    extra_link_args=(mpi[1] if mpi else []) + _pkg_config("--libs"),
 )
 
 if __name__ == "__main__":

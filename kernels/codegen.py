@@ -47,6 +47,9 @@ def _glue(op_id, row):
     set_handles = "".join(f"    t->handles[{i}] = {name};\n"
                           for i, _, _, name, _ in _buffers(row))
     set_args = "".join(f"    packed->{name} = {name};\n" for _, name in _args(row))
+    # StarPU-MPI: the same buffers as (mode, handle) pairs for starpu_mpi_task_build and
+    # post_build (variadic: called here in C, never from Python)
+    mpi_args = "".join(f"{mode}, {name}, " for _, mode, _, name, _ in _buffers(row)) + "0"
     return f"""
 struct nl_args_{n} {{
 {fields}}};
@@ -62,6 +65,23 @@ static struct starpu_codelet nl_cl_{n} = {{
     .nbuffers = {nbuf}, .modes = {{{modes}}}, .model = &nl_model_{n}, .name = "{n}"}};
 {submit_prototype(row)[:-1]}
 {{
+#ifdef NL_HAVE_MPI
+    if (nl_mpi_active) {{  /* every rank: the task runs where its written data lives */
+        struct starpu_task *t = starpu_mpi_task_build(nl_mpi_comm, &nl_cl_{n}, {mpi_args});
+        int ret = 0;
+        if (t) {{
+            struct nl_args_{n} *packed = malloc(sizeof *packed);
+            if (!packed) return -ENOMEM;
+{set_args.replace("    ", "            ")}            t->cl_arg = packed;
+            t->cl_arg_size = sizeof *packed;
+            t->cl_arg_free = 1;
+            t->flops = (double)({row.flops});
+            ret = nl_submit_task(t, {op_id});
+        }}
+        int post = starpu_mpi_task_post_build(nl_mpi_comm, &nl_cl_{n}, {mpi_args});
+        return ret ? ret : post;
+    }}
+#endif
     struct nl_args_{n} *packed = malloc(sizeof *packed);
     if (!packed) return -ENOMEM;
 {set_args}    struct starpu_task *t = starpu_task_create();

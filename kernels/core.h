@@ -12,6 +12,13 @@
 /* Set on every task: the priority and the layer / phase tags of the scope the
  * Python side is in (Runtime.scope), the op id for traces; then submit. */
 int nl_submit_task(struct starpu_task *task, int op_id);
+#ifdef NL_HAVE_MPI
+/* kernels/mpi.c: set while StarPU-MPI runs; the generated submit helpers then
+ * build their tasks with starpu_mpi_task_build on nl_mpi_comm */
+#include <starpu_mpi.h>
+extern int nl_mpi_active;
+extern MPI_Comm nl_mpi_comm;
+#endif
 #endif
 
 void nl_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -1,17 +1,35 @@
-"""nntile_lab: GPT-2 training on tiled tensors, one StarPU task per tile op."""
-from nntile_lab import ops, optim
-from nntile_lab.nn import GPT2, GPT2Config
-from nntile_lab.runtime import Runtime, TaskError, scheduler_names
-from nntile_lab.tensor import (
-    TensorTraits,
-    TiledTensor,
-    empty,
-    empty_like,
-    from_numpy,
-    full,
-    zeros,
-)
+"""nntile_lab: GPT-2 training on tiled tensors, one StarPU task per tile op.
 
-__all__ = ["GPT2", "GPT2Config", "Runtime", "TaskError", "TensorTraits", "TiledTensor", "empty",
-           "empty_like", "from_numpy", "full", "ops", "optim", "scheduler_names", "zeros"]
+The names below load on first use (PEP 562): ``import nntile_lab`` itself needs no compiled
+extension, so what only reads results — records, figures, saved traces — works on a machine
+without StarPU, and the extension's helpful ImportError appears where it is needed.
+"""
+from __future__ import annotations
+
+import importlib
+
+_NAMES = {
+    "ops": None, "optim": None,
+    "GPT2": "nntile_lab.nn", "GPT2Config": "nntile_lab.nn",
+    "Runtime": "nntile_lab.runtime", "TaskError": "nntile_lab.runtime",
+    "scheduler_names": "nntile_lab.runtime",
+    **dict.fromkeys(("TensorTraits", "TiledTensor", "empty", "empty_like", "from_numpy", "full",
+                     "zeros"), "nntile_lab.tensor"),
+}
+
+__all__ = sorted(_NAMES)
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    if name not in _NAMES:
+        raise AttributeError(f"module 'nntile_lab' has no attribute {name!r}")
+    module = _NAMES[name]
+    value = (importlib.import_module(f"nntile_lab.{name}") if module is None
+             else getattr(importlib.import_module(module), name))
+    globals()[name] = value  # once loaded, a plain attribute
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_NAMES))

@@ -5,6 +5,9 @@ import argparse
 import json
 import sys
 
+# The spec fields ``bench train`` takes (no training schedule: it times a few steps).
+BENCH_GROUPS = ("model", "data", "tiles", "runtime", "bench")
+
 
 def _bench_gemm(args) -> int:
     from nntile_lab.bench import gemm
@@ -16,15 +19,9 @@ def _bench_gemm(args) -> int:
 
 def _bench_train(args) -> int:
     from nntile_lab.bench import train
-    from nntile_lab.nn import GPT2Config
-    from nntile_lab.train.cli import RUN_DEFAULTS, SHAPE_DEFAULTS, model_config_kwargs
-    for name, default in (SHAPE_DEFAULTS | RUN_DEFAULTS).items():
-        if getattr(args, name) is None:
-            setattr(args, name, default)
-    args.n_positions = args.seq_len
-    cfg = GPT2Config(**model_config_kwargs(args))
-    res = train.run(cfg, args.batch, args.seq_len, steps=args.steps, vs_torch=args.vs_torch,
-                    scheduler=args.scheduler, ncpu=args.ncpu)
+    from nntile_lab.spec import from_args
+    res = train.run(from_args(args, BENCH_GROUPS), vs_torch=args.vs_torch,
+                    torch_compile=args.torch_compile)
     print(json.dumps(res) if args.json else train.report(res))
     return 0
 
@@ -44,22 +41,34 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--json", action="store_true", help="print one JSON object")
     g.set_defaults(func=_bench_gemm)
 
-    from nntile_lab.train.cli import add_model_arguments
+    from nntile_lab.spec import add_arguments
     t = bsub.add_parser("train", help="GPT-2 training step throughput (and PyTorch's)")
-    add_model_arguments(t, "model (defaults: the main job's)")
-    t.add_argument("--vs-torch", action="store_true", help="measure the PyTorch reference too")
-    t.add_argument("--steps", type=int, default=5, help="timed steps (median; default 5)")
-    t.add_argument("--scheduler", default="lws")
-    t.add_argument("--ncpu", type=int, default=None)
+    add_arguments(t, BENCH_GROUPS, titles={"model": "model (defaults: the main job's)"},
+                  skip=("measure_steps", "warmup_steps"))
+    t.add_argument("--measure-steps", "--steps", type=int, default=None, metavar="N",
+                   dest="measure_steps", help="timed steps (median; default 3)")
+    t.add_argument("--vs-torch", action="store_true",
+                   help="measure nanoGPT-style PyTorch too (eager and torch.compile; the "
+                        "ratio is against the faster)")
+    t.add_argument("--no-torch-compile", action="store_false", dest="torch_compile",
+                   help="with --vs-torch: eager PyTorch only (compiling takes ~30 s)")
     t.add_argument("--json", action="store_true", help="print one JSON object")
     t.set_defaults(func=_bench_train)
 
     from nntile_lab.data.prepare import register_cli as register_prepare
+    from nntile_lab.dist.cli import register_cli as register_proxy
+    from nntile_lab.figures.cli import register_cli as register_figures
+    from nntile_lab.memory import register_cli as register_plan
+    from nntile_lab.sweep.cli import register_cli as register_sweep
     from nntile_lab.trace.cli import register_cli as register_trace
     from nntile_lab.train.cli import register_cli as register_train
     register_prepare(sub)
     register_train(sub)
     register_trace(sub)
+    register_sweep(sub)
+    register_figures(sub)
+    register_plan(sub)
+    register_proxy(sub)
     return parser
 
 

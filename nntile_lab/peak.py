@@ -30,7 +30,7 @@ def cache_path() -> str:
 
 def machine_key() -> str:
     m = machine()
-    return f"{m['cpu']}|{m['cores']}"
+    return f"{m['cpu_model']}|{m['cores']}"
 
 
 def measure(n: int = 2048, repeats: int = 5) -> dict:

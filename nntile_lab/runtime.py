@@ -54,14 +54,19 @@ class Runtime:
     Settings given here take precedence over ``STARPU_*`` environment variables.
     ``memory_limit_mb`` caps the RAM StarPU allocates for tiles; with ``ooc_dir``
     tiles beyond it are evicted to a disk node in that directory (out-of-core).
+    ``ooc_backend``: "o_direct" (default: evicted tiles bypass the page cache, so
+    the cap is honest) or "unistd" (buffered). ``disk_traffic()`` counts the bytes.
     """
+
+    OOC_BACKENDS = ("o_direct", "unistd")
 
     _active: Runtime | None = None
     _generations = 0   # runs started in this process (StarPU's handles die with a run)
 
     def __init__(self, scheduler: str = "lws", ncpu: int | None = None,
                  memory_limit_mb: int | None = None, ooc_dir: str | None = None,
-                 ooc_size_mb: int = 65536, profiling: bool = False):
+                 ooc_size_mb: int = 65536, profiling: bool = False,
+                 ooc_backend: str = "o_direct"):
         valid = scheduler_names()
         if scheduler not in valid:
             raise ValueError(f"unknown scheduler {scheduler!r}; valid ones: {', '.join(valid)}")
@@ -81,6 +86,9 @@ class Runtime:
                              "to disk only when RAM use reaches that limit")
         if ooc_dir is not None and ooc_size_mb < 16:
             raise ValueError(f"ooc_size_mb={ooc_size_mb!r} must be ≥ 16 (MiB)")
+        if ooc_backend not in self.OOC_BACKENDS:
+            raise ValueError(f"ooc_backend={ooc_backend!r} is not one of {self.OOC_BACKENDS}")
+        self.ooc_backend = ooc_backend
         self.scheduler, self.ncpu = scheduler, ncpu
         self.memory_limit_mb, self.ooc_dir, self.ooc_size_mb = memory_limit_mb, ooc_dir, ooc_size_mb
         self.profiling = profiling
@@ -96,6 +104,8 @@ class Runtime:
                                "`with` block) before starting another")
         if self.ooc_dir is not None:
             _check_ooc_dir(self.ooc_dir)
+        if self.memory_limit_mb is not None:   # freed tiles go back to the system
+            lib.nl_malloc_fixed_threshold(64 << 10)
         env = {"STARPU_LIMIT_CPU_MEM": None if self.memory_limit_mb is None
                else str(self.memory_limit_mb),
                "STARPU_DISK_SWAP": None, "STARPU_SILENT": os.environ.get("STARPU_SILENT", "1")}
@@ -112,9 +122,18 @@ class Runtime:
             self.alive = True
             Runtime._generations += 1
             self.generation = Runtime._generations
+        self.mpi = None   # StarPU-MPI under mpirun (nntile_lab.dist.mpi)
+        from nntile_lab.dist.mpi import attach
+        try:
+            self.mpi = attach()
+        except BaseException:
+            self.stop()
+            raise
+        lib.nl_disk_counters(ffi.NULL, 1)
         if self.ooc_dir is not None:
             self._ooc_buf = ffi.new("char[]", os.fsencode(self.ooc_dir))
-            node = lib.nl_disk_register(self._ooc_buf, self.ooc_size_mb << 20)
+            node = lib.nl_disk_register_backend(self._ooc_buf, self.ooc_size_mb << 20,
+                                                int(self.ooc_backend == "o_direct"))
             if node < 0:
                 self.stop()
                 raise RuntimeError(f"could not register disk node in {self.ooc_dir!r}: "
@@ -128,11 +147,17 @@ class Runtime:
         left running, whole, and ``stop()`` can be called again."""
         if not self.alive:
             return
+        mpi = getattr(self, "mpi", None)
+        if mpi is not None:
+            mpi.wait_for_all()
         wait_interruptibly(lib.nl_wait_all)
         with deferred_interrupts():   # StarPU down and the runtime marked so, or neither
             try:
                 lib.nl_sampler_stop()   # a Trace left recording must not poll a stopped StarPU
                 lib.nl_tiles_unregister_all()
+                if mpi is not None:
+                    mpi.shutdown()
+                    self.mpi = None
                 lib.starpu_shutdown()
             finally:
                 self.alive = False
@@ -143,6 +168,8 @@ class Runtime:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        if exc is not None and getattr(self, "mpi", None) is not None:
+            self.mpi.abort(exc)   # the other ranks wait for this one: never stop politely
         if exc is None:
             self.stop()
             return
@@ -171,6 +198,8 @@ class Runtime:
     def wait(self) -> None:
         """Block until every submitted task finished; raise TaskError if one failed."""
         self.check_alive()
+        if self.mpi is not None:
+            self.mpi.wait_for_all()
         wait_interruptibly(lib.nl_wait_all)
         self._raise_task_error()
 
@@ -201,6 +230,13 @@ class Runtime:
         """Bytes StarPU has allocated on a memory node (0: RAM). Needs memory_limit_mb."""
         self.check_alive()
         return lib.starpu_memory_get_total(node) - lib.starpu_memory_get_available(node)
+
+    def disk_traffic(self, reset: bool = False) -> dict:
+        """Bytes (and calls) the disk node read and wrote since the runtime started or
+        the last ``reset``; all zero without ``ooc_dir``."""
+        out = ffi.new("int64_t[4]")
+        lib.nl_disk_counters(out, int(reset))
+        return dict(zip(("bytes_read", "bytes_written", "reads", "writes"), out))
 
     def check_alive(self) -> None:
         if not self.alive:

@@ -100,6 +100,9 @@ class TiledTensor:
         lib.nl_register_tiles(n, ffi.new("int64_t[]", traits.tile_sizes),
                               self.dtype.itemsize, handles)
         self._handles = handles
+        self._owners = None   # owner rank of each tile under StarPU-MPI (nntile_lab.dist.mpi)
+        if self.runtime.mpi is not None:
+            self.runtime.mpi.register(self)
 
     shape = property(lambda self: self.traits.shape)
     tile_shape = property(lambda self: self.traits.tile_shape)
@@ -126,9 +129,10 @@ class TiledTensor:
             raise RuntimeError(f"{self!r} was freed: create it again")
         return self._handles
 
-    def _wait_ready(self, handles, write: bool) -> None:
-        """Wait, interruptibly (Ctrl-C), until every tile can be read (or written)."""
-        group = lib.nl_ready_start(self.traits.ntiles, handles, int(write))
+    @staticmethod
+    def _wait_ready(handles, n: int, write: bool) -> None:
+        """Wait, interruptibly (Ctrl-C), until ``n`` tiles can be read (or written)."""
+        group = lib.nl_ready_start(n, handles, int(write))
         if group == ffi.NULL:
             raise MemoryError("out of memory waiting for tiles")
         try:
@@ -136,15 +140,19 @@ class TiledTensor:
         finally:
             lib.nl_ready_drop(group)
 
-    def _copy_tiles(self, array: np.ndarray, to_tiles: bool) -> None:
-        """Copy every tile from/to ``array``. Each tile's acquire, copy and release
-        happen in one C call, so an interrupt never leaves a tile acquired."""
+    def _copy_tiles(self, array: np.ndarray, to_tiles: bool, only=None) -> None:
+        """Copy every tile (``only``: those where it is true) from/to ``array``. Each
+        tile's acquire, copy and release happen in one C call, so an interrupt never
+        leaves a tile acquired."""
         handles = self.handles
-        self._wait_ready(handles, to_tiles)
+        tiles = [i for i in range(self.traits.ntiles) if only is None or only[i]]
+        self._wait_ready(handles if only is None else
+                         ffi.new("starpu_data_handle_t[]", [handles[i] for i in tiles]),
+                         len(tiles), to_tiles)
         t, size = self.traits, self.dtype.itemsize
         strides = ffi.new("int64_t[]", array.strides)
         base = ffi.cast("char *", array.ctypes.data)
-        for i in range(t.ntiles):
+        for i in tiles:
             off = sum(o * s for o, s in zip(t.tile_offsets[i], array.strides))
             _check(lib.nl_tile_copy(handles[i], int(to_tiles), base + off, t.ndim,
                                     ffi.new("int64_t[]", t.tile_shapes[i]), strides, size),
@@ -153,7 +161,12 @@ class TiledTensor:
     def to_numpy(self) -> np.ndarray:
         """Wait for the tasks writing this tensor and gather it into a numpy array."""
         out = np.empty(self.shape, self.dtype)
+        mpi = self.runtime.mpi
+        if mpi is not None:   # every rank gets every tile from its owner
+            mpi.gather(self)
         self._copy_tiles(out, to_tiles=False)
+        if mpi is not None:
+            mpi.flush(self)
         self.runtime._raise_task_error()
         return out
 
@@ -163,8 +176,15 @@ class TiledTensor:
         if array.shape != self.shape or array.dtype != self.dtype:
             raise ValueError(f"array of shape {array.shape} and dtype {array.dtype} does not "
                              f"match the tensor's {self.shape}, {self.dtype}")
-        self._copy_tiles(array, to_tiles=True)
+        self._copy_tiles(array, to_tiles=True, only=self._owned_tiles())
         return self
+
+    def _owned_tiles(self):
+        """Under StarPU-MPI: which tiles this rank owns; None on a single process."""
+        base = self._base if self._base is not None else self
+        if self.runtime.mpi is None or base._owners is None:
+            return None
+        return [o == self.runtime.mpi.rank for o in base._owners]
 
     def split_axis(self, axis: int, inner: int) -> TiledTensor:
         """A view with dimension ``axis`` (size s, tile t) split into (s/inner, inner),

@@ -3,7 +3,8 @@
 # needs (only those missing), a virtual environment in .venv, the package built
 # in place. Idempotent; safe to run again after pulling changes to kernels/.
 #   scripts/setup.sh          # to train
-#   scripts/setup.sh test     # also the test and benchmark extras (PyTorch, ...)
+#   scripts/setup.sh test     # also the test and benchmark extras (PyTorch, Playwright + Debian's
+#                             # chromium for the browser test, Open MPI + mpi4py, ...)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +13,15 @@ command -v pkg-config >/dev/null || missing+=(pkg-config)
 command -v gcc >/dev/null || missing+=(gcc)
 pkg-config --exists starpu-1.3 2>/dev/null || missing+=(libstarpu-dev)
 python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
+if [ "${1:-}" = "test" ]; then
+    # the browser test drives Debian's chromium (Playwright's own browser download is never used)
+    [ -x /usr/bin/chromium ] || missing+=(chromium)
+fi
+if [ "${1:-}" = "test" ]; then
+    # multi-process runs: Open MPI and its headers (mpi4py builds against them)
+    command -v mpirun >/dev/null || missing+=(openmpi-bin)
+    command -v mpicc >/dev/null || missing+=(libopenmpi-dev)
+fi
 if ((${#missing[@]})); then
     echo "setup: installing Debian packages: ${missing[*]}"
     sudo=""
@@ -24,9 +34,11 @@ fi
 [ -x .venv/bin/python ] || python3 -m venv .venv
 pip=(.venv/bin/python -m pip install -q --disable-pip-version-check)
 "${pip[@]}" "setuptools>=77" wheel "cffi>=1.17" "scipy-openblas32>=0.3.27"
-extras=""
-[ "${1:-}" = "test" ] && extras="[test]"
+# JupyterLab, ipywidgets and a kernel always: the notebooks are the way in
+extras="[jupyter]"
+[ "${1:-}" = "test" ] && extras="[jupyter,test]"
 # no build isolation: the build deps above are already in the venv, and a rebuild
 # after editing kernels/ takes seconds instead of a fresh build environment
 "${pip[@]}" --no-build-isolation -e ".${extras}"
 .venv/bin/python -c "import nntile_lab" && echo "setup: nntile_lab ready in .venv"
+.venv/bin/jupyter lab --version >/dev/null && echo "setup: JupyterLab ready: .venv/bin/jupyter lab notebooks/"

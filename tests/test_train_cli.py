@@ -3,10 +3,13 @@ end to end with ``build`` swapped for the PyTorch adapter (the tiled model is te
 elsewhere)."""
 import argparse
 import json
+from pathlib import Path
 
 import pytest
 import torch
 
+from nntile_lab.nn.config import GPT2Config
+from nntile_lab.spec import ExperimentSpec, spec_fields
 from nntile_lab.train import WarmupCosine, cli, load_checkpoint
 from tests.torch_adapter import TinyConfig, TorchAdamW, TorchModel, tiny_dataset
 
@@ -26,14 +29,14 @@ def test_main_job_defaults():
     assert (args.scheduler, args.ncpu, args.data, args.resume, args.json) == (
         "lws", None, None, None, False)
     assert args.out.startswith("runs/") and args.func is cli.run_cli
-    assert cli.model_config_kwargs(args) == {"n_layer": 4, "n_head": 4, "n_embd": 256,
-                                             "vocab_size": 50257, "n_positions": 128,
-                                             "batch_tile": 4, "inner_tile": 512,
-                                             "head_tile": 2, "vocab_tile": 8192}
+    assert args.spec == ExperimentSpec()             # the one set of defaults
+    assert args.spec.gpt2_config() == GPT2Config(
+        n_layer=4, n_head=4, n_embd=256, vocab_size=50257, n_positions=128, batch_tile=4,
+        inner_tile=512, head_tile=2, vocab_tile=8192)
     small = cli.resolve(parse("--batch", "2", "--vocab-size", "100", "--n-head", "1"))
-    kw = cli.model_config_kwargs(small)   # default tiles are capped at their dimension
-    assert (kw["batch_tile"], kw["vocab_tile"], kw["head_tile"]) == (2, 100, 1)
-    assert cli.make_schedule(args) == WarmupCosine(1e-3, 30, 300, 1e-4)
+    cfg = small.spec.gpt2_config()   # default tiles are capped at their dimension
+    assert (small.spec.batch_tile, cfg.vocab_tile, cfg.head_tile) == (2, 100, 1)
+    assert args.spec.schedule() == WarmupCosine(1e-3, 30, 300, 1e-4)
 
 
 def test_options_are_parsed():
@@ -45,31 +48,40 @@ def test_options_are_parsed():
         "--grad-accum", "2", "--clip", "0.5", "--seed", "7", "--data", "d", "--out", "o",
         "--checkpoint-every", "10", "--eval-every", "5", "--scheduler", "dmda", "--ncpu", "2",
         "--json"))
-    assert cli.model_config_kwargs(args) == {
-        "n_layer": 2, "n_head": 2, "n_embd": 64, "vocab_size": 1000, "n_positions": 32,
-        "batch_tile": 2, "seq_tile": 16, "embd_tile": 32, "inner_tile": 64, "head_tile": 1,
-        "vocab_tile": 500}
+    assert args.spec.gpt2_config() == GPT2Config(
+        n_layer=2, n_head=2, n_embd=64, vocab_size=1000, n_positions=32, batch_tile=2,
+        seq_tile=16, embd_tile=32, inner_tile=64, head_tile=1, vocab_tile=500)
     assert args.weight_decay == 0.0  # sgd's default
     assert (args.steps, args.batch, args.grad_accum, args.clip, args.seed) == (50, 4, 2, 0.5, 7)
     assert (args.data, args.out, args.checkpoint_every, args.eval_every) == ("d", "o", 10, 5)
     assert (args.scheduler, args.ncpu, args.json) == ("dmda", 2, True)
-    assert cli.make_schedule(args) == WarmupCosine(3e-4, 5, 50, 1e-5)
+    assert args.spec.schedule() == WarmupCosine(3e-4, 5, 50, 1e-5)
 
 
 def test_bad_option_is_rejected(capsys):
     with pytest.raises(SystemExit):
         parse("--optimizer", "lion")
     assert "invalid choice: 'lion'" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"batch_tile=9 \(--batch-tile\) must be from 1 to "
+                       r"batch=8"):
+        cli.resolve(parse("--batch-tile", "9"))
+
+
+def test_options_are_the_spec_fields():
+    """Every spec field but the benchmark's is a ``train`` option of the same name."""
+    args = parse()
+    train_fields = [f.name for f in spec_fields() if f.metadata["group"] != "bench"]
+    assert all(hasattr(args, name) and getattr(args, name) is None for name in train_fields)
 
 
 @pytest.fixture
 def torch_build(monkeypatch):
     """``build`` with the PyTorch adapter: the CLI glue runs for real, minus the tiled model."""
-    def build(args):
-        cfg = TinyConfig(n_layer=args.n_layer, n_head=args.n_head, n_embd=args.n_embd,
-                         n_positions=args.n_positions, vocab_size=args.vocab_size)
-        model = TorchModel(cfg, seed=args.seed)
-        return model, TorchAdamW(model, lr=args.lr), cli.make_schedule(args)
+    def build(spec):
+        cfg = TinyConfig(n_layer=spec.n_layer, n_head=spec.n_head, n_embd=spec.n_embd,
+                         n_positions=spec.positions, vocab_size=spec.vocab_size)
+        model = TorchModel(cfg, seed=spec.seed)
+        return model, TorchAdamW(model, lr=spec.lr), spec.schedule()
 
     monkeypatch.setattr(cli, "build", build)
     n = torch.get_num_threads()
@@ -92,6 +104,8 @@ def test_train_command_end_to_end_and_resume(tmp_path, capsys, torch_build):
     assert rec["config"]["options"]["steps"] == 6 and rec["config"]["data"] == str(data)
     assert rec["results"]["final_loss"] == lines[-1]["final_loss"]
     assert rec["results"]["steps"] == 6 and rec["results"]["tokens_per_s"] > 0
+    assert rec["spec"]["n_embd"] == 32 and rec["spec"]["steps"] == 6 and rec["kind"] == "train"
+    assert "avx2" in rec["machine"]["isa"] or "avx2" not in Path("/proc/cpuinfo").read_text()
     # resume: shape, seq_len and batch come from the checkpoint, the run directory is reused
     assert cli.run_cli(parse("--resume", str(out), "--steps", "9", "--data", str(data),
                              "--lr", "1e-2", "--eval-every", "3", "--eval-batches", "2",

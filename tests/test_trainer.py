@@ -10,6 +10,7 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
+from nntile_lab.record import starpu_version
 from nntile_lab.train import (
     Constant,
     NonFiniteLoss,
@@ -20,7 +21,6 @@ from nntile_lab.train import (
     train,
     write_run_record,
 )
-from nntile_lab.train.record import starpu_version
 from tests.torch_adapter import TinyConfig, TorchAdamW, TorchModel, tiny_dataset
 
 SEQ, BATCH = 16, 4
@@ -234,4 +234,5 @@ def test_run_record(tmp_path):
     assert {"python", "numpy", "nntile_lab", "starpu"} <= rec["versions"].keys()
     assert rec["versions"]["starpu"] == starpu_version()
     assert rec["machine"]["cores"] == os.cpu_count() and rec["machine"]["memory_gib"] > 0
+    assert rec["format"] == 1 and rec["kind"] == "train" and "isa" in rec["machine"]
     assert rec["date"][:2] == "20"

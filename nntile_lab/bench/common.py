@@ -22,7 +22,7 @@ def median_time(fn, repeats: int, warmup: int = 1) -> float:
 
 def machine() -> dict:
     """The run record's machine facts plus the date and the BLAS core-type override."""
-    from nntile_lab.train.record import machine as machine_facts
+    from nntile_lab.record import machine as machine_facts
     return machine_facts() | {"date": datetime.datetime.now().isoformat(timespec="seconds"),
                               "python": platform.python_version(),
                               "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),

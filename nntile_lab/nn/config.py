@@ -33,7 +33,7 @@ class GPT2Config:
 
     def __post_init__(self):
         if self.n_inner is None:
-            self.n_inner = 4 * self.n_embd
+            self.n_inner = flops.inner_size(self)
         for f in ("n_layer", "n_head", "n_embd", "n_positions", "vocab_size", "n_inner"):
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:

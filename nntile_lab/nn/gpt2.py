@@ -16,7 +16,7 @@ import numpy as np
 
 from nntile_lab import ops
 from nntile_lab.nn.config import GPT2Config
-from nntile_lab.nn.state import from_hf, hf_shapes, init_state_dict, to_hf
+from nntile_lab.nn.state import from_hf, from_hf_entry, hf_shapes, iter_init_state, to_hf
 from nntile_lab.runtime import Runtime
 from nntile_lab.tensor import TiledTensor, empty, empty_like, from_numpy
 
@@ -45,7 +45,9 @@ class GPT2:
         shapes = hf_shapes(c, split_qkv=True)
         self.params = {n: empty(shapes[n], tiles[n]) for n in shapes}
         self.grads = {n: empty_like(p) for n, p in self.params.items()}
-        self.load_state_dict(init_state_dict(c, seed))
+        for name, array in iter_init_state(c, seed):   # one tensor at a time in numpy
+            for n, part in from_hf_entry(name, array).items():
+                self.params[n].copy_from_numpy(part)
 
     # ---- public API ------------------------------------------------------------
     def forward_backward(self, input_ids, labels, *, accumulate: bool = False,

@@ -38,8 +38,13 @@ def hf_shapes(c: GPT2Config, split_qkv: bool = False) -> dict[str, tuple]:
 def init_state_dict(c: GPT2Config, seed: int = 0) -> dict[str, np.ndarray]:
     """GPT-2 initialisation: weights N(0, 0.02), residual projections (c_proj)
     N(0, 0.02/√(2·n_layer)), biases 0, layer-norm weights 1."""
+    return dict(iter_init_state(c, seed))
+
+
+def iter_init_state(c: GPT2Config, seed: int = 0):
+    """``init_state_dict``'s entries one at a time (same values), so a model larger
+    than memory is initialised without holding all of it in numpy."""
     rng = np.random.default_rng(seed)
-    out = {}
     for name, shape in hf_shapes(c).items():
         if ".ln_" in name or name.startswith("transformer.ln_f"):
             value = np.ones(shape) if name.endswith("weight") else np.zeros(shape)
@@ -48,8 +53,7 @@ def init_state_dict(c: GPT2Config, seed: int = 0) -> dict[str, np.ndarray]:
         else:
             std = 0.02 / np.sqrt(2 * c.n_layer) if name.endswith("c_proj.weight") else 0.02
             value = rng.normal(0.0, std, shape)
-        out[name] = value.astype(np.float32)
-    return out
+        yield name, value.astype(np.float32)
 
 
 def to_hf(params: dict[str, np.ndarray], c: GPT2Config) -> dict[str, np.ndarray]:
@@ -85,13 +89,17 @@ def from_hf(state: dict, c: GPT2Config) -> dict[str, np.ndarray]:
             raise ValueError(f"{name} has shape {array.shape} but this GPT2Config needs {shape}"
                              " — the checkpoint comes from a different config (n_embd, "
                              "n_positions, vocab_size, n_inner)")
-        array = np.ascontiguousarray(array, dtype=np.float32)
-        if ".attn.c_attn." in name:
-            for q, part in zip("qkv", np.split(array, 3, axis=-1)):
-                out[name.replace("c_attn", q)] = np.ascontiguousarray(part)
-        else:
-            out[name] = array
+        out |= from_hf_entry(name, array)
     return out
+
+
+def from_hf_entry(name: str, array) -> dict[str, np.ndarray]:
+    """One Hugging Face entry as internal ones (c_attn split into q, k, v)."""
+    array = np.ascontiguousarray(array, dtype=np.float32)
+    if ".attn.c_attn." in name:
+        return {name.replace("c_attn", q): np.ascontiguousarray(part)
+                for q, part in zip("qkv", np.split(array, 3, axis=-1))}
+    return {name: array}
 
 
 def load_checkpoint_file(path: str | os.PathLike) -> dict[str, np.ndarray]:

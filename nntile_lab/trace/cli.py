@@ -4,14 +4,15 @@
 
 runs N training steps under a Trace and writes into DIR: ``tasks.csv`` (one row per
 task) and the other tables (accesses, workers, buses, memory, steps as CSV,
-meta.json), ``summary.json`` (metrics.summary), ``trace.json`` (Chrome trace for
-Perfetto) and the figures: gantt.png, gantt_step.png (the last step), utilisation.png,
-memory.png, transfers.png, op_time.png, throughput.png.
+meta.json), ``summary.json`` (metrics.summary), ``run.json`` (the record: spec,
+versions, machine, summary), ``trace.json`` (Chrome trace for Perfetto) and the
+figures: gantt.png, gantt_step.png (the last step), utilisation.png, memory.png,
+transfers.png, op_time.png, throughput.png.
 
-The training itself is ``nntile_lab.train.cli.run_for_trace(train_argv, steps,
-profiling=True)``, which must return ``(trace, memory, tokens_per_step)``: a stopped
-Trace with one ``mark_step(tokens)`` per step, the dict of
-``trace.memory_by_category(model, optimizer)`` (or None), and tokens per step.
+The training options after ``--`` are the fields of ``nntile_lab.spec.ExperimentSpec``
+(as for ``nntile-lab train``) and ``--data DIR``; the steps run through
+``nntile_lab.experiment.run_for_trace(spec, steps, data, bound=...)``, which returns
+``(trace, memory by category, tokens_per_step)``.
 
     nntile-lab peak [--refresh] [--json]
 
@@ -45,14 +46,24 @@ def register_cli(subparsers) -> None:
     p.set_defaults(func=_peak)
 
 
-def run_training(train_argv: list[str], steps: int, bound: bool = False):
-    """(trace, memory by category or None, tokens per step) from the trainer."""
-    try:
-        from nntile_lab.train.cli import run_for_trace
-    except ImportError as exc:
-        raise RuntimeError(f"tracing needs the trainer's run_for_trace ({exc}): this "
-                           "checkout has no nntile_lab.train.cli yet") from exc
-    return run_for_trace(train_argv, steps, profiling=True, bound=bound)
+TRAIN_GROUPS = ("model", "data", "tiles", "runtime", "train")
+
+
+def parse_train_args(train_argv: list[str]):
+    """``(spec, data dir or None)`` from the options after ``--``."""
+    from nntile_lab import spec as specs
+    p = argparse.ArgumentParser(prog="nntile-lab trace --")
+    specs.add_arguments(p, TRAIN_GROUPS)
+    p.add_argument("--data", metavar="DIR", help="prepared dataset (default: the "
+                   "standard-library corpus)")
+    args = p.parse_args(train_argv)
+    return specs.from_args(args, TRAIN_GROUPS), args.data
+
+
+def run_training(spec, data, steps: int, bound: bool = False):
+    """(trace, memory by category or None, tokens per step) of the described run."""
+    from nntile_lab import experiment
+    return experiment.run_for_trace(spec, steps, data, profiling=True, bound=bound)
 
 
 def write_outputs(tr, out: str, peak_gflops: float | None = None,
@@ -95,7 +106,8 @@ def _trace(args) -> int:
     if args.steps < 1:
         raise ValueError(f"--steps {args.steps} must be ≥ 1")
     train_argv = args.train_args[1:] if args.train_args[:1] == ["--"] else args.train_args
-    tr, memory, tokens_per_step = run_training(train_argv, args.steps, args.bound)
+    spec, data = parse_train_args(train_argv)
+    tr, memory, tokens_per_step = run_training(spec, data, args.steps, args.bound)
     if memory and not tr.static_memory:
         tr.static_memory = {k: v for k, v in memory.items() if k != "activations"}
     peak = None
@@ -103,6 +115,10 @@ def _trace(args) -> int:
         from nntile_lab.peak import peak_gflops
         peak = peak_gflops()
     summary = write_outputs(tr, args.out, peak, tokens_per_step)
+    from nntile_lab.record import write_record
+    write_record(os.path.join(args.out, "run.json"), spec,
+                 {k: v for k, v in summary.items() if k != "workers"}, kind="trace",
+                 steps=args.steps, data=data)
     if args.json:
         print(json.dumps(summary | {"out": args.out}, default=float))
         return 0

@@ -3,6 +3,7 @@
 Needs numpy, pandas, tqdm and matplotlib only; the model and optimizer come from the caller
 (``nntile_lab.nn`` / ``nntile_lab.optim``, or any object with the same interface).
 """
+from nntile_lab.record import write_run_record
 from nntile_lab.train.checkpoint import (
     Checkpoint,
     find_checkpoint,
@@ -10,7 +11,6 @@ from nntile_lab.train.checkpoint import (
     save_checkpoint,
 )
 from nntile_lab.train.plots import plot_loss, save_loss_plot
-from nntile_lab.train.record import write_run_record
 from nntile_lab.train.schedule import Constant, WarmupCosine
 from nntile_lab.train.trainer import NonFiniteLoss, evaluate, log_frame, train
 

@@ -6,9 +6,9 @@ import os
 import pandas as pd
 import pytest
 
-from nntile_lab import peak
+from nntile_lab import experiment, peak
+from nntile_lab.record import read_record
 from nntile_lab.trace import cli
-from nntile_lab.train import cli as train_cli
 from tests.trace.conftest import traced_gpt2
 
 
@@ -33,14 +33,17 @@ def fake_peak(monkeypatch, tmp_path):
 def test_trace_command_writes_every_file(tmp_path, monkeypatch, capsys, fake_peak):
     seen = {}
 
-    def run_for_trace(train_argv, steps, profiling, bound=False):
-        seen.update(argv=train_argv, steps=steps, profiling=profiling)
+    def run_for_trace(spec, steps, data, profiling, bound=False):
+        seen.update(n_layer=spec.n_layer, vocab_tile=spec.vocab_tile, steps=steps, data=data,
+                    profiling=profiling)
         return traced_gpt2(steps=steps)
-    monkeypatch.setattr(train_cli, "run_for_trace", run_for_trace, raising=False)
+    monkeypatch.setattr(experiment, "run_for_trace", run_for_trace)
     out = tmp_path / "out"
-    args = parse(["trace", "--out", str(out), "--steps", "2", "--", "--n-layer", "1"])
+    args = parse(["trace", "--out", str(out), "--steps", "2", "--", "--n-layer", "1",
+                  "--vocab-size", "100", "--data", "d"])
     assert args.func(args) == 0
-    assert seen == {"argv": ["--n-layer", "1"], "steps": 2, "profiling": True}
+    assert seen == {"n_layer": 1, "vocab_tile": 100, "steps": 2, "data": "d",
+                    "profiling": True}
     files = set(os.listdir(out))
     assert {"tasks.csv", "trace.json", "summary.json", "gantt.png", "gantt_step.png",
             "utilisation.png", "memory.png", "transfers.png", "op_time.png",
@@ -53,6 +56,9 @@ def test_trace_command_writes_every_file(tmp_path, monkeypatch, capsys, fake_pea
     with open(out / "summary.json") as f:
         summary = json.load(f)
     assert summary["tasks"] == len(tasks) and summary["peak_gflops"] == 100.0
+    rec = read_record(out / "run.json")
+    assert rec["kind"] == "trace" and rec["spec"]["n_layer"] == 1 and rec["steps"] == 2
+    assert rec["results"]["tasks"] == len(tasks) and rec["machine"]["cores"]
     assert summary["mfu"] == pytest.approx(summary["gflops"] / 100.0)
     assert summary["tokens_per_step"] == 16 and summary["tokens"] == 32
     assert set(summary["memory_by_category"]) == {"parameters", "gradients", "optimizer state",
@@ -61,10 +67,10 @@ def test_trace_command_writes_every_file(tmp_path, monkeypatch, capsys, fake_pea
     assert "MFU" in printed and "critical path" in printed and "trace.json" in printed
 
 
-def test_trace_command_without_a_trainer_says_so(tmp_path, monkeypatch):
-    monkeypatch.delattr(train_cli, "run_for_trace", raising=False)
-    args = parse(["trace", "--out", str(tmp_path), "--no-peak"])
-    with pytest.raises(RuntimeError, match="run_for_trace"):
+def test_trace_command_bad_options_are_clear_errors(tmp_path):
+    args = parse(["trace", "--out", str(tmp_path), "--no-peak", "--", "--vocab-size", "10",
+                  "--vocab-tile", "20"])
+    with pytest.raises(ValueError, match="vocab_tile=20 .*--vocab-tile.* 1 to vocab_size=10"):
         args.func(args)
     with pytest.raises(ValueError, match="--steps 0"):
         args = parse(["trace", "--out", str(tmp_path), "--steps", "0"])

@@ -1,0 +1,95 @@
+"""Running what an ``ExperimentSpec`` describes: the model and optimizer it builds, and
+training steps under a trace (``nntile-lab trace``, the sweeps).
+
+The layer between the spec and its users: ``train.cli``, ``trace.cli``, ``bench`` and
+``sweep`` import this module, it imports the model, optimizer and trace recorder, and none
+of those imports a CLI (so there is no import cycle).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from nntile_lab.spec import ExperimentSpec
+
+
+def build(spec: ExperimentSpec):
+    """``(model, optimizer, schedule)``; call inside a running ``Runtime``."""
+    from nntile_lab.nn import GPT2
+    from nntile_lab.optim import SGD, Adam, AdamW
+
+    model = GPT2(spec.gpt2_config(), seed=spec.seed)
+    wd = spec.weight_decay_resolved
+    if spec.optimizer == "sgd":
+        opt = SGD(model, lr=spec.lr, momentum=0.9, weight_decay=wd)
+    else:
+        cls = AdamW if spec.optimizer == "adamw" else Adam
+        opt = cls(model, lr=spec.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=wd)
+    return model, opt, spec.schedule()
+
+
+def runtime(spec: ExperimentSpec, **kw):
+    """The ``Runtime`` a spec describes, once the memory planner agrees it can run: a run
+    that cannot (cap below a task, no or too small a disk) fails here, before any task."""
+    from nntile_lab.memory import check
+    from nntile_lab.runtime import Runtime
+    check(spec)
+    return Runtime(**spec.runtime_kwargs(), **kw)
+
+
+class RandomTokens:
+    """Uniform random token batches: throughput does not depend on the text, and a sweep
+    point then needs no prepared corpus."""
+
+    def __init__(self, vocab_size: int):
+        self.vocab_size = vocab_size
+
+    def sample_batch(self, batch: int, seq_len: int, rng: np.random.Generator):
+        ids = rng.integers(0, self.vocab_size, (batch, seq_len + 1))
+        return ids[:, :-1], ids[:, 1:]
+
+
+def train_split(data):
+    """The training split of a prepared dataset directory (None: the default corpus)."""
+    from nntile_lab.data import load_split, prepare_default_corpus
+    return load_split(Path(data) if data else prepare_default_corpus(), "train")
+
+
+def step_function(spec: ExperimentSpec, rt, model, optimizer, schedule, batches):
+    """``step(k)``: one optimizer step ``k`` (0-based) of ``grad_accum`` micro-batches,
+    waiting for its tasks (so a timer around it measures the whole step)."""
+    rng = np.random.default_rng(spec.seed)
+    clip = spec.clip or None
+
+    def step(k: int) -> None:
+        for micro in range(spec.grad_accum):
+            ids, labels = batches.sample_batch(spec.batch, spec.seq_len, rng)
+            model.forward_backward(ids, labels, accumulate=micro > 0,
+                                   grad_scale=1.0 / spec.grad_accum)
+        optimizer.step(schedule(k), clip)
+        rt.wait()
+    return step
+
+
+def run_for_trace(spec: ExperimentSpec, steps: int, data=None, warmup_steps: int = 1,
+                  profiling: bool = True, bound: bool = False):
+    """``steps`` training steps of ``spec`` under a Trace, after ``warmup_steps`` untraced
+    ones. Returns ``(stopped trace, memory by category, tokens per step)``.
+    ``data="random"`` draws random tokens instead of reading a dataset."""
+    from nntile_lab.trace import Trace
+
+    batches = RandomTokens(spec.vocab_size) if data == "random" else train_split(data)
+    tokens = spec.tokens_per_step()
+    with runtime(spec, profiling=profiling) as rt:
+        model, optimizer, schedule = build(spec)
+        step = step_function(spec, rt, model, optimizer, schedule, batches)
+        for k in range(warmup_steps):
+            step(k)
+        tr = Trace(rt, bound=bound).start()
+        for k in range(warmup_steps, warmup_steps + steps):
+            step(k)
+            tr.mark_step(tokens)
+        memory = tr.memory_by_category(model, optimizer)
+        tr.stop()
+    return tr, memory, tokens

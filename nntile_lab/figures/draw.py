@@ -1,0 +1,182 @@
+"""Drawing the figures from the points table (``records.points_frame``) alone.
+
+The axes follow the paper's: model size on a categorical x axis, throughput as grouped bars,
+a run that did not fit as 0 (marked ×, as the paper's missing bars are).  Functions return
+matplotlib Figures; ``save`` writes PNG + PDF + the CSV behind each.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use(os.environ.get("MPLBACKEND") or "Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from nntile_lab.figures.family import SYSTEMS  # noqa: E402
+from nntile_lab.figures.records import CATEGORIES, OOC_CATEGORY  # noqa: E402
+
+COLORS = {"nntile_lab": "#1f77b4", "torch_fp32": "#ff7f0e", "torch_bf16": "#2ca02c",
+          "NNTile tf32": "#1f77b4", "PyTorch FSDP tf32": "#ff7f0e",
+          "PyTorch FSDP bf16": "#2ca02c"}
+CATEGORY_LABELS = {"activations": "activations & temporaries"}
+BARS = (*CATEGORIES, OOC_CATEGORY)
+CATEGORY_COLORS = dict(zip(BARS, ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8c8c8c")))
+
+
+def size_label(params: float) -> str:
+    """1.5B / 26M / 850K: the paper labels its x axis by parameters."""
+    for scale, unit in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if params >= scale:
+            return f"{params / scale:.1f}{unit}" if params < 10 * scale else \
+                f"{params / scale:.0f}{unit}"
+    return str(int(params))
+
+
+def grouped_bars(ax, table: pd.DataFrame, ylabel: str, colors=COLORS, labels=None) -> None:
+    """Bars of ``table`` (index: x categories in order, columns: series; NaN = not measured,
+    0 = did not fit → a × at the baseline)."""
+    n = max(1, len(table.columns))
+    width = 0.8 / n
+    xs = range(len(table.index))
+    for i, series in enumerate(table.columns):
+        offs = [x - 0.4 + width * (i + 0.5) for x in xs]
+        vals = table[series].tolist()
+        ax.bar(offs, [0 if pd.isna(v) else v for v in vals], width,
+               label=(labels or {}).get(series, series), color=colors.get(series))
+        zero = [o for o, v in zip(offs, vals) if not pd.isna(v) and v == 0]
+        ax.plot(zero, [0] * len(zero), "x", color=colors.get(series, "k"), ms=7, mew=2,
+                clip_on=False)
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels(table.index, rotation=0)
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(bottom=0)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper right")
+
+
+def throughput_table(df: pd.DataFrame, n_layer: int) -> pd.DataFrame:
+    """GFLOP/s by model size (rows, in size order) and system (columns); 0 = did not fit."""
+    sub = df[df.n_layer == n_layer]
+    t = sub.pivot_table(index="params", columns="system", values="gflops", aggfunc="first")
+    t = t[[s for s in SYSTEMS if s in t.columns]].sort_index()
+    t.index = [size_label(p) for p in t.index]
+    t.index.name = "model size"
+    return t
+
+
+def throughput_figure(df: pd.DataFrame, n_layer: int, cap_mb: float, panel: str = ""):
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    table = throughput_table(df, n_layer)
+    grouped_bars(ax, table, "training GFLOP/s (model FLOPs)", labels=SYSTEMS)
+    ooc = {size_label(p) for p in df[(df.n_layer == n_layer) & df.out_of_core
+                                      & (df.status == "ok")].params}
+    ax.set_xticklabels([f"{x}\nout of core" if x in ooc else x for x in table.index],
+                       fontsize=8)
+    ax.set_xlabel("model size (parameters, 12·L·E² + V·E)")
+    ax.set_title(f"{panel}GPT-2 family, {n_layer} layers, under a {cap_mb:.0f} MiB cap "
+                 "(× = did not fit)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def memory_table(df: pd.DataFrame, n_layer: int) -> pd.DataFrame:
+    """MiB by category for each (size, system); zeros where the run did not fit."""
+    sub = df[(df.n_layer == n_layer) & df.system.isin(["nntile_lab", "torch_fp32"])]
+    cols = [f"{c}_mb" for c in BARS]
+    t = sub.set_index(["params", "system"])[cols + ["status"]].sort_index()
+    t.columns = [*BARS, "status"]
+    return t
+
+
+def memory_figure(df: pd.DataFrame, n_layer: int, cap_mb: float, panel: str = ""):
+    """Stacked bars by category, nntile_lab and PyTorch side by side for each size."""
+    t = memory_table(df, n_layer)
+    sizes = sorted({p for p, _ in t.index})
+    systems = [s for s in ("nntile_lab", "torch_fp32") if s in {s for _, s in t.index}]
+    fig, ax = plt.subplots(figsize=(9, 3.8))
+    width = 0.8 / max(1, len(systems))
+    for j, system in enumerate(systems):
+        bottom = [0.0] * len(sizes)
+        xs = [i - 0.4 + width * (j + 0.5) for i in range(len(sizes))]
+        for c in BARS:
+            if system != "nntile_lab" and c == OOC_CATEGORY:
+                continue
+            vals = [float(t.loc[(p, system), c]) if (p, system) in t.index else 0.0
+                    for p in sizes]
+            ax.bar(xs, vals, width, bottom=bottom, color=CATEGORY_COLORS[c],
+                   edgecolor="white", linewidth=0.5,
+                   label=(CATEGORY_LABELS.get(c, c) if j == 0 and (
+                       c != OOC_CATEGORY or t[c].any()) else None),
+                   hatch="//" if system != "nntile_lab" else None)
+            bottom = [b + v for b, v in zip(bottom, vals)]
+        failed = [x for x, p in zip(xs, sizes)
+                  if (p, system) in t.index and t.loc[(p, system), "status"] != "ok"]
+        ax.plot(failed, [0] * len(failed), "x", color="k", ms=7, mew=2, clip_on=False)
+        for x, b in zip(xs, bottom):
+            ax.text(x, b, "nl" if system == "nntile_lab" else "pt", ha="center",
+                    va="bottom", fontsize=7)
+    ax.axhline(cap_mb, color="k", ls="--", lw=1, label=f"cap {cap_mb:.0f} MiB")
+    ax.set_xticks(range(len(sizes)))
+    ax.set_xticklabels([size_label(p) for p in sizes])
+    ax.set_xlabel("model size (parameters); nl = nntile_lab, pt = PyTorch fp32 (hatched)")
+    ax.set_ylabel("peak MiB above start")
+    ax.set_ylim(bottom=0)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.set_title(f"{panel}memory by category, {n_layer} layers (× = did not fit)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def reference_table(ref: pd.DataFrame, setup: str) -> pd.DataFrame:
+    sub = ref[ref.setup == setup]
+    t = sub.pivot_table(index="params_b", columns="series", values="tflops", aggfunc="first")
+    order = ["NNTile tf32", "PyTorch FSDP tf32", "PyTorch FSDP bf16"]
+    t = t[[s for s in order if s in t.columns]].sort_index()
+    t.index = [f"{b:.1f}B" for b in t.index]
+    t.index.name = "model size"
+    return t
+
+
+def reference_figure(ref: pd.DataFrame):
+    """The paper's own points (NNTile vs PyTorch FSDP on A100s), same axes style."""
+    from nntile_lab.figures.paper import SETUPS
+    fig, axes = plt.subplots(len(SETUPS), 1, figsize=(11, 3.2 * len(SETUPS)))
+    for ax, (setup, title) in zip(axes, SETUPS.items()):
+        grouped_bars(ax, reference_table(ref, setup), "Tflops/s")
+        ax.set_title(f"the paper: {title} (× = out of memory; blank = value not stated)",
+                     fontsize=10)
+        ax.tick_params(axis="x", labelsize=7)
+    axes[-1].set_xlabel("model size (parameters)")
+    fig.tight_layout()
+    return fig
+
+
+def save(fig, out_dir: Path, name: str, table: pd.DataFrame | None = None) -> list[Path]:
+    """``name.png``, ``name.pdf`` (and ``name.csv`` from ``table``), each written atomically."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for ext in ("png", "pdf"):
+        paths.append(_atomic(out_dir / f"{name}.{ext}",
+                             lambda p, ext=ext: fig.savefig(p, dpi=110, format=ext)))
+    if table is not None:
+        paths.append(_atomic(out_dir / f"{name}.csv", lambda p: table.to_csv(p)))
+    plt.close(fig)
+    return paths
+
+
+def _atomic(path: Path, write) -> Path:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return path

@@ -1,0 +1,102 @@
+"""The paper's custom GPT-2 family, at this machine's scale.
+
+NNTile's paper (arXiv 2504.13236) trains GPT-2 models with ``L`` layers and embedding size
+``E``: parameters ``N = 12·L·E² + V·E`` (V = 50 257), MLP width ``n_inner = 4·E``, and widens
+``E`` until the model no longer fits the memory of the GPUs.  Here the same family is swept
+with ``E`` chosen so that the sizes go from well inside to well beyond one memory cap that
+both systems run under; a plan is the whole description of one figure run.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+
+PAPER_VOCAB = 50257
+HEAD_SIZE = 64            # GPT-2's head size; n_head = E / 64
+ADAM_BYTES_PER_PARAM = 16  # fp32 weights, gradients and Adam's two moments
+
+
+def family_params(n_layer: int, n_embd: int, vocab_size: int = PAPER_VOCAB) -> int:
+    """The paper's parameter count ``12·L·E² + V·E`` (biases, norms, positions left out)."""
+    return 12 * n_layer * n_embd**2 + vocab_size * n_embd
+
+
+@dataclass(frozen=True)
+class FigurePlan:
+    """One figure run: the family's sizes, the batch, the cap, the steps, the series."""
+
+    layers: tuple[int, ...] = (4, 8)
+    embds: tuple[int, ...] = (256, 512, 768, 1024, 1280, 1536)
+    vocab_size: int = PAPER_VOCAB
+    batch: int = 4
+    seq_len: int = 256
+    cap_mb: int = 2048            # RAM each run may use above its start (both systems)
+    warmup_steps: int = 1
+    measure_steps: int = 3
+    scheduler: str = "lws"
+    ncpu: int | None = None       # None: every core (StarPU workers and torch threads alike)
+    bf16: bool | None = None      # PyTorch bf16 autocast series; None: if the CPU has avx512_bf16
+    ooc: bool = True              # nntile_lab beyond the cap out of core (disk node), not 0
+    point_timeout_s: int = 900
+    systems: tuple[str, ...] = field(default=("nntile_lab", "torch_fp32", "torch_bf16"))
+
+    def __post_init__(self):
+        for name in ("batch", "seq_len", "cap_mb", "measure_steps", "point_timeout_s"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name}={v!r} must be a positive integer")
+        for e in self.embds:
+            if e < HEAD_SIZE or e % HEAD_SIZE:
+                raise ValueError(f"n_embd={e} must be a multiple of the head size {HEAD_SIZE}")
+        unknown = set(self.systems) - set(SYSTEMS)
+        if unknown:
+            raise ValueError(f"unknown systems {sorted(unknown)}; choose from {list(SYSTEMS)}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> FigurePlan:
+        d = dict(d)
+        for k in ("layers", "embds", "systems"):
+            if k in d:
+                d[k] = tuple(d[k])
+        return cls(**d)
+
+    def with_bf16_resolved(self) -> FigurePlan:
+        """``bf16=None`` becomes True exactly where the CPU has native bf16 (avx512_bf16)."""
+        if self.bf16 is not None:
+            return self
+        from dataclasses import replace
+        return replace(self, bf16=cpu_has_bf16())
+
+
+SYSTEMS = {"nntile_lab": "nntile_lab fp32", "torch_fp32": "PyTorch fp32",
+           "torch_bf16": "PyTorch bf16 autocast"}
+
+# Full size: E from 256 to 1536 spans 2.2 to 4.8 GB of fp32 Adam state at 8 layers against a
+# 2 GiB cap.  Smoke: small E under a 512 MiB cap; the same shape of result in < 5 minutes.
+FULL = FigurePlan()
+SMOKE = FigurePlan(embds=(64, 128, 256, 384, 512), batch=2, seq_len=64, cap_mb=512,
+                   measure_steps=3, point_timeout_s=120)
+
+
+def model_config(n_layer: int, n_embd: int, plan: FigurePlan):
+    """The family member as a tiled GPT2Config: heads of 64, tiles of about 1–10 ms tasks."""
+    from nntile_lab.nn import GPT2Config
+    n_head = n_embd // HEAD_SIZE
+    return GPT2Config(n_layer=n_layer, n_head=n_head, n_embd=n_embd, n_positions=plan.seq_len,
+                      vocab_size=plan.vocab_size, n_inner=4 * n_embd,
+                      batch_tile=plan.batch, inner_tile=min(4 * n_embd, 1024),
+                      head_tile=max(1, n_head // 2), vocab_tile=min(plan.vocab_size, 8192))
+
+
+def cpu_has_bf16() -> bool:
+    """Native bf16 (avx512_bf16 / amx_bf16): the PyTorch baseline's own rule."""
+    from nntile_lab.bench.torch_baseline import cpu_has_bf16 as has_bf16
+    return has_bf16()
+
+
+def is_smoke_env() -> bool:
+    """``NNTILE_LAB_SMOKE=1`` (CI, tests) asks notebooks for their smoke sizes."""
+    return os.environ.get("NNTILE_LAB_SMOKE", "0") not in ("", "0")

@@ -1,0 +1,248 @@
+"""One point of a figure, measured in a process of its own.
+
+    python -m nntile_lab.figures.point '{"system": "torch_fp32", "n_layer": 4, "n_embd": 128,
+                                         "plan": {...}}'
+
+prints one line ``RESULT {json}``.  Why a process per point: the memory cap is enforced on the
+process (like a GPU's memory is on a job) and its peak is clean, a StarPU abort or an
+out-of-memory kill ends one point rather than the figure, and both systems start equal.
+
+The cap: the run may use ``plan.cap_mb`` MiB of RAM above the process's resident size once its
+libraries are loaded and its runtime started (what a GPU job's own memory is on top of).  A
+watchdog samples the resident size every few milliseconds and ends the run the moment it goes
+over, reporting "out_of_memory" — the analogue of the paper's failed runs (shown as 0).
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+from nntile_lab.figures.family import FigurePlan, model_config
+
+RESULT_MARK = "RESULT "
+OOC_TILE_SHARE = float(os.environ.get("NNTILE_LAB_OOC_SHARE", "0.6"))
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * _PAGE
+
+
+def emit(result: dict) -> None:
+    sys.stdout.write(RESULT_MARK + json.dumps(result) + "\n")
+    sys.stdout.flush()
+
+
+def peak_rss_bytes() -> int | None:
+    """The kernel's high-water mark of this process's resident size (VmHWM), or None."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def reset_peak_rss() -> bool:
+    """Reset VmHWM to the current resident size (Linux ≥ 4.0); False where it cannot."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+class MemoryCap(threading.Thread):
+    """Ends the process (after emitting an "out_of_memory" result) once its resident size goes
+    ``cap`` bytes over the baseline taken at ``start()``; ``stop()`` returns the exact peak.
+
+    The peak is the kernel's own high-water mark (reset at ``start``), so a spike between two
+    samples still counts; sampling every 20 ms only decides how soon a run over the cap is
+    stopped.  (Sampling much faster preempts the compute threads: on 2 cores a 3 ms period
+    slowed PyTorch's OpenMP steps several-fold.)"""
+
+    def __init__(self, cap: int, result: dict, period_s: float = 0.02):
+        super().__init__(daemon=True)
+        self.cap, self.result, self.period_s = cap, result, period_s
+        self.baseline = 0
+        self.exact = False
+        self._done = threading.Event()
+
+    def start(self) -> None:
+        self.exact = reset_peak_rss()
+        self.baseline = rss_bytes()
+        super().start()
+
+    def used(self) -> int:
+        """Peak bytes above the baseline so far."""
+        hwm = peak_rss_bytes() if self.exact else None
+        return (hwm if hwm is not None else rss_bytes()) - self.baseline
+
+    def run(self) -> None:
+        while not self._done.wait(self.period_s):
+            used = self.used()
+            if used > self.cap:
+                emit(self.result | {"status": "out_of_memory", "gflops": 0.0,
+                                    "peak_mb": used / 2**20,
+                                    "error": f"used {used / 2**20:.0f} MiB above its start, over "
+                                             f"the {self.cap / 2**20:.0f} MiB cap"})
+                os._exit(0)
+
+    def stop(self) -> int:
+        self._done.set()
+        self.join()
+        return self.used()
+
+
+def _batches(vocab: int, batch: int, seq_len: int, count: int):
+    ids = np.random.default_rng(0).integers(0, vocab, (count, batch, seq_len + 1))
+    return [(b[:, :-1], b[:, 1:]) for b in ids]
+
+
+def _timed_steps(step, plan: FigurePlan) -> list[float]:
+    for _ in range(plan.warmup_steps):
+        step()
+    times = []
+    for _ in range(plan.measure_steps):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def _tiny(cfg):
+    """A one-layer member of the same shape of model: one step of it loads what each system
+    loads lazily (BLAS buffers, oneDNN kernels) before the cap's baseline is taken."""
+    from dataclasses import replace
+    return replace(cfg, n_layer=1, n_head=1, n_embd=64, n_inner=256, vocab_size=256,
+                   head_tile=1, inner_tile=256, vocab_tile=256)
+
+
+def _nntile(cfg, plan: FigurePlan, cap: MemoryCap, ooc_dir: str | None) -> tuple[list, dict]:
+    import nntile_lab as nl
+    from nntile_lab.optim import AdamW
+    from nntile_lab.trace.records import _tensor_bytes
+    # out of core, StarPU's tiles get a share of the cap; the rest is for what StarPU does not
+    # allocate (Python, BLAS buffers, the batches)
+    ooc = {} if ooc_dir is None else {"memory_limit_mb": int(plan.cap_mb * OOC_TILE_SHARE),
+                                      "ooc_dir": ooc_dir}
+    with nl.Runtime(scheduler=plan.scheduler, ncpu=plan.ncpu, **ooc) as rt:
+        def trainer(cfg, steps):
+            model = nl.GPT2(cfg, seed=0)
+            opt = AdamW(model, lr=1e-4)
+            batches = iter(_batches(cfg.vocab_size, plan.batch, plan.seq_len, steps))
+
+            def step():
+                model.forward_backward(*next(batches))
+                opt.step(clip_norm=1.0)
+                rt.wait()
+            return model, opt, step
+
+        _, _, step = trainer(_tiny(cfg), 1)
+        step()
+        del step
+        cap.start()
+        model, opt, step = trainer(cfg, plan.warmup_steps + plan.measure_steps)
+        times = _timed_steps(step, plan)
+        state = [t for slot in opt.state.values() for t in slot.values()]
+        static = {"parameters": _tensor_bytes(model.params.values()),
+                  "gradients": _tensor_bytes(model.grads.values()),
+                  "optimizer state": _tensor_bytes(state)}
+        return times, static
+
+
+def _torch(cfg, plan: FigurePlan, cap: MemoryCap, bf16: bool) -> tuple[list, dict]:
+    """The strongest PyTorch CPU baseline (``bench.torch_baseline``'s: nanoGPT with scaled
+    dot-product attention, the faster AdamW implementation, clipping at 1.0) on the same
+    config, batches and cores (all of them)."""
+    import torch
+
+    from nntile_lab.bench.torch_baseline import pick_adamw
+    from nntile_lab.reference.nanogpt import NanoGPT
+    torch.set_num_threads(plan.ncpu or len(os.sched_getaffinity(0)))
+
+    def trainer(cfg, steps):
+        model = NanoGPT(cfg, dtype=torch.float32)
+        impl = pick_adamw(model)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95),
+                                weight_decay=0.1, **{impl: True})
+        batches = iter([tuple(torch.as_tensor(a) for a in b) for b in
+                        _batches(cfg.vocab_size, plan.batch, plan.seq_len, steps)])
+
+        def step():
+            model.zero_grad(set_to_none=True)
+            # bf16 autocast: matmuls in bf16, fp32 master weights and Adam state (FSDP bf16's)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                loss = model.loss_tensor(*next(batches))
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
+            opt.step()
+        return model, opt, step
+
+    _, _, step = trainer(_tiny(cfg), 1)
+    step()
+    del step
+    cap.start()
+    model, opt, step = trainer(cfg, plan.warmup_steps + plan.measure_steps)
+    times = _timed_steps(step, plan)
+    nbytes = lambda ts: sum(t.numel() * t.element_size() for t in ts)  # noqa: E731
+    static = {"parameters": nbytes(model.parameters()),
+              "gradients": nbytes(p.grad for p in model.parameters() if p.grad is not None),
+              "optimizer state": nbytes(v for s in opt.state.values() for v in s.values()
+                                        if torch.is_tensor(v) and v.dim() > 0)}
+    return times, static
+
+
+def measure(system: str, n_layer: int, n_embd: int, plan: FigurePlan,
+            out_of_core: bool = False) -> dict:
+    """Train ``plan.warmup_steps + plan.measure_steps`` steps of the family member; the result
+    (step times, model GFLOP/s, memory by category) — or how it failed."""
+    cfg = model_config(n_layer, n_embd, plan)
+    flops = cfg.flops_per_token(plan.seq_len) * plan.batch * plan.seq_len
+    result = {"system": system, "n_layer": n_layer, "n_embd": n_embd,
+              "flops_per_step": flops, "out_of_core": out_of_core, "status": "ok", "error": None}
+    cap = MemoryCap(plan.cap_mb * 2**20, result)
+    if system == "nntile_lab":
+        with tempfile.TemporaryDirectory(prefix="nntile_lab_ooc_") as d:
+            times, static = _nntile(cfg, plan, cap, d if out_of_core else None)
+    else:
+        times, static = _torch(cfg, plan, cap, bf16=system == "torch_bf16")
+    peak = cap.stop()
+    if peak > cap.cap:  # over between two samples: over is over
+        return result | {"status": "out_of_memory", "gflops": 0.0, "peak_mb": peak / 2**20,
+                         "error": f"peaked {peak / 2**20:.0f} MiB above its start, over the "
+                                  f"{plan.cap_mb} MiB cap"}
+    med = statistics.median(times)
+    return result | {
+        "gflops": flops / med / 1e9, "step_time_s": med,
+        "step_time_spread_s": max(times) - min(times), "step_times_s": times,
+        "tokens_per_s": plan.batch * plan.seq_len / med, "peak_mb": peak / 2**20,
+        # what the run held above its start beyond the three static categories: activations,
+        # temporaries and the allocator's slack, measured the same way for both systems
+        "memory": static | {"activations": max(0, peak - sum(static.values()))}}
+
+
+def main(argv: list[str]) -> int:
+    args = json.loads(argv[0])
+    plan = FigurePlan.from_dict(args.pop("plan"))
+    try:
+        emit(measure(plan=plan, **args))
+    except Exception as exc:  # one failed point is a row with its error, not a crash
+        emit({**args, "status": "error", "gflops": 0.0,
+              "error": f"{type(exc).__name__}: {exc}"})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

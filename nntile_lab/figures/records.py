@@ -1,0 +1,142 @@
+"""Figure records: one JSON file per point (the plan, the point's result, versions, machine),
+and the table every figure is drawn from.  Reading them needs neither StarPU nor torch."""
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from nntile_lab.figures.family import ADAM_BYTES_PER_PARAM, FigurePlan, family_params
+
+RECORD_KIND = "figure_point"
+RECORD_VERSION = 1
+CATEGORIES = ("parameters", "gradients", "optimizer state", "activations")
+# an out-of-core run holds part of the first three on disk: its bar is what it held in RAM
+OOC_CATEGORY = "in RAM, rest on disk"
+
+
+def record_path(out_dir: Path, system: str, n_layer: int, n_embd: int) -> Path:
+    return Path(out_dir) / "records" / f"{system}_L{n_layer}_E{n_embd}.json"
+
+
+def environment() -> dict:
+    """``{"git_commit", "versions", "machine"}`` of this run: ``nntile_lab.record``'s (one
+    definition of what a record says about its machine) where the package has it."""
+    try:
+        from nntile_lab.record import environment as shared_environment
+    except ImportError:
+        return _environment()
+    return shared_environment()
+
+
+def _environment() -> dict:
+    import platform
+
+    import numpy as np
+    try:
+        import torch
+        torch_version = torch.__version__
+    except ImportError:
+        torch_version = None
+    info = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                info.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    flags = set(info.get("flags", "").split())
+    from nntile_lab.train.record import _git_commit, starpu_version
+    return {"git_commit": _git_commit(),
+            "versions": {"nntile_lab": "0.1.0", "python": platform.python_version(),
+                         "numpy": np.__version__, "starpu": starpu_version(),
+                         "torch": torch_version},
+            "machine": {"cpu_model": info.get("model name") or platform.machine(),
+                        "isa": [f for f in ("avx2", "fma", "avx512f", "avx512_bf16",
+                                            "avx512_vnni", "amx_bf16") if f in flags],
+                        "cores": os.cpu_count()}}
+
+
+def json_safe(obj):
+    """NaN/inf → null (standard JSON), numpy scalars → Python numbers."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {str(k): json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):
+        return json_safe(obj.item())
+    return obj
+
+
+def write_point_record(out_dir: Path, plan: FigurePlan, result: dict) -> Path:
+    """Atomically write the point's record (the figure can be redrawn from these alone)."""
+    from nntile_lab.data.bins import atomic_write_bytes
+    rec = {"kind": RECORD_KIND, "record_version": RECORD_VERSION,
+           "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+           "plan": plan.to_dict(), "result": result, **environment()}
+    path = record_path(out_dir, result["system"], result["n_layer"], result["n_embd"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return atomic_write_bytes(path, (json.dumps(json_safe(rec), indent=1) + "\n").encode())
+
+
+def read_records(out_dir: Path) -> list[dict]:
+    """Every point record under ``out_dir/records``; a file that is not one is an error naming
+    it (a figure silently missing points would mislead)."""
+    paths = sorted((Path(out_dir) / "records").glob("*.json"))
+    if not paths:
+        raise FileNotFoundError(f"no figure records in {Path(out_dir) / 'records'}: run "
+                                "`nntile-lab figures --out DIR` first")
+    out = []
+    for p in paths:
+        try:
+            rec = json.loads(p.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{p} is not a readable JSON record ({exc}); delete it and rerun "
+                             "that point") from exc
+        if rec.get("kind") != RECORD_KIND or rec.get("record_version") != RECORD_VERSION:
+            raise ValueError(f"{p} is not a figure record of version {RECORD_VERSION} (kind "
+                             f"{rec.get('kind')!r}, version {rec.get('record_version')!r}); "
+                             "rerun that point")
+        out.append(rec)
+    return out
+
+
+def points_frame(records: list[dict]) -> pd.DataFrame:
+    """One row per point: system, n_layer, n_embd, params (the family's count), status,
+    gflops (0 for a run that did not fit or failed), step time, peak and memory by category."""
+    rows = []
+    for rec in records:
+        r, plan = rec["result"], rec["plan"]
+        vocab = plan.get("vocab_size")
+        row = {"system": r["system"], "n_layer": r["n_layer"], "n_embd": r["n_embd"],
+               "params": family_params(r["n_layer"], r["n_embd"], vocab),
+               "status": r["status"], "gflops": float(r.get("gflops") or 0.0),
+               "step_time_s": r.get("step_time_s"), "step_time_spread_s":
+               r.get("step_time_spread_s"), "tokens_per_s": r.get("tokens_per_s"),
+               "peak_mb": r.get("peak_mb"), "cap_mb": plan["cap_mb"],
+               "out_of_core": bool(r.get("out_of_core")), "error": r.get("error")}
+        mem = r.get("memory") or {}
+        ok, ooc = r["status"] == "ok", bool(r.get("out_of_core"))
+        for c in CATEGORIES:
+            row[f"{c}_mb"] = mem.get(c, 0) / 2**20 if ok and not ooc else 0.0
+        row[f"{OOC_CATEGORY}_mb"] = float(r.get("peak_mb") or 0.0) if ok and ooc else 0.0
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    return df.sort_values(["n_layer", "n_embd", "system"], ignore_index=True)
+
+
+def does_not_fit(plan: FigurePlan, n_layer: int, n_embd: int) -> str | None:
+    """Why a point cannot fit before it runs (fp32 Adam alone, 16 B/parameter, is over the
+    cap), or None; such a point is recorded as a 0 without spending minutes on it."""
+    need = ADAM_BYTES_PER_PARAM * family_params(n_layer, n_embd, plan.vocab_size)
+    if need > plan.cap_mb * 2**20:
+        return (f"fp32 weights, gradients and Adam state alone need {need / 2**20:.0f} MiB, "
+                f"over the {plan.cap_mb} MiB cap")
+    return None

@@ -1,0 +1,127 @@
+"""Measure every point of a figure plan (each in its own process), write the records, draw."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from nntile_lab.figures import draw
+from nntile_lab.figures.family import SYSTEMS, FigurePlan
+from nntile_lab.figures.paper import reference_points
+from nntile_lab.figures.records import (
+    does_not_fit,
+    points_frame,
+    read_records,
+    record_path,
+    write_point_record,
+)
+
+PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent.parent)
+
+
+def point_list(plan: FigurePlan) -> list[tuple[str, int, int]]:
+    """(system, n_layer, n_embd) for every point; the bf16 series only where plan.bf16."""
+    systems = [s for s in plan.systems if s != "torch_bf16" or plan.bf16]
+    return [(s, L, e) for L in plan.layers for e in plan.embds for s in systems]
+
+
+def run_point(plan: FigurePlan, system: str, n_layer: int, n_embd: int) -> dict:
+    """One point: a 0 without running when it cannot fit, else a subprocess bounded by
+    ``plan.point_timeout_s``.  With ``plan.ooc``, nntile_lab goes out of core where it cannot
+    fit in memory — known beforehand, or found by running over the cap in memory."""
+    base = {"system": system, "n_layer": n_layer, "n_embd": n_embd, "gflops": 0.0,
+            "out_of_core": False}
+    reason = does_not_fit(plan, n_layer, n_embd)
+    ooc_allowed = system == "nntile_lab" and plan.ooc
+    if reason and not ooc_allowed:
+        return base | {"status": "does_not_fit", "error": reason}
+    res = _run_process(plan, system, n_layer, n_embd, base, out_of_core=bool(reason))
+    if ooc_allowed and not reason and res["status"] == "out_of_memory":
+        res = _run_process(plan, system, n_layer, n_embd, base, out_of_core=True)
+    return res
+
+
+def _run_process(plan, system, n_layer, n_embd, base, *, out_of_core: bool) -> dict:
+    from nntile_lab.figures.point import RESULT_MARK  # not at import: `-m …point` runs it
+    base = base | {"out_of_core": out_of_core}
+    arg = json.dumps({"system": system, "n_layer": n_layer, "n_embd": n_embd,
+                      "plan": plan.to_dict(), "out_of_core": out_of_core})
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "nntile_lab.figures.point", arg],
+                              capture_output=True, text=True, env=env,
+                              timeout=plan.point_timeout_s)
+    except subprocess.TimeoutExpired:
+        return base | {"status": "timeout",
+                       "error": f"no result within {plan.point_timeout_s} s (point_timeout_s)"}
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(RESULT_MARK):
+            return json.loads(line[len(RESULT_MARK):])
+    tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+    return base | {"status": "error",
+                   "error": f"the point's process exited {proc.returncode}: {' | '.join(tail)}"}
+
+
+def run_figures(plan: FigurePlan, out_dir: str | os.PathLike, *, resume: bool = True,
+                progress: bool = True) -> pd.DataFrame:
+    """Measure the plan's points (a point whose record exists for the same plan is reused, so
+    an interrupted run resumes), then draw everything into ``out_dir``."""
+    plan = plan.with_bf16_resolved()
+    out_dir = Path(out_dir)
+    points = point_list(plan)
+    t0 = time.perf_counter()
+    for i, (system, n_layer, n_embd) in enumerate(points, 1):
+        path = record_path(out_dir, system, n_layer, n_embd)
+        if resume and path.exists():
+            try:
+                if json.loads(path.read_text()).get("plan") == json.loads(
+                        json.dumps(plan.to_dict())):
+                    continue
+            except (OSError, json.JSONDecodeError):
+                pass  # a broken record is measured again
+        res = run_point(plan, system, n_layer, n_embd)
+        write_point_record(out_dir, plan, res)
+        if progress:
+            print(f"[{i}/{len(points)} {time.perf_counter() - t0:5.0f} s] {SYSTEMS[system]:22s}"
+                  f" L={n_layer} E={n_embd}: {res['status']}"
+                  + (f", {res['gflops']:.1f} GFLOP/s" if res["status"] == "ok" else ""),
+                  file=sys.stderr, flush=True)
+    _drop_stale_records(out_dir, points)
+    return redraw(out_dir)
+
+
+def _drop_stale_records(out_dir: Path, points) -> None:
+    """Records of points no longer in the plan would mix two runs in one figure."""
+    keep = {record_path(out_dir, *p) for p in points}
+    for p in (out_dir / "records").glob("*.json"):
+        if p not in keep:
+            p.unlink()
+
+
+def redraw(out_dir: str | os.PathLike) -> pd.DataFrame:
+    """Draw every figure, its CSV and the summary from ``out_dir/records`` alone (no StarPU,
+    no torch needed)."""
+    out_dir = Path(out_dir)
+    records = read_records(out_dir)
+    df = points_frame(records)
+    cap = float(df.cap_mb.iloc[0])
+    layers = sorted(df.n_layer.unique())
+    panels = iter("abcdefgh")
+    for n_layer in layers:
+        draw.save(draw.throughput_figure(df, n_layer, cap, f"({next(panels)}) "), out_dir,
+                  f"throughput_L{n_layer}", draw.throughput_table(df, n_layer))
+    mem_layers = 4 if 4 in layers else layers[0]
+    draw.save(draw.memory_figure(df, mem_layers, cap, f"({next(panels)}) "), out_dir,
+              f"memory_L{mem_layers}", draw.memory_table(df, mem_layers))
+    ref = reference_points()
+    draw.save(draw.reference_figure(ref), out_dir, "paper_reference", ref.set_index("setup"))
+    df.to_csv(out_dir / "points.csv", index=False)
+    from nntile_lab.figures.summary import write_summary
+    write_summary(df, records, out_dir)
+    return df

@@ -1,0 +1,70 @@
+"""A generated markdown summary of the figures: the ratios, beside the paper's."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from nntile_lab.figures.draw import size_label
+from nntile_lab.figures.family import SYSTEMS
+from nntile_lab.figures.paper import reference_points
+
+
+def _largest_fitting(df: pd.DataFrame, system: str, n_layer: int) -> float | None:
+    ok = df[(df.system == system) & (df.n_layer == n_layer) & (df.status == "ok")]
+    return float(ok.params.max()) if len(ok) else None
+
+
+def paper_ratios() -> list[str]:
+    """The paper's NNTile / FSDP tf32 ratio at its smallest model, and how much larger a model
+    NNTile trained than FSDP tf32 (largest size that ran), per setup."""
+    ref = reference_points()
+    lines = []
+    for setup, sub in ref.groupby("setup"):
+        first = sub[sub.params_b == sub.params_b.min()].set_index("series").tflops
+        fit = {s: g[g.tflops > 0].params_b.max() for s, g in sub.groupby("series")}
+        lines.append(f"| paper {setup} | {first['NNTile tf32'] / first['PyTorch FSDP tf32']:.2f}"
+                     f" | {fit['NNTile tf32'] / fit['PyTorch FSDP tf32']:.1f}× "
+                     f"({fit['NNTile tf32']:.1f}B vs {fit['PyTorch FSDP tf32']:.1f}B) |")
+    return lines
+
+
+def summary_markdown(df: pd.DataFrame, records: list[dict]) -> str:
+    rec = records[0]
+    m, v = rec.get("machine", {}), rec.get("versions", {})
+    commit = rec.get("git_commit") or v.get("git_commit")
+    cpu = m.get("cpu_model") or m.get("cpu")
+    plan = rec["plan"]
+    lines = ["# The paper's figures at this machine's scale", "",
+             f"Measured {rec.get('date')} on {cpu} ({m.get('cores')} cores, ISA "
+             f"{', '.join(m.get('isa', []))}); nntile_lab {v.get('nntile_lab')}, StarPU "
+             f"{v.get('starpu')}, torch {v.get('torch')}, commit {commit}.",
+             f"GPT-2 family 12·L·E² + V·E (V = {plan['vocab_size']}), batch {plan['batch']} × "
+             f"{plan['seq_len']} tokens, median of {plan['measure_steps']} steps after "
+             f"{plan['warmup_steps']} warm-up; both systems under one {plan['cap_mb']} MiB cap "
+             "(RAM above each run's start); 0 = did not fit.", "",
+             "| L | size | " + " | ".join(SYSTEMS.values()) + " | nntile_lab / PyTorch fp32 |",
+             "|---|---|" + "---|" * (len(SYSTEMS) + 1)]
+    for (n_layer, params), g in df.groupby(["n_layer", "params"]):
+        by = g.set_index("system").gflops
+        cells = [f"{by[s]:.1f}" if s in by else "–" for s in SYSTEMS]
+        nl, pt = by.get("nntile_lab", 0.0), by.get("torch_fp32", 0.0)
+        ratio = f"{nl / pt:.2f}" if nl > 0 and pt > 0 else "–"
+        lines.append(f"| {n_layer} | {size_label(params)} | " + " | ".join(cells)
+                     + f" | {ratio} |")
+    lines += ["", "Largest model that ran under the cap:", ""]
+    for n_layer in sorted(df.n_layer.unique()):
+        sizes = {s: _largest_fitting(df, s, n_layer) for s in SYSTEMS if s in set(df.system)}
+        lines.append(f"- {n_layer} layers: " + ", ".join(
+            f"{SYSTEMS[s]} {size_label(p) if p else 'none'}" for s, p in sizes.items()))
+    lines += ["", "The paper, for comparison (NNTile / FSDP tf32 throughput at its smallest "
+              "model; largest model NNTile trained over FSDP tf32's):", "",
+              "| setup | throughput ratio | model size ratio |", "|---|---|---|",
+              *paper_ratios(), ""]
+    return "\n".join(lines)
+
+
+def write_summary(df: pd.DataFrame, records: list[dict], out_dir: Path) -> Path:
+    from nntile_lab.data.bins import atomic_write_bytes
+    return atomic_write_bytes(Path(out_dir) / "summary.md",
+                              summary_markdown(df, records).encode())

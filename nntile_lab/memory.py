@@ -1,0 +1,295 @@
+"""Memory planner: will a run fit, and if not, how much disk does it need?
+
+``estimate(spec)`` counts, from the model's shapes and tiles alone (nothing is
+allocated, no task submitted), the bytes StarPU holds at the peak of a training
+step, split by category (B batch, T seq_len, E n_embd, F n_inner, H heads,
+V vocab, N parameters, fp32 = 4 bytes):
+
+  parameters        4·N
+  gradients         4·N
+  optimizer_state   4·N·slots (AdamW/Adam: m and v; SGD with momentum: one buffer)
+  activations       saved for the backward pass, all layers:
+                    L·(8·BTE + 2·BTF + B·H·T² + 4·BT) + 2·BTE + 2·BT  (floats)
+                    + 3·BT int64 (token ids, labels, positions)
+  temporaries       the largest set alive at once besides those: the head's logits
+                    and their gradient, 1.5·BTV (logits tiles are freed as their
+                    gradient tiles appear; the factor is measured), against one
+                    block's backward (2·B·H·T² + 3·BTE, or 2·BTF + 2·BTE): the larger
+
+The peak is their sum. The largest single task's working set (the tiles of its
+buffers, e.g. the head's gemm: an activation tile, a vocabulary tile of the
+embedding and a logits tile) bounds the cap from below: each worker needs its
+task's tiles in RAM at once.
+
+Verdicts, for a ``memory_limit_mb`` cap on StarPU's RAM:
+  fits              the peak is under the cap (or there is no cap);
+  fits_with_disk    the peak is over the cap, an out-of-core directory is given, and
+                    its disk node (``ooc_size_mb``) and free space hold the overflow
+                    (``disk_bytes`` = 1.1·peak: clean tiles keep their disk copy);
+  cannot_run        the cap is below ``ncpu`` tasks' working sets, or the overflow has
+                    no disk node, or the disk node or free space is too small, or the
+                    directory is not writable.
+
+``check(spec)`` raises ``MemoryPlanError`` for cannot_run, before any task exists.
+Besides StarPU's tiles the process holds the interpreter and libraries
+(``PROCESS_BASE_BYTES``, measured) and numpy copies at start and at checkpoints;
+``rss_bytes`` adds them, for caps on the whole process (``starpu_limit_mb``).
+"""
+from __future__ import annotations
+
+import math
+import os
+import resource
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+
+from nntile_lab.nn.config import GPT2Config
+
+F32, I64 = 4, 8
+MIB = 1 << 20
+# RSS of a process that imported nntile_lab with the trainer (numpy, pandas, cffi, the
+# kernels' BLAS) and started StarPU, before any tile: 141 MiB measured 2026-11-22.
+PROCESS_BASE_BYTES = 160 * MIB
+OPTIMIZER_SLOTS = {"adamw": 2, "adam": 2, "sgd": 1}
+CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries")
+VERDICTS = ("fits", "fits_with_disk", "cannot_run")
+
+
+class MemoryPlanError(ValueError):
+    """The run cannot run under its memory settings (the message says why and what to do)."""
+
+
+@dataclass
+class MemoryPlan:
+    """What ``estimate`` found; bytes unless named otherwise."""
+
+    categories: dict[str, int]
+    peak_bytes: int                 # StarPU's tiles at the peak of a step
+    largest_task_bytes: int         # one task's buffers
+    largest_task: str               # which task that is
+    rss_bytes: int                  # the whole process: base + tiles in RAM (or init copies)
+    memory_limit_mb: int | None
+    verdict: str
+    disk_bytes: int = 0             # what the disk node must hold (fits_with_disk)
+    reason: str = ""
+    details: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def report(self) -> str:
+        rows = [f"  {k:<16} {v / MIB:10.1f} MiB" for k, v in self.categories.items()]
+        cap = "no cap" if self.memory_limit_mb is None else f"cap {self.memory_limit_mb} MiB"
+        lines = [f"memory plan ({cap}):", *rows,
+                 f"  {'peak (StarPU)':<16} {self.peak_bytes / MIB:10.1f} MiB",
+                 f"  {'process RSS':<16} {self.rss_bytes / MIB:10.1f} MiB (estimated)",
+                 f"  largest task     {self.largest_task_bytes / MIB:10.2f} MiB "
+                 f"({self.largest_task})",
+                 f"verdict: {self.verdict}"
+                 + (f", disk {self.disk_bytes / MIB:.0f} MiB" if self.disk_bytes else "")]
+        if self.reason:
+            lines.append(self.reason)
+        return "\n".join(lines)
+
+
+def _resolve(spec, batch, seq_len, optimizer, memory_limit_mb, ooc_dir, ooc_size_mb, ncpu):
+    """(GPT2Config, settings) from an ExperimentSpec, or a GPT2Config plus keywords."""
+    if isinstance(spec, GPT2Config):
+        if batch is None or seq_len is None:
+            raise ValueError("estimate(GPT2Config, ...) needs batch= and seq_len=")
+        cfg = spec
+        opt = optimizer or "adamw"
+    else:
+        cfg = spec.gpt2_config()
+        batch = spec.batch if batch is None else batch
+        seq_len = spec.seq_len if seq_len is None else seq_len
+        opt = optimizer or spec.optimizer
+        memory_limit_mb = spec.memory_limit_mb if memory_limit_mb is None else memory_limit_mb
+        ooc_dir = spec.ooc_dir if ooc_dir is None else ooc_dir
+        ooc_size_mb = spec.ooc_size_mb if ooc_size_mb is None else ooc_size_mb
+        ncpu = spec.ncpu if ncpu is None else ncpu
+    if opt not in OPTIMIZER_SLOTS:
+        raise ValueError(f"optimizer={opt!r} is not one of {sorted(OPTIMIZER_SLOTS)}")
+    if ncpu is None:
+        from nntile_lab.runtime import max_workers
+        ncpu = min(os.cpu_count() or 1, max_workers())
+    return cfg, dict(batch=batch, seq_len=seq_len, optimizer=opt, ncpu=ncpu,
+                     memory_limit_mb=memory_limit_mb, ooc_dir=ooc_dir,
+                     ooc_size_mb=65536 if ooc_size_mb is None else ooc_size_mb)
+
+
+def categories(cfg: GPT2Config, batch: int, seq_len: int, optimizer: str = "adamw") -> dict:
+    """Bytes per category at the peak of a training step (see the module docstring)."""
+    B, T, E, F, H, V, L = (batch, seq_len, cfg.n_embd, cfg.n_inner, cfg.n_head,
+                           cfg.vocab_size, cfg.n_layer)
+    n = cfg.num_params(with_positions=True)
+    BT, BTE, BTF, BHTT = B * T, B * T * E, B * T * F, B * H * T * T
+    saved = L * (8 * BTE + 2 * BTF + BHTT + 4 * BT) + 2 * BTE + 2 * BT
+    temps = max(3 * BT * V // 2, 2 * BHTT + 3 * BTE, 2 * BTF + 2 * BTE)
+    return {"parameters": F32 * n, "gradients": F32 * n,
+            "optimizer_state": F32 * n * OPTIMIZER_SLOTS[optimizer],
+            "activations": F32 * saved + I64 * 3 * BT,
+            "temporaries": F32 * temps}
+
+
+def largest_task(cfg: GPT2Config, batch: int, seq_len: int) -> tuple[int, str]:
+    """The largest working set of one task (bytes) and which task has it."""
+    E, F, V, D = cfg.n_embd, cfg.n_inner, cfg.vocab_size, cfg.head_size
+    bt, st = cfg.tile("batch_tile", batch), cfg.tile("seq_tile", seq_len)
+    et, it, vt = cfg.tile("embd_tile", E), cfg.tile("inner_tile", F), cfg.tile("vocab_tile", V)
+    hh = cfg.tile("head_tile", cfg.n_head)
+    ht, rows = hh * D, bt * st
+    biggest_param = max(vt * et, et * it, et * ht, st * et)
+    tasks = {   # elements of each task's buffers
+        "mlp c_fc gemm": rows * et + et * it + rows * it,
+        "mlp c_proj gemm": rows * it + it * et + rows * et,
+        "attention q/k/v gemm": rows * et + et * ht + rows * ht,
+        "attention scores gemm": 2 * bt * hh * st * D + bt * hh * st * st,
+        "attention softmax backward": 3 * bt * hh * st * st,
+        "head gemm": rows * et + vt * et + rows * vt,
+        "cross-entropy backward": 2 * rows * vt + 2 * rows + 4 * rows,
+        "optimizer update": 4 * biggest_param,
+    }
+    name = max(tasks, key=tasks.get)
+    return F32 * tasks[name], name
+
+
+def estimate(spec, batch: int | None = None, seq_len: int | None = None, *,
+             optimizer: str | None = None, memory_limit_mb: int | None = None,
+             ooc_dir: str | None = None, ooc_size_mb: int | None = None,
+             ncpu: int | None = None) -> MemoryPlan:
+    """The memory plan of one training run: an ``ExperimentSpec`` (its runtime fields
+    give the cap and disk), or a ``GPT2Config`` with ``batch`` and ``seq_len``;
+    keywords override the spec's."""
+    cfg, s = _resolve(spec, batch, seq_len, optimizer, memory_limit_mb, ooc_dir,
+                      ooc_size_mb, ncpu)
+    cats = categories(cfg, s["batch"], s["seq_len"], s["optimizer"])
+    peak = sum(cats.values())
+    task_bytes, task_name = largest_task(cfg, s["batch"], s["seq_len"])
+    cap_mb = s["memory_limit_mb"]
+    cap = math.inf if cap_mb is None else cap_mb * MIB
+    # initialisation draws one parameter at a time in float64 and casts it to float32
+    # while StarPU holds the parameters; then a step holds the peak
+    largest_param = max(cfg.vocab_size, cfg.n_inner, cfg.n_positions) * cfg.n_embd
+    init = min(cats["parameters"], cap) + (I64 + F32) * largest_param
+    rss = PROCESS_BASE_BYTES + int(max(init, min(peak, cap)))
+    # a checkpoint gathers parameters and optimizer state into numpy (12·N bytes for AdamW)
+    ckpt = cats["parameters"] + cats["optimizer_state"]
+    details = dict(s, ooc_backend="o_direct", largest_param=largest_param,
+                   checkpoint_staging_bytes=ckpt)
+    plan = MemoryPlan(cats, peak, task_bytes, task_name, rss, cap_mb, "fits", details=details)
+    if cap_mb is None or peak <= cap_mb * MIB:
+        return plan
+    need = s["ncpu"] * task_bytes
+    if cap_mb * MIB < need:
+        return _cannot(plan, f"the cap of {cap_mb} MiB is below what {s['ncpu']} worker(s) "
+                       f"need at once: {s['ncpu']} × {task_bytes / MIB:.1f} MiB for the "
+                       f"largest task ({task_name}); raise --memory-limit-mb to at least "
+                       f"{math.ceil(need / MIB)}, or use smaller tiles (--vocab-tile, "
+                       "--inner-tile, --batch-tile)")
+    # a tile read back keeps its disk copy while it stays clean: the disk node may hold
+    # every tile at once
+    disk = math.ceil(peak * 1.1 / MIB) * MIB
+    plan.disk_bytes = disk
+    if s["ooc_dir"] is None:
+        return _cannot(plan, f"the step needs {peak / MIB:.0f} MiB but the cap is {cap_mb} MiB "
+                       f"and no out-of-core directory is given: pass --ooc-dir DIR (with "
+                       f"--ooc-size-mb ≥ {disk // MIB}) or raise --memory-limit-mb to "
+                       f"{math.ceil(peak / MIB)}")
+    problem = _disk_problem(s["ooc_dir"], disk)
+    if problem:
+        return _cannot(plan, problem)
+    if s["ooc_size_mb"] * MIB < disk:
+        return _cannot(plan, f"--ooc-size-mb {s['ooc_size_mb']} is too small: the overflow "
+                       f"needs {disk // MIB} MiB on disk; pass --ooc-size-mb {disk // MIB}")
+    plan.verdict = "fits_with_disk"
+    return plan
+
+
+def check(spec, **kw) -> MemoryPlan:
+    """``estimate(spec, **kw)``; raises ``MemoryPlanError`` if the run cannot run."""
+    plan = estimate(spec, **kw)
+    if plan.verdict == "cannot_run":
+        raise MemoryPlanError(f"cannot run under these memory settings: {plan.reason}")
+    return plan
+
+
+def starpu_limit_mb(process_cap_mb: int, spec, **kw) -> int:
+    """The ``memory_limit_mb`` for StarPU that keeps the whole process's RSS under
+    ``process_cap_mb``: the cap less the process's base and numpy staging."""
+    plan = estimate(spec, **{**kw, "memory_limit_mb": None})
+    init_copies = (I64 + F32) * max(plan.details["largest_param"], 0)
+    other = PROCESS_BASE_BYTES + init_copies
+    limit = (process_cap_mb * MIB - other) // MIB
+    if limit < 16:
+        raise MemoryPlanError(f"a process cap of {process_cap_mb} MiB leaves {limit} MiB for "
+                              f"tiles after the process itself ({other / MIB:.0f} MiB): "
+                              "StarPU needs at least 16")
+    return int(limit)
+
+
+def _cannot(plan: MemoryPlan, reason: str) -> MemoryPlan:
+    plan.verdict, plan.reason = "cannot_run", reason
+    return plan
+
+
+def _disk_problem(ooc_dir: str, need: int) -> str:
+    """Why ``ooc_dir`` cannot hold ``need`` bytes of evicted tiles ('' if it can)."""
+    try:
+        os.makedirs(ooc_dir, exist_ok=True)
+        with tempfile.TemporaryFile(dir=ooc_dir):
+            pass
+    except OSError as exc:
+        return (f"the out-of-core directory {ooc_dir!r} is not writable ({exc.strerror}): "
+                "pass --ooc-dir with a writable directory")
+    free = shutil.disk_usage(ooc_dir).free
+    if free < need:
+        return (f"the out-of-core directory {ooc_dir!r} has {free // MIB} MiB free, the "
+                f"overflow needs {need // MIB} MiB: free space or pick another --ooc-dir")
+    return ""
+
+
+def peak_rss_bytes() -> int:
+    """The process's peak resident set so far: VmHWM, the high-water mark of this process
+    image (``ru_maxrss`` would not do: exec keeps the parent's peak, so a child started
+    from a 350 MiB pytest process reports at least 350 MiB)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def rss_bytes() -> int:
+    """The process's resident set now."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+# ---- the ``plan`` CLI command --------------------------------------------------------
+PLAN_GROUPS = ("model", "data", "tiles", "runtime")
+
+
+def register_cli(subparsers):
+    """``nntile-lab plan [model options] --memory-limit-mb N [--ooc-dir D] [--json]``."""
+    from nntile_lab.spec import OPTIMIZERS, add_arguments
+    p = subparsers.add_parser("plan", help="will a training run fit in memory (or with disk)?",
+                              description=__doc__.split("\n\n")[0])
+    add_arguments(p, PLAN_GROUPS)
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default=None, help="default adamw")
+    p.add_argument("--json", action="store_true", help="print the plan as one JSON object")
+    p.set_defaults(func=_plan_cli)
+    return p
+
+
+def _plan_cli(args) -> int:
+    import json
+
+    from nntile_lab.spec import from_args
+    plan = estimate(from_args(args, PLAN_GROUPS), optimizer=args.optimizer)
+    print(json.dumps(plan.to_dict()) if args.json else plan.report())
+    return 1 if plan.verdict == "cannot_run" else 0

@@ -1,0 +1,315 @@
+"""One description of an experiment: model, data shape, tiles, runtime, training, benchmark.
+
+``ExperimentSpec`` holds the ONE set of defaults (they describe the main job, ``nntile-lab
+train`` with no options); the CLI commands, the trainer, the benchmarks, the sweeps and the
+widgets all build from it. Its field names are the CLI options (``vocab_tile`` ↔
+``--vocab-tile``) and, for the model, ``GPT2Config``'s fields.
+
+Derived values (None in the spec, resolved where used, so ``replace`` keeps them derived):
+``n_inner`` → 4·n_embd (``flops.inner_size``), ``n_positions`` → seq_len, ``warmup`` →
+steps // 10, ``weight_decay`` → 0.1 for adam/adamw and 0 for sgd.
+
+Default tiles (batch 4, inner 512, head 2, vocab 8192) are capped at their dimension, and
+stay "default" through ``replace``: ``spec.replace(vocab_size=100).vocab_tile == 100``.
+A tile given explicitly is checked: larger than its dimension, or < 1, is an error naming
+the field and the valid range. None means the whole dimension.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field, fields
+
+from nntile_lab import flops
+
+OPTIMIZERS = ("adamw", "adam", "sgd")
+TILE_FIELDS = ("batch_tile", "seq_tile", "embd_tile", "inner_tile", "head_tile", "vocab_tile")
+# Tiles for fields left out, capped at each dimension: enough tasks in the big products
+# (vocabulary head, MLP) to keep 2-4 workers busy. Measured on 2 cores, L4/E256/T128/B8:
+# 124 GFLOP/s against 46 with whole-dimension tiles.
+TILE_DEFAULTS = {"batch_tile": 4, "seq_tile": None, "embd_tile": None, "inner_tile": 512,
+                 "head_tile": 2, "vocab_tile": 8192}
+GROUPS = ("model", "data", "tiles", "runtime", "train", "bench")
+
+
+class _Default:
+    """Marks a tile left at its (capped) default; never stored after construction."""
+
+    def __repr__(self) -> str:
+        return "default"
+
+
+_DEFAULT = _Default()
+
+
+def _f(default, group: str, help: str, kind=None, choices=None):
+    return field(default=default, metadata={"group": group, "help": help, "type": kind,
+                                            "choices": choices})
+
+
+def _tile(name: str, dim: str):
+    d = TILE_DEFAULTS[name]
+    return _f(_DEFAULT, "tiles", f"tile along {dim} (default {d if d else 'whole'}"
+              + (f", capped at {dim}" if d else "") + ")", int)
+
+
+@dataclass(frozen=True)
+class ExperimentSpec:
+    """A run: model + data shape + tiles + runtime + training + benchmark settings."""
+
+    # model
+    n_layer: int = _f(4, "model", "transformer blocks", int)
+    n_head: int = _f(4, "model", "attention heads (must divide n_embd)", int)
+    n_embd: int = _f(256, "model", "embedding width", int)
+    vocab_size: int = _f(50257, "model", "vocabulary size", int)
+    n_inner: int | None = _f(None, "model", "MLP width (default 4·n_embd)", int)
+    n_positions: int | None = _f(None, "model", "position table size (default seq_len)", int)
+    # data
+    seq_len: int = _f(128, "data", "tokens per sequence", int)
+    batch: int = _f(8, "data", "sequences per micro-batch", int)
+    # tiles
+    batch_tile: int | None = _tile("batch_tile", "batch")
+    seq_tile: int | None = _tile("seq_tile", "seq_len")
+    embd_tile: int | None = _tile("embd_tile", "n_embd")
+    inner_tile: int | None = _tile("inner_tile", "n_inner")
+    head_tile: int | None = _tile("head_tile", "n_head")
+    vocab_tile: int | None = _tile("vocab_tile", "vocab_size")
+    # runtime
+    scheduler: str = _f("lws", "runtime", "StarPU scheduling policy", str)
+    ncpu: int | None = _f(None, "runtime", "StarPU CPU workers (default: all cores, at most "
+                          "STARPU_MAXCPUS)", int)
+    memory_limit_mb: int | None = _f(None, "runtime", "cap on StarPU's RAM for tiles (MiB)",
+                                     int)
+    ooc_dir: str | None = _f(None, "runtime", "out-of-core disk node directory "
+                             "(needs memory_limit_mb)", str)
+    ooc_size_mb: int | None = _f(None, "runtime", "disk node size (MiB, default 65536)", int)
+    priorities: bool = _f(False, "runtime", "task priorities (reserved; no effect yet)", bool)
+    # train
+    steps: int = _f(300, "train", "total optimizer steps", int)
+    optimizer: str = _f("adamw", "train", "optimizer", str, OPTIMIZERS)
+    lr: float = _f(1e-3, "train", "peak learning rate", float)
+    warmup: int | None = _f(None, "train", "linear warm-up steps (default steps/10)", int)
+    min_lr: float = _f(1e-4, "train", "cosine decay floor", float)
+    weight_decay: float | None = _f(None, "train", "default 0.1 for adam/adamw, 0 for sgd",
+                                    float)
+    grad_accum: int = _f(1, "train", "micro-batches per optimizer step", int)
+    clip: float = _f(1.0, "train", "global gradient-norm clip, 0 for none", float)
+    seed: int = _f(0, "train", "weights and batch sampling", int)
+    # bench
+    warmup_steps: int = _f(1, "bench", "untimed steps before measuring (sweeps, benchmarks)",
+                           int)
+    measure_steps: int = _f(3, "bench", "timed steps (median and spread)", int)
+
+    def __post_init__(self):
+        for f in fields(self):
+            _check_type(f.name, getattr(self, f.name), f.metadata["type"])
+        positive = ["n_layer", "n_head", "n_embd", "vocab_size", "n_inner", "n_positions",
+                    "seq_len", "batch", "ncpu", "steps", "grad_accum", "measure_steps"]
+        for name in positive:
+            v = getattr(self, name)
+            if v is not None and v < 1:
+                raise ValueError(f"{name}={v!r} (--{_opt(name)}) must be ≥ 1")
+        for name in ("warmup", "warmup_steps"):
+            v = getattr(self, name)
+            if v is not None and v < 0:
+                raise ValueError(f"{name}={v!r} (--{_opt(name)}) must be ≥ 0")
+        for name in ("lr", "min_lr", "weight_decay", "clip"):
+            v = getattr(self, name)
+            if v is not None and not v >= 0:
+                raise ValueError(f"{name}={v!r} (--{_opt(name)}) must be ≥ 0")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer={self.optimizer!r} is unknown; valid ones: "
+                             f"{', '.join(OPTIMIZERS)}")
+        if self.n_embd % self.n_head:
+            ok = [h for h in range(1, self.n_embd + 1) if self.n_embd % h == 0]
+            raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}; "
+                             f"n_head (--n-head) must divide n_embd, e.g. one of {ok[:12]}")
+        if self.seq_len > self.positions:
+            raise ValueError(f"seq_len={self.seq_len} exceeds n_positions={self.positions}: "
+                             f"use --seq-len ≤ {self.positions} or a larger --n-positions")
+        dims = self.dims()
+        auto = set()
+        for name in TILE_FIELDS:
+            v = getattr(self, name)
+            dim_name, dim = dims[name]
+            if v is _DEFAULT:
+                auto.add(name)
+                d = TILE_DEFAULTS[name]
+                object.__setattr__(self, name, None if d is None else min(d, dim))
+            elif v is not None and not 1 <= v <= dim:
+                raise ValueError(f"{name}={v} (--{_opt(name)}) must be from 1 to {dim_name}="
+                                 f"{dim}, or None for the whole dimension")
+        object.__setattr__(self, "_auto", frozenset(auto))
+
+    # ---- derived values --------------------------------------------------------------
+    @property
+    def positions(self) -> int:
+        """n_positions, or seq_len when not given."""
+        return self.seq_len if self.n_positions is None else self.n_positions
+
+    @property
+    def inner(self) -> int:
+        """The MLP width: n_inner or 4·n_embd."""
+        return flops.inner_size(self)
+
+    def dims(self) -> dict[str, tuple[str, int]]:
+        """Each tile field's dimension: ``{tile: (dimension name, size)}``."""
+        return {"batch_tile": ("batch", self.batch), "seq_tile": ("seq_len", self.seq_len),
+                "embd_tile": ("n_embd", self.n_embd), "inner_tile": ("n_inner", self.inner),
+                "head_tile": ("n_head", self.n_head),
+                "vocab_tile": ("vocab_size", self.vocab_size)}
+
+    @property
+    def warmup_resolved(self) -> int:
+        return self.steps // 10 if self.warmup is None else self.warmup
+
+    @property
+    def weight_decay_resolved(self) -> float:
+        if self.weight_decay is not None:
+            return self.weight_decay
+        return 0.0 if self.optimizer == "sgd" else 0.1
+
+    # ---- builders ------------------------------------------------------------------
+    def gpt2_config(self):
+        """The model's ``GPT2Config`` (shape and tiles)."""
+        from nntile_lab.nn.config import GPT2Config
+        return GPT2Config(n_layer=self.n_layer, n_head=self.n_head, n_embd=self.n_embd,
+                          n_positions=self.positions, vocab_size=self.vocab_size,
+                          n_inner=self.n_inner,
+                          **{name: getattr(self, name) for name in TILE_FIELDS})
+
+    def runtime_kwargs(self) -> dict:
+        """Keyword arguments of ``nntile_lab.Runtime``."""
+        kw = {"scheduler": self.scheduler, "ncpu": self.ncpu,
+              "memory_limit_mb": self.memory_limit_mb, "ooc_dir": self.ooc_dir}
+        if self.ooc_size_mb is not None:
+            kw["ooc_size_mb"] = self.ooc_size_mb
+        return kw
+
+    def schedule(self):
+        """The learning-rate schedule: warm-up then cosine to min_lr."""
+        from nntile_lab.train.schedule import WarmupCosine
+        return WarmupCosine(self.lr, self.warmup_resolved, self.steps, min(self.min_lr, self.lr))
+
+    # ---- counts --------------------------------------------------------------------
+    def num_params(self) -> int:
+        """Parameters without the position table (6·N counts these)."""
+        return flops.param_count(self, include_wpe=False)
+
+    def tokens_per_step(self) -> int:
+        return self.batch * self.seq_len * self.grad_accum
+
+    def flops_per_step(self) -> float:
+        """Model FLOPs of one optimizer step: (6·N + 12·L·E·T) per token."""
+        return flops.flops_per_token(self, self.seq_len) * self.tokens_per_step()
+
+    # ---- (de)serialisation ---------------------------------------------------------
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ExperimentSpec:
+        """A spec from ``to_dict()`` output (missing keys take the defaults)."""
+        names = field_names()
+        unknown = sorted(set(d) - set(names))
+        if unknown:
+            raise ValueError(f"unknown ExperimentSpec field(s) {unknown}; valid ones: "
+                             f"{', '.join(names)}")
+        return cls(**d)
+
+    def replace(self, **changes) -> ExperimentSpec:
+        """A copy with ``changes``; tiles left at their default stay default (re-capped)."""
+        d = {k: v for k, v in self.to_dict().items() if k not in self._auto}
+        return type(self).from_dict(d | changes)
+
+    def key(self) -> str:
+        """Stable short hash of ``to_dict()`` (16 hex digits)."""
+        text = json.dumps(self.to_dict(), sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def field_names() -> list[str]:
+    return [f.name for f in fields(ExperimentSpec)]
+
+
+def spec_fields(group: str | None = None) -> list[dataclasses.Field]:
+    """The spec's fields (in one group, or all), in declaration order."""
+    return [f for f in fields(ExperimentSpec) if group is None or f.metadata["group"] == group]
+
+
+_METAVARS = {int: "N", float: "X", str: "NAME"}
+
+
+def _opt(name: str) -> str:
+    return name.replace("_", "-")
+
+
+def _check_type(name: str, v, kind) -> None:
+    if v is None or v is _DEFAULT:
+        return
+    if kind is int:
+        ok = isinstance(v, int) and not isinstance(v, bool)
+    elif kind is float:
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+    else:
+        ok = isinstance(v, kind)
+    if not ok:
+        raise ValueError(f"{name}={v!r} (--{_opt(name)}) must be {kind.__name__}, got "
+                         f"{type(v).__name__}")
+
+
+def parse_value(name: str, text: str):
+    """A field's value from command-line text (``none`` → None)."""
+    f = {f.name: f for f in fields(ExperimentSpec)}.get(name)
+    if f is None:
+        raise ValueError(f"unknown ExperimentSpec field {name!r}; valid ones: "
+                         f"{', '.join(field_names())}")
+    text = text.strip()
+    if text.lower() in ("none", "whole"):
+        return None
+    kind = f.metadata["type"]
+    if kind is bool:
+        if text.lower() in ("1", "true", "yes", "on"):
+            return True
+        if text.lower() in ("0", "false", "no", "off"):
+            return False
+    try:
+        return kind(text)
+    except ValueError:
+        raise ValueError(f"--{_opt(name)} {text!r}: not a valid {kind.__name__}") from None
+
+
+# ---- argparse ------------------------------------------------------------------------
+def add_arguments(parser, groups=GROUPS, titles: dict | None = None, skip=()) -> None:
+    """One ``--option`` per spec field in ``groups`` (default None = "not given", so the
+    caller can layer checkpoint values and the spec defaults underneath)."""
+    titles = titles or {}
+    for group in groups:
+        g = parser.add_argument_group(titles.get(group, group))
+        for f in spec_fields(group):
+            if f.name in skip:
+                continue
+            default = f.default if f.default is not _DEFAULT else TILE_DEFAULTS[f.name]
+            helptext = f.metadata["help"]
+            if "default" not in helptext:
+                helptext += f" (default {default})"
+            if f.metadata["type"] is bool:
+                g.add_argument(f"--{_opt(f.name)}", action="store_true", default=None,
+                               help=helptext)
+                continue
+            g.add_argument(f"--{_opt(f.name)}", type=f.metadata["type"], default=None,
+                           choices=f.metadata["choices"], help=helptext.replace("%", "%%"),
+                           metavar=None if f.metadata["choices"] else
+                           _METAVARS[f.metadata["type"]])
+
+
+def given(args, groups=GROUPS) -> dict:
+    """The spec fields set on the command line (not None) in parsed ``args``."""
+    return {f.name: getattr(args, f.name) for g in groups for f in spec_fields(g)
+            if getattr(args, f.name, None) is not None}
+
+
+def from_args(args, groups=GROUPS, base: dict | None = None) -> ExperimentSpec:
+    """A spec from parsed options over ``base`` values (e.g. a checkpoint's) and defaults."""
+    return ExperimentSpec.from_dict((base or {}) | given(args, groups))

@@ -1,0 +1,19 @@
+"""Sweeps: a grid or list of experiment specs, measured point by point into a DataFrame.
+
+    from nntile_lab import sweep
+    from nntile_lab.spec import ExperimentSpec
+    points = sweep.grid(ExperimentSpec(n_layer=2), vocab_tile=[2048, 4096, 8192],
+                        scheduler=["lws", "dmda"])
+    df = sweep.run(points)            # cached, resumable, a row per point (errors too)
+
+``grid``/``parse_axes`` (grid.py), ``measure`` one point in-process (measure.py), ``run``
+(run.py: subprocess per point by default, and why), the cache (cache.py), the figures
+(plots.py), ``nntile-lab sweep`` (cli.py).
+"""
+from nntile_lab.sweep.cache import Cache, code_version
+from nntile_lab.sweep.grid import InvalidSpec, grid, parse_axes, point
+from nntile_lab.sweep.measure import measure
+from nntile_lab.sweep.run import run
+
+__all__ = ["Cache", "InvalidSpec", "code_version", "grid", "measure", "parse_axes", "point",
+           "run"]

@@ -1,0 +1,93 @@
+"""One sweep point, in this process: warm-up steps, then measured steps under a trace.
+
+The numbers (per point):
+- ``step_time_s`` median seconds of the measured steps (``_min``/``_max``: the spread),
+  each step timed from submission to the last task's end (the step waits for its tasks);
+- ``gflops`` model FLOPs per step (``spec.flops_per_step()``, 6·N + 12·L·E·T per token, the
+  trainer's count) over step time: median, ``gflops_min``/``gflops_max``;
+- ``tokens_per_s`` median; ``mfu`` = median GFLOP/s / the machine's sgemm peak;
+- ``utilisation`` mean over workers of busy / makespan (``trace.metrics.utilisation``);
+- ``idle_share`` = 1 − busy worker time / (workers × Σ step wall time): the share of the
+  measured wall time the workers sat idle, including waits on Python submission;
+- ``critical_path_s`` and ``makespan_s`` per measured step (the trace's totals over the
+  steps, ``trace.metrics``), ``critical_path_ratio`` their ratio;
+- ``peak_rss_mb`` the process's peak resident memory during the point (Linux VmHWM,
+  reset before the point), ``starpu_peak_mb`` StarPU's own accounting peak, and
+  ``memory_by_category`` (parameters, gradients, optimizer state, activations).
+
+Batches are random tokens (throughput does not depend on the text); profiling is on for
+the measured steps (the trace needs it; it costs a few per cent of step time).
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from nntile_lab.spec import ExperimentSpec
+
+MiB = float(1 << 20)
+
+
+def reset_peak_rss() -> bool:
+    """Reset this process's peak-RSS counter (Linux ≥ 4.0); False where unsupported."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_rss_mb() -> float | None:
+    """Peak resident memory (VmHWM) of this process in MiB, None off Linux."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
+def measure(spec: ExperimentSpec, *, peak_gflops: float | None = None,
+            trace_dir: str | None = None) -> dict:
+    """Run one point here and return its numbers (see the module docstring). With
+    ``trace_dir`` the trace's tables are saved there (``Trace.load`` reads them)."""
+    from nntile_lab import experiment
+    from nntile_lab.trace import metrics
+
+    reset_peak_rss()
+    t0 = time.perf_counter()
+    tr, memory, tokens = experiment.run_for_trace(spec, spec.measure_steps, data="random",
+                                                  warmup_steps=spec.warmup_steps)
+    wall = time.perf_counter() - t0
+    if memory and not tr.static_memory:
+        tr.static_memory = {k: v for k, v in memory.items() if k != "activations"}
+    if trace_dir is not None:
+        tr.save(trace_dir)
+    seconds = tr.steps["seconds"].to_numpy(dtype=float)
+    rates = spec.flops_per_step() / seconds / 1e9
+    n = len(seconds)
+    s = metrics.summary(tr, peak_gflops=peak_gflops)
+    util = metrics.utilisation(tr)
+    busy_s = float(util["busy_us"].sum()) * 1e-6
+    workers = max(len(util), 1)
+    gflops = float(np.median(rates))
+    return {
+        "step_time_s": float(np.median(seconds)), "step_time_min_s": float(seconds.min()),
+        "step_time_max_s": float(seconds.max()),
+        "gflops": gflops, "gflops_min": float(rates.min()), "gflops_max": float(rates.max()),
+        "tokens_per_s": float(np.median(tokens / seconds)),
+        "mfu": gflops / peak_gflops if peak_gflops else None, "peak_gflops": peak_gflops,
+        "utilisation": s["utilisation_mean"],
+        "idle_share": max(0.0, 1.0 - busy_s / (workers * float(seconds.sum()))),
+        "critical_path_s": s["critical_path_s"] / n, "makespan_s": s["makespan_s"] / n,
+        "critical_path_ratio": s["critical_path_ratio"],
+        "tasks_per_step": s["tasks"] / n, "workers": workers,
+        "peak_rss_mb": peak_rss_mb(), "starpu_peak_mb": s["memory_peak_bytes"] / MiB,
+        "memory_by_category": {k: v / MiB for k, v in (s["memory_by_category"] or {}).items()},
+        "flops_per_step": spec.flops_per_step(), "tokens_per_step": tokens,
+        "measured_steps": n, "point_wall_s": wall, "pid": os.getpid()}

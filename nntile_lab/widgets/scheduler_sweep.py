@@ -1,0 +1,69 @@
+"""The scheduler sweep widget: every StarPU policy of this build on one model, bars with
+the spread over repeats (each repeat is the point with another ``seed``, so each is
+measured and cached separately), optionally with task priorities on and off.
+
+``points()`` and ``run()`` are the callbacks (plain methods; tests call them). DOM
+classes: nl-sched-run, -status, -message, -plot.
+"""
+from __future__ import annotations
+
+import ipywidgets as w
+
+from nntile_lab.spec import ExperimentSpec
+from nntile_lab.widgets.common import SweepView, image, png
+
+# Test policies, not schedulers for real work.
+NOT_APPLICABLE = ("graph_test",)
+COMMON = ("eager", "prio", "ws", "lws", "dm", "dmda", "dmdas", "dmdar", "heteroprio")
+
+
+def applicable_schedulers() -> list[str]:
+    """Every scheduling policy of this StarPU build that applies to a CPU run."""
+    from nntile_lab.runtime import scheduler_names
+    return [s for s in scheduler_names() if s not in NOT_APPLICABLE]
+
+
+class SchedulerSweep(SweepView):
+    """``SchedulerSweep(base, schedulers=None, repeats=3)``; display it or its ``.view``."""
+
+    def __init__(self, base: ExperimentSpec | None = None, schedulers=None, repeats: int = 3,
+                 *, cache_dir=None, isolate: bool = True, peak_gflops: float | None = None):
+        self.base = base or ExperimentSpec()
+        self._init_view("nl-sched", "Run schedulers", cache_dir, isolate, peak_gflops)
+        names = applicable_schedulers()
+        chosen = [s for s in (schedulers or COMMON) if s in names]
+        self.schedulers = w.SelectMultiple(options=names, value=tuple(chosen), rows=10,
+                                           description="schedulers")
+        self.repeats = w.BoundedIntText(value=repeats, min=1, max=20, description="repeats")
+        self.priorities = w.Checkbox(value=False, description="priorities on and off")
+        self.plot = image("nl-sched-plot")
+        self.view = w.VBox([w.HBox([self.schedulers,
+                                    w.VBox([self.repeats, self.priorities, self.run_button,
+                                            self.status])]),
+                            self.message, self.plot])
+
+    def points(self) -> list:
+        from nntile_lab.sweep import grid
+        if not self.schedulers.value:
+            raise ValueError("no scheduler selected: pick one or more in the list")
+        axes = {"scheduler": list(self.schedulers.value),
+                "seed": list(range(self.base.seed, self.base.seed + self.repeats.value))}
+        if self.priorities.value:
+            axes["priorities"] = [False, True]
+        return grid(self.base, **axes)
+
+    def _notes(self) -> list[str]:
+        return (["priorities: the spec's `priorities` field is reserved; until the runtime "
+                 "sets task priorities both bars measure the same thing"]
+                if self.priorities.value else [])
+
+    def _draw(self, df) -> None:
+        from nntile_lab.sweep.plots import aggregate_repeats, scheduler_figure
+        self.plot.value = png(scheduler_figure(aggregate_repeats(df),
+                                               title=f"Schedulers ({self.repeats.value} "
+                                                     "repeats: bars min–max over repeats)"))
+
+    def _best_text(self, df) -> str:
+        from nntile_lab.sweep.plots import aggregate_repeats, best
+        b = best(aggregate_repeats(df))
+        return ", none ran" if b is None else f", best {b['scheduler']}: {b['gflops']:.3g} GFLOP/s"

@@ -1,0 +1,193 @@
+"""The paper's figures: the family, the paper's points, drawing from records alone (synthetic,
+fast), the memory cap, and one tiny real point of each system."""
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+
+from nntile_lab.figures import SMOKE, FigurePlan, family_params
+from nntile_lab.figures.family import model_config
+from nntile_lab.figures.paper import reference_points
+from nntile_lab.figures.records import read_records, write_point_record
+from nntile_lab.figures.run import point_list, run_point
+from tests.jupyter_kernel import REPO
+
+PLAN = FigurePlan(layers=(4, 8), embds=(64, 128), batch=2, seq_len=16, cap_mb=100,
+                  bf16=True, measure_steps=1, point_timeout_s=120)
+
+
+def test_family_params_is_the_papers_count():
+    assert family_params(4, 5120) == 12 * 4 * 5120**2 + 50257 * 5120
+    assert round(family_params(4, 5120) / 1e9, 1) == 1.5    # the paper's first 4-layer model
+    assert round(family_params(4, 23552) / 1e9, 1) == 27.8  # where NNTile ran out of memory
+    assert round(family_params(8, 5120) / 1e9, 1) == 2.8
+    for n_layer, e in ((4, 64), (8, 192)):
+        cfg = model_config(n_layer, e, SMOKE)
+        # the family leaves out biases and norms (13·E a block, 2·E the final norm)
+        assert cfg.num_params() == family_params(n_layer, e) + n_layer * 13 * e + 2 * e
+        assert cfg.n_inner == 4 * e and cfg.n_head == e // 64
+
+
+def test_reference_points_are_the_papers():
+    ref = reference_points().set_index(["setup", "series", "n_embd"]).tflops
+    assert ref["4L_4xA100", "NNTile tf32", 5120] == 327
+    assert ref["4L_4xA100", "NNTile tf32", 23552] == 0        # fails at 27.8B
+    assert ref["4L_4xA100", "PyTorch FSDP tf32", 12288] == 0  # fails at 7.9B
+    assert ref["8L_8xA100", "PyTorch FSDP bf16", 14336] == 587
+    assert ref["4L_8xA100", "NNTile tf32", 31744] == 349     # 50.0B
+
+
+def test_bad_plans_name_the_field():
+    with pytest.raises(ValueError, match="n_embd=100"):
+        FigurePlan(embds=(100,))
+    with pytest.raises(ValueError, match="cap_mb=0"):
+        FigurePlan(cap_mb=0)
+    with pytest.raises(ValueError, match="systems"):
+        FigurePlan(systems=("jax",))
+
+
+def _synthetic(tmp_path):
+    """Records for every point of PLAN: 4-layer nntile 100/120, torch 80/0 (did not fit)…"""
+    gf = {}
+    for i, (system, n_layer, e) in enumerate(point_list(PLAN)):
+        fits = e == 64 or system == "nntile_lab"
+        ooc = system == "nntile_lab" and e == 128  # beyond the cap, out of core
+        g = float(10 * (i + 1)) if fits else 0.0
+        gf[system, n_layer, e] = g
+        mem = {"parameters": 1 << 20, "gradients": 1 << 20, "optimizer state": 2 << 20,
+               "activations": 3 << 20}
+        write_point_record(tmp_path, PLAN, {
+            "system": system, "n_layer": n_layer, "n_embd": e, "gflops": g,
+            "status": "ok" if fits else "out_of_memory", "error": None if fits else "over",
+            "step_time_s": 0.5, "step_time_spread_s": 0.01, "tokens_per_s": 64.0,
+            "peak_mb": 7.0, "memory": mem if fits else None, "out_of_core": ooc})
+    return gf
+
+
+def _table(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def test_redraw_from_records_alone_without_starpu(tmp_path):
+    gf = _synthetic(tmp_path)
+    # the compiled extension made unimportable: the records and matplotlib must suffice
+    code = ("import sys; sys.modules['nntile_lab._ext'] = None\n"
+            "from nntile_lab.figures import redraw\n"
+            f"redraw({str(tmp_path)!r})\n"
+            "assert 'nntile_lab._ext' not in sys.modules or sys.modules['nntile_lab._ext'] "
+            "is None\n")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, timeout=120)
+    for name in ("throughput_L4", "throughput_L8", "memory_L4", "paper_reference"):
+        for ext in ("png", "pdf", "csv"):
+            assert (tmp_path / f"{name}.{ext}").stat().st_size > 0, f"{name}.{ext}"
+    rows = _table(tmp_path / "throughput_L8.csv")
+    assert [r["model size"] for r in rows] == ["3.6M", "8.0M"]  # size order, family's count
+    assert float(rows[0]["nntile_lab"]) == gf["nntile_lab", 8, 64]
+    assert float(rows[1]["torch_fp32"]) == 0.0  # did not fit: 0, as in the paper
+    assert float(rows[1]["torch_bf16"]) == 0.0
+    mem = _table(tmp_path / "memory_L4.csv")
+    ok = [r for r in mem if r["status"] == "ok"]
+    in_ram = [r for r in ok if r["system"] == "nntile_lab" and r["params"] == str(
+        family_params(4, 128))]
+    # an out-of-core point's bar is what it held in RAM, not its (partly on disk) tensors
+    assert len(in_ram) == 1 and float(in_ram[0]["in RAM, rest on disk"]) == 7.0
+    assert float(in_ram[0]["parameters"]) == 0.0
+    ok = [r for r in ok if r not in in_ram]
+    assert all(float(r["activations"]) == 3.0 for r in ok)
+    assert all(float(r["parameters"]) == 0.0 for r in mem if r["status"] != "ok")
+    summary = (tmp_path / "summary.md").read_text()
+    ratio = gf["nntile_lab", 4, 64] / gf["torch_fp32", 4, 64]
+    assert f"| 4 | 3.4M | {gf['nntile_lab', 4, 64]:.1f} |" in summary
+    assert f"| {ratio:.2f} |" in summary
+    assert "paper 4L_4xA100 | 0.91 |" in summary  # 327 / 360
+
+
+def test_cli_redraws_and_bad_records_are_named(tmp_path):
+    _synthetic(tmp_path)
+    cli = [sys.executable, "-m", "nntile_lab.cli", "figures", "--from", str(tmp_path)]
+    out = subprocess.run(cli, capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "redrew 12 points" in out.stdout
+    bad = tmp_path / "records" / "torch_fp32_L4_E64.json"
+    bad.write_text("{not json")
+    out = subprocess.run(cli, capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert out.returncode == 2 and "torch_fp32_L4_E64.json" in out.stderr
+    bad.write_text(json.dumps({"kind": "figure_point", "record_version": 0}))
+    with pytest.raises(ValueError, match="version 1"):
+        read_records(tmp_path)
+    empty = tmp_path / "nothing"
+    with pytest.raises(FileNotFoundError, match="no figure records"):
+        read_records(empty)
+
+
+def test_a_point_that_cannot_fit_is_zero_without_running():
+    res = run_point(replace(PLAN, cap_mb=1), "torch_fp32", 4, 128)
+    assert res["status"] == "does_not_fit" and res["gflops"] == 0.0
+    assert "1 MiB cap" in res["error"]
+
+
+def test_the_cap_ends_a_run_that_goes_over():
+    code = ("import numpy as np\n"
+            "from nntile_lab.figures.point import MemoryCap\n"
+            "cap = MemoryCap(64 * 2**20, {'system': 'x'}); cap.start()\n"
+            "a = np.ones(2**28 // 8)\n"   # 256 MiB touched
+            "import time; time.sleep(1); print('NOT STOPPED')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=REPO, timeout=60)
+    assert "NOT STOPPED" not in out.stdout
+    res = json.loads(out.stdout.split("RESULT ", 1)[1])
+    assert res["status"] == "out_of_memory" and res["gflops"] == 0.0
+    assert res["peak_mb"] > 64
+
+
+def test_nntile_beyond_the_cap_runs_out_of_core_under_it():
+    # 4 layers, E=192, vocab 50257: 11.4M parameters = 175 MiB of fp32 Adam state, cap 160 MiB
+    plan = replace(PLAN, cap_mb=160, point_timeout_s=300)
+    res = run_point(plan, "nntile_lab", 4, 192)
+    assert res["out_of_core"] and res["status"] == "ok", res.get("error")
+    assert res["gflops"] > 0 and res["peak_mb"] <= 160
+    assert run_point(replace(plan, ooc=False), "nntile_lab", 4, 192)["status"] == "does_not_fit"
+
+
+@pytest.mark.parametrize("system", ["nntile_lab", "torch_fp32"])
+def test_one_tiny_real_point(system):
+    plan = replace(PLAN, cap_mb=2048)
+    res = run_point(plan, system, 4, 64)
+    assert res["status"] == "ok", res.get("error")
+    cfg = model_config(4, 64, plan)
+    assert res["gflops"] > 0.1
+    assert res["flops_per_step"] == cfg.flops_per_token(16) * 2 * 16
+    assert res["gflops"] == pytest.approx(res["flops_per_step"] / res["step_time_s"] / 1e9)
+    mem = res["memory"]
+    # fp32: weights (positions included) 4 B each, gradients the same, Adam 2 moments
+    n = cfg.num_params(with_positions=True)
+    assert mem["parameters"] == 4 * n and mem["gradients"] == 4 * n
+    assert mem["optimizer state"] == 8 * n
+    assert res["peak_mb"] * 2**20 >= mem["parameters"]
+
+
+def test_nntile_over_the_cap_in_memory_retries_out_of_core(monkeypatch):
+    from nntile_lab.figures import run as run_mod
+    calls = []
+
+    def fake(plan, system, n_layer, n_embd, base, *, out_of_core):
+        calls.append((system, out_of_core))
+        return base | {"status": "ok" if out_of_core else "out_of_memory",
+                       "out_of_core": out_of_core}
+
+    monkeypatch.setattr(run_mod, "_run_process", fake)
+    plan = replace(PLAN, cap_mb=2048)  # fits by the estimate: runs in memory first
+    assert run_point(plan, "nntile_lab", 4, 64)["status"] == "ok"
+    assert calls == [("nntile_lab", False), ("nntile_lab", True)]
+    calls.clear()
+    assert run_point(plan, "torch_fp32", 4, 64)["status"] == "out_of_memory"  # no disk for it
+    assert calls == [("torch_fp32", False)]
+    calls.clear()
+    assert run_point(replace(plan, ooc=False), "nntile_lab", 4, 64)["status"] == "out_of_memory"
+    assert calls == [("nntile_lab", False)]

@@ -1,0 +1,94 @@
+"""The memory planner: estimates against measured peaks (StarPU's accounting and the
+process's RSS, each config in a fresh process), verdicts, and clear errors before
+any task for settings that cannot run."""
+import json
+
+import pytest
+
+from nntile_lab import cli, memory
+from nntile_lab.bench.memory import measure
+from nntile_lab.spec import ExperimentSpec
+
+MIB = 1 << 20
+CONFIGS = [dict(n_layer=2, n_embd=128, vocab_size=4096, seq_len=64, batch=4),
+           dict(n_layer=4, n_embd=256, vocab_size=8192, seq_len=128, batch=4),
+           dict(n_layer=2, n_embd=256, vocab_size=50257, seq_len=64, batch=4),
+           dict(n_layer=4, n_embd=128, vocab_size=2048, seq_len=256, batch=8)]
+
+
+def spec(**kw):
+    # one worker: execution follows submission, so the peak is reproducible
+    return ExperimentSpec(**({"ncpu": 1, "warmup_steps": 1, "measure_steps": 1} | kw))
+
+
+@pytest.mark.parametrize("kw", CONFIGS, ids=lambda kw: "-".join(map(str, kw.values())))
+def test_estimate_within_15_percent_of_measured_peaks(kw):
+    s = spec(**kw)
+    plan, measured = memory.estimate(s), measure(s)
+    assert "error" not in measured, measured
+    assert plan.verdict == "fits"
+    assert plan.peak_bytes == pytest.approx(measured["starpu_peak_bytes"], rel=0.15)
+    assert plan.rss_bytes == pytest.approx(measured["peak_rss_bytes"], rel=0.15)
+
+
+def test_out_of_core_run_keeps_the_process_under_its_cap(tmp_path):
+    """A process cap of 250 MiB on a model whose in-memory run peaks at ~300 MiB RSS."""
+    s = spec(**CONFIGS[1], vocab_tile=2048)
+    limit = memory.starpu_limit_mb(250, s)
+    s = s.replace(memory_limit_mb=limit, ooc_dir=str(tmp_path), ooc_size_mb=512)
+    assert memory.check(s).verdict == "fits_with_disk"
+    res = measure(s)
+    assert "error" not in res, res
+    assert res["peak_rss_bytes"] <= 250 * MIB, res
+    assert res["starpu_peak_bytes"] <= limit * MIB
+    assert res["disk_read_per_step"] > 0 and res["disk_written_per_step"] > 0
+
+
+def test_verdicts_and_reasons(tmp_path):
+    base = spec(n_layer=2, n_embd=256, vocab_size=8192, seq_len=64, batch=4, vocab_tile=2048)
+    plan = memory.estimate(base)
+    assert plan.verdict == "fits" and plan.disk_bytes == 0
+    assert set(plan.categories) == set(memory.CATEGORIES)
+    assert plan.peak_bytes == sum(plan.categories.values())
+    n = base.gpt2_config().num_params(with_positions=True)
+    assert plan.categories["optimizer_state"] == 2 * plan.categories["parameters"] == 8 * n
+    assert memory.estimate(base, optimizer="sgd").categories["optimizer_state"] == 4 * n
+    # the same from a GPT2Config with batch and seq_len
+    same = memory.estimate(base.gpt2_config(), batch=4, seq_len=64, ncpu=2)
+    assert same.peak_bytes == plan.peak_bytes
+    cap = plan.peak_bytes // MIB // 2
+    over = base.replace(memory_limit_mb=cap)
+    assert "no out-of-core directory" in memory.estimate(over).reason
+    ok = memory.estimate(over.replace(ooc_dir=str(tmp_path), ooc_size_mb=4096))
+    assert ok.verdict == "fits_with_disk" and ok.disk_bytes >= plan.peak_bytes
+    small = memory.estimate(over.replace(ooc_dir=str(tmp_path), ooc_size_mb=16))
+    assert small.verdict == "cannot_run" and "--ooc-size-mb 16 is too small" in small.reason
+    ro = tmp_path / "ro"
+    ro.write_text("a file, not a directory")
+    bad = memory.estimate(over.replace(ooc_dir=str(ro / "x"), ooc_size_mb=4096))
+    assert bad.verdict == "cannot_run" and "not writable" in bad.reason
+    tiny = memory.estimate(base.replace(memory_limit_mb=16, ooc_dir=str(tmp_path),
+                                        vocab_tile=8192))
+    assert tiny.verdict == "cannot_run" and "largest task" in tiny.reason
+    with pytest.raises(memory.MemoryPlanError, match="largest task"):
+        memory.check(base.replace(memory_limit_mb=16, ooc_dir=str(tmp_path), vocab_tile=8192))
+
+
+def test_train_cli_fails_before_starting(tmp_path, capsys):
+    rc = cli.main(["train", "--n-layer", "1", "--n-embd", "64", "--vocab-size", "8192",
+                   "--seq-len", "64", "--batch", "4", "--memory-limit-mb", "16",
+                   "--out", str(tmp_path / "run"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "cannot run under these memory settings" in err, err
+    assert not (tmp_path / "run").exists()
+
+
+def test_plan_cli(tmp_path, capsys):
+    args = ["plan", "--n-layer", "2", "--n-embd", "256", "--vocab-size", "8192",
+            "--seq-len", "64", "--batch", "4", "--vocab-tile", "1024", "--memory-limit-mb", "32"]
+    assert cli.main(args + ["--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["verdict"] == "cannot_run" and "--ooc-dir" in out["reason"]
+    assert cli.main(args + ["--ooc-dir", str(tmp_path), "--ooc-size-mb", "1024"]) == 0
+    text = capsys.readouterr().out
+    assert "verdict: fits_with_disk" in text and "optimizer_state" in text

@@ -1,0 +1,119 @@
+"""ExperimentSpec (the one set of defaults) and run records."""
+import json
+import math
+import os
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nntile_lab import flops, record
+from nntile_lab.nn.config import GPT2Config
+from nntile_lab.spec import ExperimentSpec, parse_value
+
+
+def test_defaults_are_the_main_job():
+    s = ExperimentSpec()
+    assert (s.n_layer, s.n_head, s.n_embd, s.vocab_size, s.seq_len, s.batch) == (
+        4, 4, 256, 50257, 128, 8)
+    assert (s.batch_tile, s.seq_tile, s.embd_tile, s.inner_tile, s.head_tile, s.vocab_tile) == (
+        4, None, None, 512, 2, 8192)
+    assert (s.positions, s.inner, s.warmup_resolved, s.weight_decay_resolved) == (
+        128, 1024, 30, 0.1)
+    assert s.replace(optimizer="sgd").weight_decay_resolved == 0.0
+    assert s.runtime_kwargs() == {"scheduler": "lws", "ncpu": None, "memory_limit_mb": None,
+                                  "ooc_dir": None}
+    assert s.tokens_per_step() == 8 * 128
+
+
+def test_default_tiles_stay_default_through_replace():
+    small = ExperimentSpec().replace(vocab_size=100, batch=2, n_head=1, n_embd=64)
+    assert (small.vocab_tile, small.batch_tile, small.head_tile, small.inner_tile) == (
+        100, 2, 1, 256)
+    back = small.replace(vocab_size=50257, batch=8, n_head=4)
+    assert back.vocab_tile == 8192 and back.batch_tile == 4 and back.head_tile == 2
+    pinned = small.replace(vocab_tile=50)          # given: kept and checked
+    assert pinned.replace(vocab_size=60).vocab_tile == 50
+    with pytest.raises(ValueError, match=r"vocab_tile=50 \(--vocab-tile\) must be from 1 to "
+                                         r"vocab_size=40"):
+        pinned.replace(vocab_size=40)
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"vocab_tile": 0}, r"vocab_tile=0 \(--vocab-tile\) must be from 1 to vocab_size=50257"),
+    ({"inner_tile": 2048}, r"inner_tile=2048 .* 1 to n_inner=1024"),
+    ({"n_head": 3}, r"n_embd=256 is not divisible by n_head=3"),
+    ({"batch": 0}, r"batch=0 \(--batch\) must be ≥ 1"),
+    ({"seq_len": 64, "n_positions": 32}, r"seq_len=64 exceeds n_positions=32"),
+    ({"optimizer": "lion"}, r"optimizer='lion' is unknown; valid ones: adamw, adam, sgd"),
+    ({"lr": "fast"}, r"lr='fast' \(--lr\) must be float"),
+    ({"batch_tile": 2.5}, r"batch_tile=2.5 \(--batch-tile\) must be int"),
+])
+def test_bad_values_name_the_field_and_the_range(kw, match):
+    with pytest.raises(ValueError, match=match):
+        ExperimentSpec(**kw)
+
+
+def test_dict_round_trip_and_key():
+    s = ExperimentSpec(n_layer=2, vocab_tile=1024, scheduler="dmda")
+    d = json.loads(json.dumps(s.to_dict()))
+    assert ExperimentSpec.from_dict(d) == s and ExperimentSpec.from_dict(d).key() == s.key()
+    assert len(s.key()) == 16 and s.key() != ExperimentSpec().key()
+    assert s.replace(n_layer=2).key() == s.key()
+    with pytest.raises(ValueError, match=r"unknown ExperimentSpec field\(s\) \['n_layers'\]"):
+        ExperimentSpec.from_dict({"n_layers": 2})
+
+
+def test_parse_value():
+    assert parse_value("vocab_tile", " 2048") == 2048 and parse_value("seq_tile", "none") is None
+    assert parse_value("lr", "3e-4") == 3e-4 and parse_value("priorities", "on") is True
+    assert parse_value("scheduler", "dmda") == "dmda"
+    with pytest.raises(ValueError, match="--vocab-tile 'big': not a valid int"):
+        parse_value("vocab_tile", "big")
+    with pytest.raises(ValueError, match="unknown ExperimentSpec field 'tile'"):
+        parse_value("tile", "1")
+
+
+@settings(max_examples=40, deadline=None)
+@given(L=st.integers(1, 6), h=st.integers(1, 4), hs=st.integers(1, 16), V=st.integers(2, 500),
+       T=st.integers(1, 64), B=st.integers(1, 8), acc=st.integers(1, 3))
+def test_counts_agree_with_the_model_config(L, h, hs, V, T, B, acc):
+    s = ExperimentSpec(n_layer=L, n_head=h, n_embd=h * hs, vocab_size=V, seq_len=T, batch=B,
+                       grad_accum=acc)
+    cfg = s.gpt2_config()
+    assert isinstance(cfg, GPT2Config) and cfg.n_inner == 4 * h * hs == s.inner
+    assert cfg.n_positions == T and cfg.vocab_tile == min(8192, V)
+    assert s.num_params() == cfg.num_params()
+    e, n = h * hs, V * h * hs + L * (12 * (h * hs) ** 2 + 13 * h * hs) + 2 * h * hs
+    assert s.num_params() == n                      # the closed form, independently
+    assert s.flops_per_step() == pytest.approx((6 * n + 12 * L * e * T) * B * T * acc)
+    assert flops.flops_per_token(cfg, T) * B * T * acc == s.flops_per_step()
+
+
+def test_record_has_spec_environment_and_results(tmp_path):
+    s = ExperimentSpec(n_layer=1)
+    path = record.write_record(tmp_path / "r" / "rec.json", s,
+                               {"gflops": 1.5, "loss": math.nan}, kind="test", note="x")
+    rec = record.read_record(path)
+    assert rec["spec"] == s.to_dict() and ExperimentSpec.from_dict(rec["spec"]) == s
+    assert rec["results"] == {"gflops": 1.5, "loss": None} and rec["note"] == "x"
+    assert rec["kind"] == "test" and rec["format"] == record.FORMAT
+    m = rec["machine"]
+    flags = set(record._cpuinfo().get("flags", "").split())
+    assert m["cores"] == os.cpu_count() and m["memory_gib"] > 0 and m["cpu_model"]
+    assert set(m["isa"]) == {f for f in record.ISA_FLAGS if f in flags}
+    v = rec["versions"]
+    assert v["starpu"] == record.starpu_version() and v["numpy"] and v["python"]
+    assert any(info["version"] for info in v["blas"].values())
+    assert rec["git_commit"] is None or len(rec["git_commit"].split("-")[0]) == 40
+    assert not [p for p in os.listdir(path.parent) if p.endswith(".tmp")]
+
+
+def test_unusable_records_say_why(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(record.RecordError, match="is corrupt.*delete it"):
+        record.read_record(bad)
+    bad.write_text(json.dumps({"spec": {}, "results": {}}))
+    with pytest.raises(record.RecordError, match="format None.*older version"):
+        record.read_record(bad)
