@@ -36,7 +36,10 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
                    help="prepared dataset (default: the standard-library corpus)")
     r.add_argument("--out", metavar="DIR",
                    help="run directory (default runs/<timestamp>; with --resume, its run)")
-    r.add_argument("--resume", metavar="DIR", help="continue from a run or checkpoint dir")
+    r.add_argument("--resume", metavar="DIR", help="continue from a run or checkpoint dir "
+                   "(on the checkpoint's data unless --data and --allow-data-change)")
+    r.add_argument("--allow-data-change", action="store_true",
+                   help="with --resume: continue on --data other than the checkpoint's")
     r.add_argument("--eval-every", type=int, default=50, metavar="N",
                    help="validation every N steps and at the end, 0 for none (default 50)")
     r.add_argument("--eval-batches", type=int, default=10, metavar="N",
@@ -102,7 +105,14 @@ def run_cli(args: argparse.Namespace) -> int:
     from nntile_lab.dist.launch import for_this_rank
     args = for_this_rank(args)
     spec = args.spec
-    data = Path(args.data) if args.data else prepare_default_corpus()
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {args.out} is a file, not a directory: give a directory for "
+                         "the run (log.csv, checkpoint/, loss.png, run.json)")
+    if args.resume and (done := _already_done(args.resume, spec.steps)):
+        print(done)
+        return 0
+    data = _data_dir(args, prepare_default_corpus)
     with runtime(spec) as rt:
         model, optimizer, schedule = build(spec)
         log = train(model, optimizer, data, steps=spec.steps, batch=spec.batch,
@@ -124,6 +134,41 @@ def run_cli(args: argparse.Namespace) -> int:
     if not args.json and not getattr(args, "quiet_rank", False):
         print(_report(summary))
     return 0
+
+
+def _already_done(resume, steps: int) -> str | None:
+    """A message if the checkpoint already reached ``steps`` (then nothing is changed)."""
+    saved = read_state(resume)["step"]
+    if steps > saved:
+        return None
+    return (f"{find_checkpoint(resume)} is at step {saved}; --steps {steps} asks for no more: "
+            f"nothing to do, nothing written (give --steps above {saved} to continue)")
+
+
+def _data_dir(args: argparse.Namespace, default_corpus) -> Path:
+    """The data to train on: --data; with --resume, the checkpoint's (a different --data
+    needs --allow-data-change: the batches, hence the losses, would differ)."""
+    if not args.resume:
+        return Path(args.data) if args.data else default_corpus()
+    saved = read_state(args.resume).get("data", {}).get("dir")
+    if args.data is None:
+        if saved is None:
+            raise ValueError(f"checkpoint {find_checkpoint(args.resume)} does not record its "
+                             "data directory: give --data")
+        saved = Path(saved)
+        if not saved.is_dir():
+            default = default_corpus()
+            if saved.resolve() != default.resolve():
+                raise ValueError(f"the checkpoint's data directory {saved} is gone: restore "
+                                 "it, or give --data DIR --allow-data-change")
+        return saved
+    given = Path(args.data)
+    if (saved is not None and given.resolve() != Path(saved).resolve()
+            and not args.allow_data_change):
+        raise ValueError(f"--data {args.data} differs from the data the checkpoint was "
+                         f"trained on ({saved}): resume without --data to continue on it, or "
+                         "add --allow-data-change to train on the new data")
+    return given
 
 
 def _report(s: dict) -> str:
