@@ -7,7 +7,7 @@ import pytest
 from nntile_lab import cli as main_cli
 from nntile_lab import data as data_module
 from nntile_lab.train import cli
-from tests.test_train_cli import parse, torch_build  # noqa: F401 (a fixture)
+from tests.test_train_cli import parse
 from tests.torch_adapter import tiny_dataset
 
 COMMON = ["--n-layer", "1", "--n-head", "2", "--n-embd", "32", "--seq-len", "16",
