@@ -270,7 +270,9 @@ class Runtime:
                 f"{what} has tiles of {tile_bytes / mib:.1f} MiB, more than "
                 f"memory_limit_mb={self.memory_limit_mb}: a task needs its tiles in RAM. "
                 f"Use smaller tiles or raise memory_limit_mb above {-(-tile_bytes // mib)}")
-        cap = self.capacity_bytes()
+        # under StarPU-MPI every rank registers every tile but allocates only those it
+        # owns or receives: the total says nothing there
+        cap = None if getattr(self, "mpi", None) is not None else self.capacity_bytes()
         if cap is not None and self.tile_bytes + nbytes > cap:
             wait_interruptibly(lib.nl_wait_all)
         if cap is not None and self.tile_bytes + nbytes > cap:

@@ -53,7 +53,7 @@ import numpy as np
 import pandas as pd
 
 from nntile_lab._lib import ffi, lib
-from nntile_lab.runtime import PHASES, Runtime
+from nntile_lab.runtime import PHASES, Runtime, wait_interruptibly
 
 REGISTERED_NODE = -1
 TASK_COLUMNS = ["task_id", "name", "worker", "worker_name", "layer", "phase", "priority", "step",
@@ -119,7 +119,7 @@ class Trace:
         rt = self.runtime
         try:
             if rt.alive:
-                lib.starpu_task_wait_for_all()
+                wait_interruptibly(lib.nl_wait_all)   # Ctrl-C still works here
         finally:
             lib.nl_trace_enable(0)
             lib.nl_sampler_stop()
