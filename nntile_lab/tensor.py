@@ -101,7 +101,7 @@ class TiledTensor:
                               self.dtype.itemsize, handles)
         self._handles = handles
         self._owners = None   # owner rank of each tile under StarPU-MPI (nntile_lab.dist.mpi)
-        if self.runtime.mpi is not None:
+        if getattr(self.runtime, "mpi", None) is not None:
             self.runtime.mpi.register(self)
 
     shape = property(lambda self: self.traits.shape)
@@ -161,7 +161,7 @@ class TiledTensor:
     def to_numpy(self) -> np.ndarray:
         """Wait for the tasks writing this tensor and gather it into a numpy array."""
         out = np.empty(self.shape, self.dtype)
-        mpi = self.runtime.mpi
+        mpi = getattr(self.runtime, "mpi", None)
         if mpi is not None:   # every rank gets every tile from its owner
             mpi.gather(self)
         self._copy_tiles(out, to_tiles=False)
@@ -182,7 +182,7 @@ class TiledTensor:
     def _owned_tiles(self):
         """Under StarPU-MPI: which tiles this rank owns; None on a single process."""
         base = self._base if self._base is not None else self
-        if self.runtime.mpi is None or base._owners is None:
+        if getattr(self.runtime, "mpi", None) is None or base._owners is None:
             return None
         return [o == self.runtime.mpi.rank for o in base._owners]
 
