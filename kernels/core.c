@@ -194,6 +194,14 @@ int nl_bus_stats(int bus, struct nl_bus_stats *out)
  * and not yet unregistered (a fallback where a node has no accounting, i.e.
  * starpu_memory_get_total returns -1). Times share the tasks' clock. */
 static int64_t registered_bytes;
+/* Bytes of tiles freed asynchronously since every task was last seen done: StarPU
+ * releases them only after their tasks, so they still take memory. The memory
+ * guard of Runtime counts them (a loop of create/free must not queue more tiles
+ * than the memory limit holds: StarPU would spin forever) and waits for the
+ * tasks when they matter. (Counting exactly, with an acquire callback per tile
+ * before starpu_data_unregister_submit, delayed the release: RSS grew by 100+ MB
+ * in the create/free stress test of tests/test_runtime.py.) */
+static int64_t freed_pending_bytes;
 static pthread_mutex_t sample_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct nl_mem_sample *samples;
 static int64_t nsamples, samples_cap;
@@ -296,6 +304,7 @@ int nl_init(const char *sched, int ncpu, int profiling)
     nl_trace_clear();
     tracing = 0;
     __atomic_store_n(&registered_bytes, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&freed_pending_bytes, 0, __ATOMIC_RELAXED);
     starpu_profiling_status_set(profiling ? STARPU_PROFILING_ENABLE : STARPU_PROFILING_DISABLE);
     return 0;
 }
@@ -333,19 +342,6 @@ void nl_register_tiles(int64_t n, const int64_t *nelems, size_t elemsize,
     }
 }
 
-/* An async free: once the tasks using the tile are done, unregister it and
- * stop counting its bytes (they stay held until then: the memory guard of
- * Runtime counts them, so a loop of create/free cannot queue more tiles than
- * the memory limit holds, which makes StarPU spin forever). */
-static void unregister_when_free(void *arg)
-{
-    starpu_data_handle_t h = arg;
-    int64_t bytes = (int64_t)starpu_data_get_size(h);
-    starpu_data_release_on_node(h, STARPU_ACQUIRE_NO_NODE);
-    starpu_data_unregister_submit(h);
-    __atomic_sub_fetch(&registered_bytes, bytes, __ATOMIC_RELAXED);
-}
-
 /* sync = 0: unregister once the tasks using the tiles are done, without
  * waiting (the usual free); sync = 1: now, blocking (runtime shutdown: StarPU
  * must have no pending request left when it stops). */
@@ -353,15 +349,12 @@ void nl_unregister_tiles(int64_t n, starpu_data_handle_t *handles, int sync)
 {
     for (int64_t i = 0; i < n; i++)
         if (handles[i]) {
+            int64_t bytes = (int64_t)starpu_data_get_size(handles[i]);
+            __atomic_sub_fetch(&registered_bytes, bytes, __ATOMIC_RELAXED);
             if (sync) {
-                __atomic_sub_fetch(&registered_bytes, (int64_t)starpu_data_get_size(handles[i]),
-                                   __ATOMIC_RELAXED);
                 starpu_data_unregister(handles[i]);
-            } else if (starpu_data_acquire_on_node_cb(handles[i], STARPU_ACQUIRE_NO_NODE,
-                                                      STARPU_W, unregister_when_free,
-                                                      handles[i])) {
-                __atomic_sub_fetch(&registered_bytes, (int64_t)starpu_data_get_size(handles[i]),
-                                   __ATOMIC_RELAXED);
+            } else {
+                __atomic_add_fetch(&freed_pending_bytes, bytes, __ATOMIC_RELAXED);
                 starpu_data_unregister_submit(handles[i]);
             }
             handles[i] = NULL;
@@ -437,10 +430,11 @@ int64_t nl_tiles_live(void)
     return count;
 }
 
-/* Bytes of the tiles registered and not yet released by StarPU. */
+/* Bytes of the tiles registered, plus those freed while tasks were pending. */
 int64_t nl_held_bytes(void)
 {
-    return __atomic_load_n(&registered_bytes, __ATOMIC_RELAXED);
+    return __atomic_load_n(&registered_bytes, __ATOMIC_RELAXED)
+           + __atomic_load_n(&freed_pending_bytes, __ATOMIC_RELAXED);
 }
 
 /* A disk memory node for out-of-core runs: StarPU evicts tiles there when the
@@ -508,6 +502,9 @@ int nl_wait_all(int timeout_ms)
         }
     }
     pthread_mutex_unlock(&wait_lock);
+    /* every task is done, so every tile freed so far is released (StarPU runs an
+     * unregister_submit's release when the tile's last task ends) */
+    __atomic_store_n(&freed_pending_bytes, 0, __ATOMIC_RELAXED);
     return 1;
 }
 

@@ -292,7 +292,8 @@ class Runtime:
 
     @property
     def tile_bytes(self) -> int:
-        """Bytes of the tiles registered and not yet released (views not counted)."""
+        """Bytes of the tiles registered, plus those freed since the tasks were last all
+        done (StarPU releases a freed tile after its tasks); views are not counted."""
         self.check_alive()
         return lib.nl_held_bytes()
 
