@@ -4,7 +4,10 @@
                         [--die-at-step K --die-rank R]
 
 DISTRIBUTION: tile-cyclic (operator-parallel: every tensor's tiles spread over the ranks),
-weights-2d (block-cyclic over a rank grid along the first two tile axes), or on-rank-1.
+weights-2d (block-cyclic over a rank grid along the first two tile axes), on-rank-1, or
+data-parallel (weights tile-cyclic; every activation's batch tiles block-cyclic over the ranks,
+so each rank runs the forward and backward of its part of the batch, and the weight-gradient
+tasks sum the parts on the gradient tiles' owners).
 Rank 0 writes {"losses": [...], "ranks": P} to OUT.json. With --die-at-step, rank R exits
 with status 7 before step K (the others must not hang)."""
 import argparse
@@ -18,13 +21,13 @@ from nntile_lab import experiment
 from nntile_lab.spec import ExperimentSpec
 
 SPEC = ExperimentSpec(n_layer=2, n_head=2, n_embd=32, vocab_size=96, seq_len=16, batch=4,
-                      batch_tile=2, embd_tile=16, inner_tile=64, head_tile=1, vocab_tile=48,
+                      batch_tile=1, embd_tile=16, inner_tile=64, head_tile=1, vocab_tile=48,
                       ncpu=1, scheduler="eager", steps=5, lr=1e-2, warmup=1, seed=3)
 
 
 def distribution(name, size):
     from nntile_lab.dist.mpi import BlockCyclic, OnRank, TileCyclic
-    if name == "tile-cyclic":
+    if name in ("tile-cyclic", "data-parallel"):
         return TileCyclic()
     if name == "weights-2d":
         return BlockCyclic(axes=(0, 1), grid=(2, size // 2) if size % 2 == 0 else (size, 1))
@@ -72,7 +75,12 @@ def main(argv=None) -> int:
             start = rng.integers(0, SPEC.vocab_size, (SPEC.batch, 1))
             seq = (start + np.arange(SPEC.seq_len + 1)) % SPEC.vocab_size
             ids, labels = seq[:, :-1], seq[:, 1:]
-            losses.append(model.forward_backward(ids, labels))
+            if args.distribution == "data-parallel" and rt.mpi:
+                from nntile_lab.dist.mpi import BlockCyclic
+                with rt.mpi.distribute(BlockCyclic(axes=(0,))):   # batch-major activations
+                    losses.append(model.forward_backward(ids, labels))
+            else:
+                losses.append(model.forward_backward(ids, labels))
             opt.step(schedule(k), SPEC.clip)
             rt.wait()
         if args.save:     # every rank gathers (collective), rank 0 writes

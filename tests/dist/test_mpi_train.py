@@ -38,7 +38,8 @@ def reference(tmp_path_factory):
     return single(tmp_path_factory.mktemp("ref") / "one.json", "tile-cyclic", "--steps", "5")
 
 
-@pytest.mark.parametrize("n,dist", [(2, "tile-cyclic"), (4, "weights-2d"), (4, "tile-cyclic")])
+@pytest.mark.parametrize("n,dist", [(2, "tile-cyclic"), (4, "weights-2d"), (4, "tile-cyclic"),
+                                    (2, "data-parallel"), (4, "data-parallel")])
 def test_operator_parallel_losses_equal_one_rank(n, dist, reference, tmp_path):
     res = distributed(n, tmp_path / "r.json", dist, "--steps", "5")
     assert len(res["losses"]) == 5 and res["losses"][-1] < res["losses"][0]
@@ -54,8 +55,11 @@ def test_checkpoint_from_two_ranks_resumes_on_four(tmp_path):
     a = np.load(one / "checkpoint" / "model.npz")
     b = np.load(two / "checkpoint" / "model.npz")
     assert sorted(a.files) == sorted(b.files)
+    # parameters after 3 AdamW steps (lr 1e-2): a gradient near 0 summed in another order
+    # (commuting accumulations arrive in any order across ranks) moves m/√v by up to ~1e-3 of
+    # the step; 1e-4 is 1% of one step, while a lost update would differ by ~1e-2
     for k in a.files:
-        np.testing.assert_allclose(b[k], a[k], rtol=0, atol=TOL, err_msg=k)
+        np.testing.assert_allclose(b[k], a[k], rtol=0, atol=1e-4, err_msg=k)
     ref = single(tmp_path / "c.json", "tile-cyclic", "--steps", "2", "--resume", str(one))
     res = distributed(4, tmp_path / "d.json", "weights-2d", "--steps", "2", "--resume", str(two))
     np.testing.assert_allclose(res["losses"], ref["losses"], rtol=0, atol=TOL)
