@@ -78,7 +78,16 @@ void nl_mpi_flush(int64_t n, starpu_data_handle_t *handles)
         starpu_mpi_cache_flush(nl_mpi_comm, handles[i]);
 }
 
-int nl_mpi_wait_for_all(void) { return starpu_mpi_wait_for_all(nl_mpi_comm); }
+/* Wait for every task and transfer, then drop every copy received from another
+ * rank: after a step the next one needs fresh values anyway, and a rank's memory
+ * then holds its own tiles plus what one step brings in, not a copy of it all. */
+int nl_mpi_wait_for_all(void)
+{
+    int ret = starpu_mpi_wait_for_all(nl_mpi_comm);
+    if (ret) return ret;
+    starpu_mpi_cache_flush_all_data(nl_mpi_comm);
+    return starpu_mpi_wait_for_all(nl_mpi_comm);
+}
 int nl_mpi_barrier(void) { return starpu_mpi_barrier(nl_mpi_comm); }
 void nl_mpi_abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
 

@@ -86,7 +86,7 @@ class TiledTensor:
         lib.nl_register_tiles(n, ffi.new("int64_t[]", traits.tile_sizes),
                               self.dtype.itemsize, self._handles)
         self._owners = None   # owner rank of each tile under StarPU-MPI (nntile_lab.dist.mpi)
-        if self.runtime.mpi is not None:
+        if getattr(self.runtime, "mpi", None) is not None:
             self.runtime.mpi.register(self)
         self.runtime._register(self)
 
@@ -111,7 +111,7 @@ class TiledTensor:
         handles = self.handles
         out = np.empty(self.shape, self.dtype)
         t = self.traits
-        mpi = self.runtime.mpi
+        mpi = getattr(self.runtime, "mpi", None)
         if mpi is not None:   # every rank gets every tile from its owner
             mpi.gather(self)
         for i in range(t.ntiles):
@@ -149,7 +149,7 @@ class TiledTensor:
     def _owned_tiles(self):
         """Under StarPU-MPI: which tiles this rank owns; None on a single process."""
         base = self._base if self._base is not None else self
-        if self.runtime.mpi is None or base._owners is None:
+        if getattr(self.runtime, "mpi", None) is None or base._owners is None:
             return None
         return [o == self.runtime.mpi.rank for o in base._owners]
 

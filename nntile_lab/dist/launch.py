@@ -52,6 +52,8 @@ def train_command(argv: list[str], ranks: int) -> list[str]:
 
 def relaunch_train(args) -> int:
     """Start (or with ``--print-mpirun`` only print) the mpirun line for this ``train``."""
+    if args.ranks < 2:
+        raise ValueError(f"--ranks {args.ranks}: give 2 or more (1 is the ordinary run)")
     argv = sys.argv[1:]
     if "train" not in argv:
         raise ValueError("--ranks needs the command line of `nntile-lab train`")

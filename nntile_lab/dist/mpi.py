@@ -5,7 +5,9 @@ starts StarPU-MPI; every rank then creates the same tensors and submits the same
 Each tile is registered on every rank with ``starpu_mpi_data_register`` under one tag and an
 owner given by the current :class:`Distribution`; a task runs on the owner of the tile it
 writes and StarPU-MPI sends it the tiles it reads. ``to_numpy`` gives every rank the whole
-tensor (each tile from its owner), then flushes the received copies.
+tensor (each tile from its owner), then flushes the received copies; ``Runtime.wait`` (every
+rank, same point) waits for all tasks and transfers and flushes every received copy, so a
+rank holds its own tiles plus what one step brought in.
 
 Distributions (``with rt.mpi.distribute(BlockCyclic(axes=(0,))): ...``):
 

@@ -95,7 +95,7 @@ def run_cli(args: argparse.Namespace) -> int:
     from nntile_lab.train.plots import save_loss_plot
     from nntile_lab.train.trainer import train
 
-    if getattr(args, "ranks", 1) > 1:
+    if getattr(args, "ranks", 1) != 1:
         from nntile_lab.dist.launch import relaunch_train
         return relaunch_train(args)
     args = resolve(args)

@@ -58,3 +58,15 @@ def test_single_process_has_no_mpi(monkeypatch):
     monkeypatch.setenv("NNTILE_LAB_MPI", "yes")
     with pytest.raises(ValueError, match="NNTILE_LAB_MPI"):
         wanted()
+
+
+def test_submit_cost_measures():
+    from nntile_lab.dist.submit_cost import measure
+    r = measure(tasks=2000, repeats=2)
+    assert r["mpi_built"] and 0 < r["min_us"] <= r["median_us"] < 1000
+
+
+def test_train_ranks_zero_is_refused(capsys):
+    from nntile_lab.cli import main
+    assert main(["train", "--ranks", "0"]) == 2
+    assert "--ranks 0" in capsys.readouterr().err

@@ -2,6 +2,7 @@
 one process: equal losses, checkpoint/resume across rank counts, a dying rank ends all."""
 import csv
 import json
+import os
 import subprocess
 import sys
 import time
@@ -20,7 +21,7 @@ def single(out, *args):
     proc = subprocess.run([sys.executable, str(HERE / "mpi_train.py"), str(out), *args],
                           capture_output=True, text=True, timeout=180, cwd=REPO,
                           env={"PYTHONPATH": str(REPO), "STARPU_SILENT": "1",
-                               "PATH": "/usr/bin:/bin"})
+                               "PATH": os.environ["PATH"]})
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(Path(out).read_text())
 
@@ -87,7 +88,7 @@ def test_train_cli_ranks(tmp_path):
             "--vocab-size", "64", "--seq-len", "16", "--batch", "4", "--steps", "4",
             "--eval-every", "2", "--eval-batches", "2", "--embd-tile", "16",
             "--vocab-tile", "32", "--batch-tile", "2", "--no-progress", "--scheduler", "eager"]
-    env = {"PYTHONPATH": str(REPO), "STARPU_SILENT": "1", "PATH": "/usr/bin:/bin"}
+    env = {"PYTHONPATH": str(REPO), "STARPU_SILENT": "1", "PATH": os.environ["PATH"]}
     cli = [sys.executable, "-m", "nntile_lab.cli", "train"]
     line = subprocess.run(cli + opts + ["--ranks", "2", "--print-mpirun"], capture_output=True,
                           text=True, env=env, cwd=tmp_path, timeout=60)
