@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import math
-import os
 from pathlib import Path
 
 import pandas as pd
@@ -24,60 +22,16 @@ def record_path(out_dir: Path, system: str, n_layer: int, n_embd: int) -> Path:
 
 
 def environment() -> dict:
-    """``{"git_commit", "versions", "machine"}`` of this run: ``nntile_lab.record``'s (one
-    definition of what a record says about its machine) where the package has it."""
-    try:
-        from nntile_lab.record import environment as shared_environment
-    except ImportError:
-        return _environment()
+    """``{"git_commit", "versions", "machine"}`` of this run: ``nntile_lab.record``'s, the
+    one definition of what a record says about its software and machine."""
+    from nntile_lab.record import environment as shared_environment
     return shared_environment()
-
-
-def _environment() -> dict:
-    import platform
-
-    import numpy as np
-    try:
-        import torch
-        torch_version = torch.__version__
-    except ImportError:
-        torch_version = None
-    info = {}
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                info.setdefault(key.strip(), value.strip())
-    except OSError:
-        pass
-    flags = set(info.get("flags", "").split())
-    from nntile_lab.train.record import _git_commit, starpu_version
-    return {"git_commit": _git_commit(),
-            "versions": {"nntile_lab": "0.1.0", "python": platform.python_version(),
-                         "numpy": np.__version__, "starpu": starpu_version(),
-                         "torch": torch_version},
-            "machine": {"cpu_model": info.get("model name") or platform.machine(),
-                        "isa": [f for f in ("avx2", "fma", "avx512f", "avx512_bf16",
-                                            "avx512_vnni", "amx_bf16") if f in flags],
-                        "cores": os.cpu_count()}}
-
-
-def json_safe(obj):
-    """NaN/inf → null (standard JSON), numpy scalars → Python numbers."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {str(k): json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [json_safe(v) for v in obj]
-    if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):
-        return json_safe(obj.item())
-    return obj
 
 
 def write_point_record(out_dir: Path, plan: FigurePlan, result: dict) -> Path:
     """Atomically write the point's record (the figure can be redrawn from these alone)."""
     from nntile_lab.data.bins import atomic_write_bytes
+    from nntile_lab.record import json_safe
     rec = {"kind": RECORD_KIND, "record_version": RECORD_VERSION,
            "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
            "plan": plan.to_dict(), "result": result, **environment()}
