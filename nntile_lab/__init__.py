@@ -12,6 +12,7 @@ _NAMES = {
     "ops": None, "optim": None,
     "GPT2": "nntile_lab.nn", "GPT2Config": "nntile_lab.nn",
     "Runtime": "nntile_lab.runtime", "TaskError": "nntile_lab.runtime",
+    "OutOfMemory": "nntile_lab.runtime", "CheckpointError": "nntile_lab.train.checkpoint",
     "scheduler_names": "nntile_lab.runtime",
     **dict.fromkeys(("TensorTraits", "TiledTensor", "empty", "empty_like", "from_numpy", "full",
                      "zeros"), "nntile_lab.tensor"),

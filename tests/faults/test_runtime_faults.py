@@ -1,4 +1,4 @@
-"""Runtime faults: memory caps that cannot be met fail fast with OutOfMemory (never a
+"""Runtime faults: memory caps that cannot be met fail fast with nl.OutOfMemory (never a
 spin), bad ooc_dir settings are clear errors, views of freed tensors or of a stopped
 runtime raise (never a segfault), and a user's exception inside ``with Runtime()``
 is not replaced by a pending TaskError."""
@@ -9,7 +9,6 @@ import pytest
 
 import nntile_lab as nl
 from nntile_lab.nn import GPT2, GPT2Config
-from nntile_lab.runtime import OutOfMemory
 
 MODEL = GPT2Config(n_layer=2, n_head=2, n_embd=128, vocab_size=50257, n_positions=64,
                    vocab_tile=8192)   # ~53 MiB of parameters in tiles of ≤ 4 MiB
@@ -18,7 +17,7 @@ MODEL = GPT2Config(n_layer=2, n_head=2, n_embd=128, vocab_size=50257, n_position
 def test_model_over_the_memory_limit_fails_fast():
     t0 = time.monotonic()
     with nl.Runtime(memory_limit_mb=16, ncpu=2) as rt:
-        with pytest.raises(OutOfMemory, match=r"more than memory_limit_mb=16 and no disk node "
+        with pytest.raises(nl.OutOfMemory, match=r"more than memory_limit_mb=16 and no disk node "
                                               r"allow: raise memory_limit_mb to at least \d+, "
                                               r"or give ooc_dir="):
             GPT2(MODEL, seed=0)
@@ -31,14 +30,14 @@ def test_model_over_the_memory_limit_fails_fast():
 
 def test_disk_node_too_small_fails_fast(tmp_path):
     with (nl.Runtime(memory_limit_mb=16, ooc_dir=str(tmp_path), ooc_size_mb=16, ncpu=2),
-          pytest.raises(OutOfMemory, match=r"memory_limit_mb=16 \+ ooc_size_mb=16 \(disk "
+          pytest.raises(nl.OutOfMemory, match=r"memory_limit_mb=16 \+ ooc_size_mb=16 \(disk "
                                            r"node in .*\) allow: raise ooc_size_mb")):
         GPT2(MODEL, seed=0)
 
 
 def test_tile_larger_than_the_limit_is_refused():
     with nl.Runtime(memory_limit_mb=16, ooc_dir="/tmp", ooc_size_mb=1024, ncpu=1):
-        with pytest.raises(OutOfMemory, match=r"tiles of 32.0 MiB, more than "
+        with pytest.raises(nl.OutOfMemory, match=r"tiles of 32.0 MiB, more than "
                                               r"memory_limit_mb=16: a task needs its tiles"):
             nl.empty((4096, 2048), (4096, 2048))
         t = nl.empty((4096, 2048), (1024, 2048))   # 8 MiB tiles on disk: fine
