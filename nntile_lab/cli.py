@@ -76,7 +76,7 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, TypeError, RuntimeError, FileNotFoundError) as exc:
+    except (ValueError, TypeError, RuntimeError, OSError) as exc:   # OSError: disk full, ...
         print(f"nntile-lab: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:   # Ctrl-C: the shell's code for SIGINT, no traceback

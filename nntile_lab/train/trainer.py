@@ -126,7 +126,12 @@ class _Run:
         self.write_log()
 
     def write_log(self) -> None:
-        atomic_write_text(self.out_dir / "log.csv", log_frame(self.rows).to_csv(index=False))
+        path = self.out_dir / "log.csv"
+        try:
+            atomic_write_text(path, log_frame(self.rows).to_csv(index=False))
+        except OSError as exc:
+            raise OSError(exc.errno, f"could not write {path}: {exc.strerror or exc} (the "
+                          "checkpoint, if any, is intact)") from exc
 
     def summary(self) -> dict:
         df = log_frame(self.rows)

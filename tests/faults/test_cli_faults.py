@@ -83,3 +83,28 @@ def test_bad_numbers_name_the_users_option(tmp_path, capsys, option, value):
     err = capsys.readouterr().err
     assert code == 2 and f"({option})" in err and "must be ≥ 1" in err
     assert not (tmp_path / "run").exists()
+
+
+def test_disk_full_is_a_clear_error(tmp_path, torch_build, monkeypatch, capsys):
+    import errno
+    import os
+
+    from nntile_lab.train import checkpoint, trainer
+    data, out = tiny_dataset(tmp_path / "data"), tmp_path / "run"
+
+    def full(path, arrays):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    real = checkpoint._write_npz
+    monkeypatch.setattr(checkpoint, "_write_npz", full)
+    code = main_cli.main(["train", *COMMON, "--data", str(data), "--steps", "3",
+                          "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and "could not write checkpoint file" in err and "model.npz" in err
+    assert "No space left on device" in err and "Traceback" not in err
+    monkeypatch.setattr(checkpoint, "_write_npz", real)   # (undo() would drop torch_build)
+    monkeypatch.setattr(trainer, "atomic_write_text", lambda *a: full(None, None))
+    code = main_cli.main(["train", *COMMON, "--data", str(data), "--steps", "3",
+                          "--out", str(tmp_path / "run2")])
+    err = capsys.readouterr().err
+    assert code == 2 and "log.csv: No space left on device" in err, err
