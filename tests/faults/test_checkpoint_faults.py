@@ -128,3 +128,21 @@ def test_corrupt_model_file_is_a_clear_error(tmp_path, suffix):
     path.write_bytes(b"\x00garbage, not a model file" * 10)
     with pytest.raises(ValueError, match=rf"model\{suffix}' is not a readable .*corrupt"):
         load_checkpoint_file(path)
+
+
+def test_ctrl_c_during_a_save_lands_after_it(tmp_path, monkeypatch):
+    """SIGINT in the middle of writing: the save completes, then KeyboardInterrupt."""
+    import signal
+    save(tmp_path, 1)
+    real = ck._write_npz
+
+    def interrupted(path, arrays):
+        real(path, arrays)
+        if path.name == "model.npz":
+            signal.raise_signal(signal.SIGINT)   # as if Ctrl-C were pressed now
+
+    monkeypatch.setattr(ck, "_write_npz", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        save(tmp_path, 2)
+    assert load_checkpoint(tmp_path).state["step"] == 2   # whole and verified
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint"]
