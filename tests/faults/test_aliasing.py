@@ -111,6 +111,17 @@ def test_views_alias_their_base(rt1):
         ops.add_slice(flat, x, 1)
     with pytest.raises(ValueError, match=r"max_slice: out shares its tiles with x"):
         ops.max_slice(x, 1, out=flat)
+    with pytest.raises(ValueError, match=r"sumsq_slice: out shares its tiles with x"):
+        ops.sumsq_slice(x, 1, out=flat)
+    with pytest.raises(ValueError, match=r"mul_slice: x shares its tiles with s"):
+        ops.mul_slice(flat, x, 1)
+    # the same (N,) view is also the fiber of x along axis 0
+    with pytest.raises(ValueError, match=r"sum_fiber: out shares its tiles with x"):
+        ops.sum_fiber(x, 0, out=flat)
+    with pytest.raises(ValueError, match=r"add_fiber: x shares its tiles with f"):
+        ops.add_fiber(flat, x, 0)
+    with pytest.raises(ValueError, match=r"mul_fiber: x shares its tiles with f"):
+        ops.mul_fiber(flat, x, 0)
     with pytest.raises(ValueError, match=r"sumprod_slice: out shares its tiles with a"):
         ops.sumprod_slice(x, x, 1, out=flat)
     one = nl.zeros((1, 1))
@@ -119,3 +130,16 @@ def test_views_alias_their_base(rt1):
     sq = nl.from_numpy(RNG.standard_normal((N, N)).astype(np.float32), (T, T))
     with pytest.raises(ValueError, match=r"gemm: out shares its tiles with a"):
         ops.gemm(sq.split_axis(1, T).merge_axes(1), sq, out=sq)
+
+
+# ops with no output that could alias an input: fill and mask_causal only write in place,
+# cross_entropy makes its outputs, axpy is add
+NO_OUTPUT_ARGUMENT = {"fill", "mask_causal", "cross_entropy", "axpy"}
+VIEW_CASES = {"sum_slice", "add_slice", "max_slice", "sumprod_slice", "sumsq_all",
+              "sumsq_slice", "mul_slice", "sum_fiber", "add_fiber", "mul_fiber"}
+
+
+def test_every_op_is_covered():
+    """A new op must join a list above (and so be checked for aliasing)."""
+    covered = {c.split("_trans")[0].split("_1tile")[0] for c in CASES} | VIEW_CASES
+    assert set(ops.__all__) - {"SubmitError"} == covered | NO_OUTPUT_ARGUMENT
