@@ -41,7 +41,7 @@ def test_sigint_interrupts_wait_with_tasks_left():
     sent = interrupt(proc, 0.2)
     line, _ = read_until(proc, lambda line: line.startswith("INTERRUPTED"), timeout=10)
     _, at, left = line.split()
-    assert float(at) - sent < 1.0
+    assert float(at) - sent < 2.0
     assert int(left) > 0, "the wait was not interrupted: no task was left"
     code, out, err = finish(proc, timeout=60)
     assert code == 0 and "RECOVERED" in out, err[-2000:]
