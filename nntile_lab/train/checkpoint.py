@@ -201,12 +201,18 @@ def _verified_state(where: Path) -> dict:
 
 
 def clean_stale(out_dir: str | os.PathLike) -> list[Path]:
-    """Remove the temporary directories a killed checkpoint write left in ``out_dir``
-    (and temporary files of atomic writes there); return what was removed."""
+    """Remove what a killed checkpoint write left in ``out_dir``: its temporary
+    directories, temporary files of atomic writes, and ``checkpoint.old`` once
+    ``checkpoint`` verifies whole (killed after the second rename, before the removal).
+    Return what was removed."""
     out_dir = Path(out_dir)
     removed = []
     if not out_dir.is_dir():
         return removed
+    old = out_dir / f"{CHECKPOINT_DIR}.old"
+    if old.is_dir() and _intact(out_dir / CHECKPOINT_DIR):
+        shutil.rmtree(old, ignore_errors=True)
+        removed.append(old)
     for p in out_dir.iterdir():
         if p.name.startswith(".") and p.name.endswith(".tmp"):
             if p.is_dir() and p.name.startswith(_TMP_PREFIX):
@@ -217,6 +223,17 @@ def clean_stale(out_dir: str | os.PathLike) -> list[Path]:
                 continue
             removed.append(p)
     return removed
+
+
+def _intact(where: Path) -> bool:
+    """Whether checkpoint directory ``where`` has a manifest and every file matches it."""
+    if not (where / _MANIFEST).is_file():
+        return False
+    try:
+        verify(where)
+    except CheckpointError:
+        return False
+    return True
 
 
 def _fsync_dir(path: Path) -> None:

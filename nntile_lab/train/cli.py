@@ -15,7 +15,7 @@ from pathlib import Path
 from nntile_lab import spec as specs
 from nntile_lab.experiment import build as build_spec
 from nntile_lab.experiment import runtime
-from nntile_lab.train.checkpoint import find_checkpoint, read_state
+from nntile_lab.train.checkpoint import clean_stale, find_checkpoint, read_state
 
 TRAIN_GROUPS = ("model", "data", "tiles", "runtime", "train")
 # What a checkpoint fixes: the model's shape (its config) and the batch shape (its settings).
@@ -141,8 +141,12 @@ def _already_done(resume, steps: int) -> str | None:
     saved = read_state(resume)["step"]
     if steps > saved:
         return None
+    # a killed save's leftovers go, as at the start of any run in this directory
+    tidied = clean_stale(find_checkpoint(resume).parent)
     return (f"{find_checkpoint(resume)} is at step {saved}; --steps {steps} asks for no more: "
-            f"nothing to do, nothing written (give --steps above {saved} to continue)")
+            f"nothing to do, nothing written (give --steps above {saved} to continue)"
+            + (f"; removed a killed save's leftovers: {', '.join(p.name for p in tidied)}"
+               if tidied else ""))
 
 
 def _data_dir(args: argparse.Namespace, default_corpus) -> Path:

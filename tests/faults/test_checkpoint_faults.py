@@ -101,6 +101,20 @@ def test_killed_write_leftovers_are_cleaned_by_the_next_save(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["checkpoint"]
 
 
+def test_checkpoint_old_goes_only_when_the_new_checkpoint_is_whole(tmp_path):
+    """kill -9 after the second rename leaves checkpoint.old beside a whole checkpoint:
+    the next run removes it. Beside a damaged checkpoint it is the last good one: kept."""
+    save(tmp_path, 1)
+    shutil.copytree(tmp_path / "checkpoint", tmp_path / "checkpoint.old")
+    save_dir = tmp_path / "checkpoint"
+    assert ck.clean_stale(tmp_path) == [tmp_path / "checkpoint.old"]
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint"]
+    shutil.copytree(save_dir, tmp_path / "checkpoint.old")
+    alter(save_dir / "model.npz")
+    assert ck.clean_stale(tmp_path) == []
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint", "checkpoint.old"]
+
+
 def test_format_1_checkpoints_still_load_unverified(tmp_path):
     path = save(tmp_path, 1)
     (path / "manifest.json").unlink()
