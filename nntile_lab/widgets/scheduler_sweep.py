@@ -53,8 +53,8 @@ class SchedulerSweep(SweepView):
         return grid(self.base, **axes)
 
     def _notes(self) -> list[str]:
-        return (["priorities: the spec's `priorities` field is reserved; until the runtime "
-                 "sets task priorities both bars measure the same thing"]
+        return (["priorities: prio, lws, dmdas and dmdasd honour them; eager, ws, dm and "
+                 "dmda ignore them (both bars measure the same); heteroprio cannot take them"]
                 if self.priorities.value else [])
 
     def _draw(self, df) -> None:
