@@ -142,6 +142,10 @@ class Runtime:
             self.stop()
             raise
         lib.nl_disk_counters(ffi.NULL, 1)
+        # a task whose tiles together exceed the RAM limit is refused at submission
+        # (StarPU would wait forever); under StarPU-MPI a rank submits only its share
+        lib.nl_set_task_bytes_limit(
+            self.memory_limit_mb << 20 if self.memory_limit_mb and self.mpi is None else 0)
         if self.ooc_dir is not None:
             self._ooc_buf = ffi.new("char[]", os.fsencode(self.ooc_dir))
             node = lib.nl_disk_register_backend(self._ooc_buf, self.ooc_size_mb << 20,

@@ -173,3 +173,41 @@ def test_sweep_command(tmp_path, monkeypatch, capsys):
     # nothing runnable: exit 1, the reason in the table
     assert cli.main([*argv[:-3], "--scheduler", "nosuch", "--no-progress"]) == 1
     assert "unknown scheduler 'nosuch'" in capsys.readouterr().out
+
+
+def test_sweep_command_bad_input_is_said_and_the_rest_runs(tmp_path, monkeypatch, capsys):
+    """Issue 9 item 7 from the shell: a tile larger than its dimension or zero, an unknown
+    scheduler, a model that does not fit, a corrupt cache file and one from an older
+    version each give a clear message (a row's error, or stderr) and the rest runs."""
+    cache = tmp_path / "cache"
+    argv = ["sweep", "--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--vocab-size", "64",
+            "--seq-len", "8", "--batch", "2", "--ncpu", "2", "--measure-steps", "2",
+            "--in-process", "--no-progress", "--cache", str(cache)]
+
+    def sweep_json(*extra):
+        assert cli.main([*argv, *extra, "--json"]) == 0
+        out, err = capsys.readouterr()
+        return json.loads(out)["points"], err
+    pts, _ = sweep_json("--vocab-tile", "32,65,0", "--scheduler", "lws,nosuch")
+    errors = [p["error"] for p in pts]
+    assert errors[0] is None and pts[0]["gflops"] > 0
+    assert errors[1].startswith("unknown scheduler 'nosuch'; valid ones: ")
+    assert "vocab_tile=65 (--vocab-tile) must be from 1 to vocab_size=64" in errors[2]
+    assert "vocab_tile=0 (--vocab-tile) must be from 1 to vocab_size=64" in errors[4]
+    assert errors[3] == errors[2] and errors[5] == errors[4]
+    path = cache / f"{pts[0]['key']}.json"
+    path.write_text(path.read_text()[:40])                       # a torn/corrupt file
+    pts, err = sweep_json("--vocab-tile", "32")
+    assert f"nntile-lab sweep: record {path} is corrupt" in err and "runs again" in err
+    assert not pts[0]["cached"] and pts[0]["gflops"] > 0
+    path.write_text(path.read_text().replace('"format": 1', '"format": 0'))
+    pts, err = sweep_json("--vocab-tile", "32")                 # from an older version
+    assert f"record {path} has format 0" in err and "older version" in err
+    assert not pts[0]["cached"] and pts[0]["gflops"] > 0
+    pts, _ = sweep_json("--vocab-tile", "32", "--n-embd", "128", "--memory-limit-mb", "none,2")
+    assert pts[0]["error"] is None and pts[0]["gflops"] > 0
+    assert pts[1]["error"].startswith("cannot run under these memory settings: the step needs")
+    # the table names each failure beside its point
+    assert cli.main([*argv, "--vocab-tile", "32,65"]) == 0
+    out = capsys.readouterr().out
+    assert "vocab_tile=65 (--vocab-tile) must be from 1 to vocab_size=64" in out.splitlines()[2]

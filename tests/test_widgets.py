@@ -101,3 +101,46 @@ def test_interrupting_the_widget_keeps_finished_points(tmp_path, monkeypatch):
     assert not ts.run_button.disabled
     monkeypatch.undo()
     assert ts.run()["cached"].tolist() == [True, False]
+
+
+def test_bad_points_are_messages_and_the_rest_runs(tmp_path):
+    """Issue 9 item 7 in the widget: a tile larger than its dimension or zero, a cache file
+    from an older version, a model that does not fit, an unknown scheduler."""
+    ts = TileSweep(BASE, {"vocab_tile": "32,65,0"}, cache_dir=tmp_path, isolate=False,
+                   peak_gflops=100.0)
+    df = ts.run()
+    assert df["error"].isna().tolist() == [True, False, False] and df.loc[0, "gflops"] > 0
+    assert ts.status.value.startswith("done: 3 points, best vocab_tile=32: ")
+    assert "vocab_tile=65: vocab_tile=65 (--vocab-tile) must be from 1 to vocab_size=64" \
+        in ts.message.value
+    assert "vocab_tile=0: vocab_tile=0 (--vocab-tile) must be from 1" in ts.message.value
+    path = tmp_path / f"{df.loc[0, 'key']}.json"
+    path.write_text(path.read_text().replace('"format": 1', '"format": 0'))
+    again = ts.run()                       # the old record is measured again, with a notice
+    assert again["cached"].tolist() == [False, False, False] and again.loc[0, "gflops"] > 0
+    assert "has format 0" in ts.message.value and "older version" in ts.message.value
+    # a model that cannot run under its memory cap: rows with the planner's reason
+    capped = TileSweep(BASE.replace(memory_limit_mb=2), {"vocab_tile": "32,64"},
+                       cache_dir=tmp_path, isolate=False, peak_gflops=100.0)
+    capped.model["n_embd"].value = 128
+    df = capped.run()
+    assert len(df) == 2 and df["gflops"].isna().all()
+    assert capped.status.value == "done: 2 points, none ran"
+    assert "Error:" not in capped.message.value     # a notice per point: the sweep ran
+    assert capped.message.value.count("cannot run under these memory settings: the step "
+                                      "needs 3 MiB but the cap is 2 MiB") == 2
+    # an unknown scheduler: said at once; the tile sweep runs on a known one
+    odd = TileSweep(BASE.replace(scheduler="nosuch"), {"vocab_tile": "32"},
+                    cache_dir=tmp_path, isolate=False, peak_gflops=100.0)
+    assert "unknown scheduler &#x27;nosuch&#x27;; valid ones: " in odd.message.value
+    assert odd.scheduler.value == "lws" and odd.run().loc[0, "gflops"] > 0
+
+
+def test_scheduler_sweep_names_an_unknown_scheduler_and_runs_the_rest(tmp_path):
+    ss = SchedulerSweep(BASE, ["nosuch", "eager"], repeats=1, cache_dir=tmp_path,
+                        isolate=False, peak_gflops=100.0)
+    note = "unknown scheduler &#x27;nosuch&#x27; left out; valid ones: "
+    assert note in ss.message.value and ss.schedulers.value == ("eager",)
+    df = ss.run()
+    assert df["scheduler"].tolist() == ["eager"] and df.loc[0, "gflops"] > 0
+    assert note in ss.message.value and ss.status.value.startswith("done: 1 points, best eager")

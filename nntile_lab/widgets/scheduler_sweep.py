@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipywidgets as w
 
 from nntile_lab.spec import ExperimentSpec
-from nntile_lab.widgets.common import SweepView, image, png
+from nntile_lab.widgets.common import SweepView, image, notice_html, png
 
 # Test policies, not schedulers for real work.
 NOT_APPLICABLE = ("graph_test",)
@@ -32,6 +32,8 @@ class SchedulerSweep(SweepView):
         self._init_view("nl-sched", "Run schedulers", cache_dir, isolate, peak_gflops)
         names = applicable_schedulers()
         chosen = [s for s in (schedulers or COMMON) if s in names]
+        # a name this build lacks cannot be a choice in the list: it is said, not dropped
+        self.unknown = [s for s in (schedulers or ()) if s not in names]
         self.schedulers = w.SelectMultiple(options=names, value=tuple(chosen), rows=10,
                                            description="schedulers")
         self.repeats = w.BoundedIntText(value=repeats, min=1, max=20, description="repeats")
@@ -41,6 +43,7 @@ class SchedulerSweep(SweepView):
                                     w.VBox([self.repeats, self.priorities, self.run_button,
                                             self.status])]),
                             self.message, self.plot])
+        self.message.value = notice_html(self._notes())
 
     def points(self) -> list:
         from nntile_lab.sweep import grid
@@ -53,9 +56,11 @@ class SchedulerSweep(SweepView):
         return grid(self.base, **axes)
 
     def _notes(self) -> list[str]:
-        return (["priorities: prio, lws, dmdas and dmdasd honour them; eager, ws, dm and "
-                 "dmda ignore them (both bars measure the same); heteroprio cannot take them"]
-                if self.priorities.value else [])
+        unknown = [f"unknown scheduler {s!r} left out; valid ones: "
+                   f"{', '.join(self.schedulers.options)}" for s in self.unknown]
+        prio = ["priorities: prio, lws, dmdas and dmdasd honour them; eager, ws, dm and dmda "
+                "ignore them (both bars measure the same); heteroprio cannot take them"]
+        return unknown + (prio if self.priorities.value else [])
 
     def _draw(self, df) -> None:
         from nntile_lab.sweep.plots import aggregate_repeats, scheduler_figure

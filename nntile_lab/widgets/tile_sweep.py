@@ -37,8 +37,13 @@ class TileSweep(SweepView):
         self.tiles = {f: w.Text(value=str(tiles.get(f, "")), description=f,
                                 placeholder=f"default {getattr(self.base, f) or 'whole'}",
                                 layout=w.Layout(width="260px")) for f in TILE_FIELDS}
-        self.scheduler = w.Dropdown(options=scheduler_names(), value=self.base.scheduler,
-                                    description="scheduler")
+        names = scheduler_names()
+        # a base scheduler this build lacks cannot be the dropdown's value: say so, use the
+        # spec's default, and let the user pick
+        known = self.base.scheduler in names
+        self.scheduler = w.Dropdown(options=names, description="scheduler",
+                                    value=self.base.scheduler if known else
+                                    ExperimentSpec().scheduler)
         self.ncpu = w.BoundedIntText(value=self.base.ncpu or min(max_workers(),
                                                                  os.cpu_count() or 1),
                                      min=1, max=max_workers(), description="workers")
@@ -56,6 +61,10 @@ class TileSweep(SweepView):
                           self.run_button, self.status])
         self.view = w.VBox([w.HBox([model_box, tile_box, run_box]), self.message, self.plot,
                             self.point, self.detail])
+        if not known:
+            self.message.value = error_html(
+                f"unknown scheduler {self.base.scheduler!r}; valid ones: {', '.join(names)} "
+                f"(the sweep uses {self.scheduler.value!r}: pick another in the list)")
 
     def points(self) -> list:
         """The grid the controls describe (ValueError with the bad value and the fix)."""
