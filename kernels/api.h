@@ -37,6 +37,8 @@ void nl_register_tiles(int64_t n, const int64_t *nelems, size_t elemsize,
 void nl_unregister_tiles(int64_t n, starpu_data_handle_t *handles, int sync);
 int nl_disk_register(const char *dir, int64_t bytes);
 int64_t nl_held_bytes(void);
+void nl_set_task_bytes_limit(int64_t bytes);
+int64_t nl_refused_task(int *op_id);
 starpu_data_handle_t *nl_tiles_new(int64_t n);
 void nl_tiles_release(starpu_data_handle_t *h);
 int64_t nl_tiles_unregister_all(void);

@@ -145,8 +145,49 @@ int64_t nl_trace_count(void)
     return n;
 }
 
+/* ---- one task's working set against the RAM limit -------------------------
+ * A task runs with all its tiles in RAM at once. If they alone exceed the RAM
+ * limit, StarPU can never run it and waits forever for memory (with a disk node
+ * too: nothing to evict makes room). So such a task is refused at submission:
+ * -E2BIG, with its bytes and op kept for the error message. 0: no limit. */
+static int64_t task_bytes_limit;
+static int64_t refused_bytes;
+static int refused_op = -1;
+
+void nl_set_task_bytes_limit(int64_t bytes) { task_bytes_limit = bytes; }
+
+int64_t nl_refused_task(int *op_id)
+{
+    *op_id = refused_op;
+    return refused_bytes;
+}
+
+static int too_big(struct starpu_task *task, int op_id)
+{
+    if (task_bytes_limit <= 0 || !task->cl) return 0;
+    int64_t bytes = 0;
+    for (unsigned i = 0; i < STARPU_TASK_GET_NBUFFERS(task); i++)
+        bytes += (int64_t)starpu_data_get_size(STARPU_TASK_GET_HANDLE(task, i));
+    if (bytes <= task_bytes_limit) return 0;
+    refused_bytes = bytes;
+    refused_op = op_id;
+    return 1;
+}
+
+/* A task that was never submitted: free it and its cl_arg. starpu_task_create
+ * makes tasks destroy=1, detach=1, which starpu_task_destroy refuses (assert). */
+static void discard(struct starpu_task *task)
+{
+    task->destroy = 0;
+    starpu_task_destroy(task);
+}
+
 int nl_submit_task(struct starpu_task *task, int op_id)
 {
+    if (too_big(task, op_id)) {
+        discard(task);
+        return -E2BIG;
+    }
     task->priority = scope.priority;
     struct nl_task_record *r = NULL;
     if (tracing && (r = new_record(task, op_id))) {
@@ -156,7 +197,7 @@ int nl_submit_task(struct starpu_task *task, int op_id)
     int ret = starpu_task_submit(task);
     if (ret) {
         free(r);
-        starpu_task_destroy(task);  /* frees cl_arg too */
+        discard(task);
     }
     return ret;
 }

@@ -22,6 +22,10 @@ class OutOfMemory(MemoryError):
     node): StarPU would spin forever looking for memory, so this is raised instead."""
 
 
+# Policies that abort on priorities other than 0 (StarPU 1.3 source, checked)
+NO_PRIORITIES = {"heteroprio": "StarPU's heteroprio takes a task's priority as the index of "
+                               "its bucket and, without an init callback, has one bucket (0)"}
+
 # How long one C-level wait may block before Python gets control back to run its
 # signal handlers (Ctrl-C / Jupyter's "interrupt kernel" → KeyboardInterrupt).
 POLL_MS = 50
@@ -57,6 +61,9 @@ class Runtime:
     tiles beyond it are evicted to a disk node in that directory (out-of-core).
     ``ooc_backend``: "o_direct" (default: evicted tiles bypass the page cache, so
     the cap is honest) or "unistd" (buffered). ``disk_traffic()`` counts the bytes.
+    ``priorities``: models tag their tasks with priorities from the task graph
+    (``nntile_lab.nn.priorities``); prio, lws, dmdas and dmdasd honour them, eager, ws
+    and dm/dmda ignore them, heteroprio cannot take them (a priority is its bucket).
     """
 
     OOC_BACKENDS = ("o_direct", "unistd")
@@ -68,7 +75,7 @@ class Runtime:
                  memory_limit_mb: int | None = DEFAULTS.memory_limit_mb,
                  ooc_dir: str | None = DEFAULTS.ooc_dir,
                  ooc_size_mb: int = DEFAULTS.ooc_size_mb, profiling: bool = False,
-                 ooc_backend: str = "o_direct"):
+                 ooc_backend: str = "o_direct", priorities: bool = DEFAULTS.priorities):
         valid = scheduler_names()
         if scheduler not in valid:
             raise ValueError(f"unknown scheduler {scheduler!r}; valid ones: {', '.join(valid)}")
@@ -90,7 +97,12 @@ class Runtime:
             raise ValueError(f"ooc_size_mb={ooc_size_mb!r} must be ≥ 16 (MiB)")
         if ooc_backend not in self.OOC_BACKENDS:
             raise ValueError(f"ooc_backend={ooc_backend!r} is not one of {self.OOC_BACKENDS}")
+        if priorities and scheduler in NO_PRIORITIES:
+            raise ValueError(f"scheduler={scheduler!r} cannot take task priorities: "
+                             f"{NO_PRIORITIES[scheduler]}; run it with priorities=False "
+                             "(--priorities off)")
         self.ooc_backend = ooc_backend
+        self.priorities = bool(priorities)
         self.scheduler, self.ncpu = scheduler, ncpu
         self.memory_limit_mb, self.ooc_dir, self.ooc_size_mb = memory_limit_mb, ooc_dir, ooc_size_mb
         self.profiling = profiling
@@ -132,6 +144,10 @@ class Runtime:
             self.stop()
             raise
         lib.nl_disk_counters(ffi.NULL, 1)
+        # a task whose tiles together exceed the RAM limit is refused at submission
+        # (StarPU would wait forever); under StarPU-MPI a rank submits only its share
+        lib.nl_set_task_bytes_limit(
+            self.memory_limit_mb << 20 if self.memory_limit_mb and self.mpi is None else 0)
         if self.ooc_dir is not None:
             self._ooc_buf = ffi.new("char[]", os.fsencode(self.ooc_dir))
             node = lib.nl_disk_register_backend(self._ooc_buf, self.ooc_size_mb << 20,

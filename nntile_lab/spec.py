@@ -84,7 +84,8 @@ class ExperimentSpec:
     ooc_dir: str | None = _f(None, "runtime", "out-of-core disk node directory "
                              "(needs memory_limit_mb)", str)
     ooc_size_mb: int = _f(65536, "runtime", "disk node size (MiB)", int)
-    priorities: bool = _f(False, "runtime", "task priorities (reserved; no effect yet)", bool)
+    priorities: bool = _f(False, "runtime", "task priorities from the task graph (critical "
+                          "path first; prio, lws, dmdas, dmdasd honour them)", bool)
     # train
     steps: int = _f(300, "train", "total optimizer steps", int)
     optimizer: str = _f("adamw", "train", "optimizer", str, OPTIMIZERS)
@@ -192,9 +193,12 @@ class ExperimentSpec:
 
     def runtime_kwargs(self) -> dict:
         """Keyword arguments of ``nntile_lab.Runtime``."""
-        return {"scheduler": self.scheduler, "ncpu": self.ncpu,
-                "memory_limit_mb": self.memory_limit_mb, "ooc_dir": self.ooc_dir,
-                "ooc_size_mb": self.ooc_size_mb}
+        kw = {"scheduler": self.scheduler, "ncpu": self.ncpu,
+              "memory_limit_mb": self.memory_limit_mb, "ooc_dir": self.ooc_dir,
+              "ooc_size_mb": self.ooc_size_mb}
+        if self.priorities:
+            kw["priorities"] = True
+        return kw
 
     def schedule(self):
         """The learning-rate schedule: warm-up then cosine to min_lr."""

@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from nntile_lab import ops
+from nntile_lab.nn import priorities
 from nntile_lab.nn.config import GPT2Config
 from nntile_lab.nn.state import from_hf, from_hf_entry, hf_shapes, iter_init_state, to_hf
 from nntile_lab.runtime import Runtime
@@ -55,7 +56,7 @@ class GPT2:
         """Mean cross-entropy of the batch; its gradient (times ``grad_scale``) is
         added to ``self.grads`` (zeroed first unless ``accumulate``)."""
         if not accumulate:
-            with self.runtime.scope(phase="backward"):
+            with self._stage(None, "backward", priorities.ZERO_GRAD):
                 for g in self.grads.values():
                     ops.fill(g, 0.0)
         ids, labels_t, pos = self._inputs(input_ids, labels)
@@ -90,6 +91,16 @@ class GPT2:
         for t in (*self.params.values(), *self.grads.values()):
             t.free()
 
+    def _stage(self, layer: int | None, phase: str, priority: int | None = None):
+        """Scope of one stage of the step: its layer and phase tags and, with the runtime's
+        ``priorities`` on, its priority (``priority`` or the stage's, nn.priorities)."""
+        if not self.runtime.priorities:
+            priority = None
+        elif priority is None:
+            rank = priorities.forward if phase == "forward" else priorities.backward
+            priority = rank(layer, self.config.n_layer)
+        return self.runtime.scope(layer=layer, phase=phase, priority=priority)
+
     # ---- forward -----------------------------------------------------------------
     def _inputs(self, input_ids, labels):
         c = self.config
@@ -107,21 +118,21 @@ class GPT2:
 
     def _forward(self, ids, pos, keep: bool):
         p, eps = self.params, self.config.layer_norm_epsilon
-        with self.runtime.scope(layer=0, phase="forward"):
+        with self._stage(0, "forward"):
             x = ops.embedding(ids, p["transformer.wte.weight"])
             wpe = ops.embedding(pos, p["transformer.wpe.weight"])
             ops.add(wpe, x)
             wpe.free()
         saved = []
         for i in range(self.config.n_layer):
-            with self.runtime.scope(layer=i, phase="forward"):
+            with self._stage(i, "forward"):
                 acts, out = self._block_forward(i, x)
             if keep:
                 saved.append(acts)
             else:
                 _free(acts)
             x = out
-        with self.runtime.scope(layer=self.config.n_layer, phase="forward"):
+        with self._stage(self.config.n_layer, "forward"):
             xf, mean, inv_std = ops.layer_norm(x, p["transformer.ln_f.weight"],
                                                p["transformer.ln_f.bias"], axis=2, eps=eps)
         saved.append({"x": x, "xf": xf, "mean": mean, "inv_std": inv_std})
@@ -156,7 +167,7 @@ class GPT2:
 
     def _head(self, xf, labels, saved, grad_scale):
         """Tied head and loss; with ``saved``, also the logits' gradient."""
-        with self.runtime.scope(layer=self.config.n_layer, phase="forward"):
+        with self._stage(self.config.n_layer, "forward"):
             logits = ops.gemm(xf, self.params["transformer.wte.weight"], trans_b=True)
             loss, dlogits = ops.cross_entropy(logits, labels, grad=saved is not None,
                                               grad_scale=grad_scale)
@@ -169,10 +180,11 @@ class GPT2:
     def _backward(self, ids, pos, saved, dlogits):
         p, g = self.params, self.grads
         top = saved.pop()
-        with self.runtime.scope(layer=self.config.n_layer, phase="backward"):
+        with self._stage(self.config.n_layer, "backward"):
             dxf = ops.gemm(dlogits, p["transformer.wte.weight"])
-            ops.gemm(dlogits, top["xf"], trans_a=True, ndim=2, beta=1.0,
-                     out=g["transformer.wte.weight"])
+            with _weight_grads():
+                ops.gemm(dlogits, top["xf"], trans_a=True, ndim=2, beta=1.0,
+                         out=g["transformer.wte.weight"])
             dlogits.free()
             dx, _, _ = ops.layer_norm_backward(
                 top["x"], dxf, p["transformer.ln_f.weight"], top["mean"], top["inv_std"],
@@ -180,9 +192,9 @@ class GPT2:
             _free(top)
             dxf.free()
         for i in reversed(range(self.config.n_layer)):
-            with self.runtime.scope(layer=i, phase="backward"):
+            with self._stage(i, "backward"):
                 dx = self._block_backward(i, saved.pop(), dx)
-        with self.runtime.scope(layer=0, phase="backward"):
+        with self._stage(0, "backward"), _weight_grads():
             ops.embedding_backward(ids, dx, g["transformer.wte.weight"])
             ops.embedding_backward(pos, dx, g["transformer.wpe.weight"])
         _free({"dx": dx, "ids": ids, "pos": pos})
@@ -245,9 +257,17 @@ def _linear(x: TiledTensor, w: TiledTensor, b: TiledTensor) -> TiledTensor:
 def _linear_backward(x, dy, w, dw, db, dx=None) -> TiledTensor:
     """dw += xᵀ·dy; db += Σ dy; returns dx (+)= dy·wᵀ."""
     lead = x.ndim - 1
-    ops.gemm(x, dy, trans_a=True, ndim=lead, beta=1.0, out=dw)
-    ops.sum_fiber(dy, axis=dy.ndim - 1, out=db, beta=1.0)
+    with _weight_grads():
+        ops.gemm(x, dy, trans_a=True, ndim=lead, beta=1.0, out=dw)
+        ops.sum_fiber(dy, axis=dy.ndim - 1, out=db, beta=1.0)
     return ops.gemm(dy, w, trans_b=True, out=dx, beta=0.0 if dx is None else 1.0)
+
+
+def _weight_grads():
+    """Scope of weight-gradient accumulations: off the critical path (they feed only the
+    optimizer), so with priorities on they fill the gaps of the dx chain."""
+    rt = Runtime.current()
+    return rt.scope(priority=priorities.WEIGHT_GRAD if rt.priorities else None)
 
 
 def _free(tensors: dict) -> None:

@@ -1,8 +1,12 @@
 """Shared checks for tiled ops."""
 from __future__ import annotations
 
+import errno
+
 import numpy as np
 
+from nntile_lab._lib import ffi, lib
+from nntile_lab.runtime import OutOfMemory, Runtime
 from nntile_lab.tensor import TiledTensor, empty
 
 
@@ -12,8 +16,26 @@ class SubmitError(RuntimeError):
 
 def check(ret: int) -> None:
     """Raise if a submit helper returned an error code (kept out of the hot path)."""
+    if ret == -errno.E2BIG:
+        raise _task_too_big()
     if ret:
         raise SubmitError(f"starpu_task_submit failed with code {ret}")
+
+
+def _task_too_big() -> OutOfMemory:
+    """The refused task (its tiles together exceed the RAM limit: StarPU would wait
+    forever for memory) as an error naming the op, the bytes and the fix."""
+    op = ffi.new("int *")
+    nbytes = lib.nl_refused_task(op)
+    name = ffi.string(lib.nl_op_name(op[0])).decode() if op[0] >= 0 else "a"
+    rt = Runtime._active
+    limit = rt.memory_limit_mb if rt is not None else None
+    mib = 1 << 20
+    return OutOfMemory(
+        f"a {name} task needs {nbytes / mib:.1f} MiB of tiles in RAM at once, more than "
+        f"memory_limit_mb={limit}: StarPU could never run it (a disk node does not help: "
+        f"all of a task's tiles must be in RAM). Use smaller tiles for this op, or raise "
+        f"memory_limit_mb to at least {-(-nbytes // mib) + 1}")
 
 
 def no_alias(op: str, outputs: dict, inputs: dict, in_place: tuple = ()) -> None:

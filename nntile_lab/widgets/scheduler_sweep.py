@@ -58,9 +58,9 @@ class SchedulerSweep(SweepView):
     def _notes(self) -> list[str]:
         unknown = [f"unknown scheduler {s!r} left out; valid ones: "
                    f"{', '.join(self.schedulers.options)}" for s in self.unknown]
-        reserved = ["priorities: the spec's `priorities` field is reserved; until the runtime "
-                    "sets task priorities both bars measure the same thing"]
-        return unknown + (reserved if self.priorities.value else [])
+        prio = ["priorities: prio, lws, dmdas and dmdasd honour them; eager, ws, dm and dmda "
+                "ignore them (both bars measure the same); heteroprio cannot take them"]
+        return unknown + (prio if self.priorities.value else [])
 
     def _draw(self, df) -> None:
         from nntile_lab.sweep.plots import aggregate_repeats, scheduler_figure

@@ -44,6 +44,25 @@ def test_tile_larger_than_the_limit_is_refused():
         t.free()
 
 
+def test_task_whose_tiles_together_exceed_the_limit_is_refused(tmp_path):
+    """Each 6 MiB tile fits under a 16 MiB cap, but a multiply reads two and writes one
+    (18 MiB in RAM at once): StarPU would wait forever even with a disk node. The
+    task is refused at submission, naming the op; smaller tiles then work."""
+    t0 = time.monotonic()
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((1536, 1024)).astype(np.float32) for _ in range(2))
+    with nl.Runtime(memory_limit_mb=16, ooc_dir=str(tmp_path), ooc_size_mb=256, ncpu=2):
+        x, y = nl.from_numpy(a, a.shape), nl.from_numpy(b, b.shape)
+        with pytest.raises(nl.OutOfMemory, match=r"a mul task needs 18.0 MiB of tiles in RAM "
+                                              r"at once, more than memory_limit_mb=16.*"
+                                              r"smaller tiles"):
+            nl.ops.multiply(x, y)
+        x.free(), y.free()
+        x, y = nl.from_numpy(a, (512, 1024)), nl.from_numpy(b, (512, 1024))
+        np.testing.assert_array_equal(nl.ops.multiply(x, y).to_numpy(), a * b)
+    assert time.monotonic() - t0 < 20
+
+
 def test_accounting_returns_to_zero():
     with nl.Runtime(memory_limit_mb=16, ncpu=1) as rt:
         for _ in range(50):   # 50 × 4 MiB, one at a time, under a 16 MiB cap

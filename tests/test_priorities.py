@@ -1,0 +1,92 @@
+"""Task priorities from the step's task graph: their order, the tasks they land on, and
+results bit-identical with and without them under the priority-aware schedulers."""
+import numpy as np
+import pytest
+
+import nntile_lab as nl
+from nntile_lab.nn import priorities
+from nntile_lab.optim import AdamW
+from nntile_lab.spec import ExperimentSpec
+from nntile_lab.trace import Trace
+
+CFG = dict(n_layer=3, n_head=2, n_embd=16, vocab_size=37, n_positions=8, batch_tile=2,
+           seq_tile=4, embd_tile=8, inner_tile=16, head_tile=1, vocab_tile=16)
+
+
+@pytest.mark.parametrize("n_layer", [1, 4, 12])
+def test_bottom_level_order(n_layer):
+    """forward 0 > … > forward L > backward L > … > backward 0 > zero-fill > dW > optimizer."""
+    chain = ([priorities.forward(i, n_layer) for i in range(n_layer + 1)]
+             + [priorities.backward(i, n_layer) for i in reversed(range(n_layer + 1))]
+             + [priorities.ZERO_GRAD, priorities.WEIGHT_GRAD, priorities.OPTIMIZER])
+    assert all(a == b + 1 for a, b in zip(chain, chain[1:]))
+    assert chain[-1] == 0
+    with pytest.raises(ValueError, match=f"layer={n_layer + 1} must be from 0 to n_layer"):
+        priorities.forward(n_layer + 1, n_layer)
+
+
+def _train(scheduler, prio, steps=3, trace=False):
+    """Losses, final parameters and (with ``trace``) the last step's task table."""
+    cfg = nl.GPT2Config(**CFG)
+    rng = np.random.default_rng(5)
+    batches = [rng.integers(0, cfg.vocab_size, (4, 9)) for _ in range(steps)]
+    with nl.Runtime(scheduler=scheduler, ncpu=2, priorities=prio, profiling=trace) as rt:
+        model = nl.GPT2(cfg, seed=1)
+        opt = AdamW(model, lr=1e-2)
+        losses, tasks = [], None
+        for k, b in enumerate(batches):
+            tr = Trace(rt).start() if trace and k == steps - 1 else None
+            losses.append(model.forward_backward(b[:, :-1], b[:, 1:]))
+            opt.step(clip_norm=1.0)
+            rt.wait()
+            if tr is not None:
+                tr.stop()
+                tasks = tr.tasks
+        params = {n: p.to_numpy() for n, p in model.params.items()}
+    return losses, params, tasks
+
+
+@pytest.mark.parametrize("scheduler", ["lws", "dmdas", "prio"])
+def test_bit_identical_with_and_without_priorities(scheduler):
+    base_losses, base_params, _ = _train("eager", False)
+    losses, params, _ = _train(scheduler, True)
+    assert losses == base_losses               # exact: priorities only reorder
+    assert base_losses[-1] < base_losses[0]    # and it trained
+    for n, p in base_params.items():
+        assert np.array_equal(params[n], p), n
+
+
+def test_tasks_carry_their_stage_priority():
+    *_, t = _train("lws", True, steps=1, trace=True)
+    L = CFG["n_layer"]
+    gemm = t[t["name"] == "gemm"]
+    fwd = gemm[gemm["phase"] == "forward"]
+    for layer in range(L + 1):
+        assert set(fwd[fwd["layer"] == layer]["priority"]) == {priorities.forward(layer, L)}
+    bwd = gemm[gemm["phase"] == "backward"]
+    # each block's backward: dx gemms at the stage's priority, dW gemms (beta=1
+    # accumulations into the gradients) at WEIGHT_GRAD
+    for layer in range(L):
+        got = set(bwd[bwd["layer"] == layer]["priority"])
+        assert got == {priorities.backward(layer, L), priorities.WEIGHT_GRAD}, layer
+    fills = t[(t["name"] == "fill") & (t["phase"] == "backward")]
+    assert set(fills["priority"]) == {priorities.ZERO_GRAD}
+    assert set(t[t["name"] == "embedding_backward"]["priority"]) == {priorities.WEIGHT_GRAD}
+    assert set(t[t["phase"] == "optimizer"]["priority"]) == {priorities.OPTIMIZER}
+    *_, off = _train("lws", False, steps=1, trace=True)
+    assert (off["priority"] == 0).all() and len(off) == len(t)
+
+
+def test_heteroprio_refuses_priorities_clearly():
+    with pytest.raises(ValueError, match="heteroprio.*priorities=False"):
+        nl.Runtime(scheduler="heteroprio", priorities=True)
+    with nl.Runtime(scheduler="heteroprio", ncpu=1) as rt:   # without them it runs
+        assert not rt.priorities
+
+
+def test_spec_switch_reaches_the_runtime():
+    assert "priorities" not in ExperimentSpec().runtime_kwargs()
+    kw = ExperimentSpec(priorities=True, scheduler="dmdasd").runtime_kwargs()
+    assert kw["priorities"] is True
+    with nl.Runtime(**kw) as rt:
+        assert rt.priorities and rt.scheduler == "dmdasd"
