@@ -169,3 +169,18 @@ def test_unusable_records_say_why(tmp_path):
     bad.write_text(json.dumps({"spec": {}, "results": {}}))
     with pytest.raises(record.RecordError, match="format None.*older version"):
         record.read_record(bad)
+
+
+@pytest.mark.parametrize("vendor, family, number, name", [
+    ("AuthenticAMD", 26, 2, "AMD EPYC, family 26 model 2 (Zen 5)"),
+    ("AuthenticAMD", 25, 17, "AMD EPYC, family 25 model 17 (Zen 4)"),
+    ("AuthenticAMD", 25, 1, "AMD EPYC, family 25 model 1 (Zen 3)"),
+    ("GenuineIntel", 6, 143, "AMD EPYC, family 6 model 143"),
+    ("AuthenticAMD", None, 2, "AMD EPYC"),
+])
+def test_cpu_is_named_by_family_and_model(vendor, family, number, name):
+    assert record.cpu_name("AMD EPYC", vendor, family, number) == name
+    m = record.machine()
+    assert m["cpu"].startswith(m["cpu_model"])
+    if m["cpu_family"] is not None:
+        assert f"family {m['cpu_family']} model {m['cpu_model_number']}" in m["cpu"]
