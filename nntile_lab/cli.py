@@ -11,8 +11,8 @@ BENCH_GROUPS = ("model", "data", "tiles", "runtime", "bench")
 
 def _bench_gemm(args) -> int:
     from nntile_lab.bench import gemm
-    res = gemm.run(n=args.n, tiles=args.tiles, repeats=args.repeats, scheduler=args.scheduler,
-                   ncpu=args.ncpu)
+    res = gemm.run(n=args.n, tiles=args.tiles, repeats=args.repeats, ncpu=args.ncpu,
+                   **({"scheduler": args.scheduler} if args.scheduler else {}))
     print(json.dumps(res) if args.json else gemm.report(res))
     return 0
 
@@ -20,13 +20,17 @@ def _bench_gemm(args) -> int:
 def _bench_train(args) -> int:
     from nntile_lab.bench import train
     from nntile_lab.spec import from_args
-    res = train.run(from_args(args, BENCH_GROUPS), vs_torch=args.vs_torch,
-                    torch_compile=args.torch_compile)
+    spec = from_args(args, BENCH_GROUPS)
+    res = train.run(spec, vs_torch=args.vs_torch, torch_compile=args.torch_compile)
+    if args.record:
+        from nntile_lab.record import write_record
+        write_record(args.record, spec, res, kind="bench-train")
     print(json.dumps(res) if args.json else train.report(res))
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from nntile_lab.spec import DEFAULTS, add_arguments
     parser = argparse.ArgumentParser(prog="nntile-lab", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -36,12 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--n", type=int, default=4096, help="matrix size (default 4096)")
     g.add_argument("--tiles", type=int, nargs="+", default=[256, 512, 1024])
     g.add_argument("--repeats", type=int, default=5)
-    g.add_argument("--scheduler", default="lws")
+    g.add_argument("--scheduler", default=None,
+                   help=f"StarPU scheduling policy (default {DEFAULTS.scheduler})")
     g.add_argument("--ncpu", type=int, default=None)
     g.add_argument("--json", action="store_true", help="print one JSON object")
     g.set_defaults(func=_bench_gemm)
 
-    from nntile_lab.spec import add_arguments
     t = bsub.add_parser("train", help="GPT-2 training step throughput (and PyTorch's)")
     add_arguments(t, BENCH_GROUPS, titles={"model": "model (defaults: the main job's)"},
                   skip=("measure_steps", "warmup_steps"))
@@ -53,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--no-torch-compile", action="store_false", dest="torch_compile",
                    help="with --vs-torch: eager PyTorch only (compiling takes ~30 s)")
     t.add_argument("--json", action="store_true", help="print one JSON object")
+    t.add_argument("--record", metavar="FILE", help="also write the run's record (spec, "
+                   "versions, machine, results: nntile_lab.record) to FILE")
     t.set_defaults(func=_bench_train)
 
     from nntile_lab.data.prepare import register_cli as register_prepare

@@ -45,6 +45,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 
 from nntile_lab.nn.config import GPT2Config
+from nntile_lab.spec import DEFAULTS
 
 F32, I64 = 4, 8
 MIB = 1 << 20
@@ -99,7 +100,7 @@ def _resolve(spec, batch, seq_len, optimizer, memory_limit_mb, ooc_dir, ooc_size
         if batch is None or seq_len is None:
             raise ValueError("estimate(GPT2Config, ...) needs batch= and seq_len=")
         cfg = spec
-        opt = optimizer or "adamw"
+        opt = optimizer or DEFAULTS.optimizer
     else:
         cfg = spec.gpt2_config()
         batch = spec.batch if batch is None else batch
@@ -116,7 +117,7 @@ def _resolve(spec, batch, seq_len, optimizer, memory_limit_mb, ooc_dir, ooc_size
         ncpu = min(os.cpu_count() or 1, max_workers())
     return cfg, dict(batch=batch, seq_len=seq_len, optimizer=opt, ncpu=ncpu,
                      memory_limit_mb=memory_limit_mb, ooc_dir=ooc_dir,
-                     ooc_size_mb=65536 if ooc_size_mb is None else ooc_size_mb)
+                     ooc_size_mb=DEFAULTS.ooc_size_mb if ooc_size_mb is None else ooc_size_mb)
 
 
 def categories(cfg: GPT2Config, batch: int, seq_len: int, optimizer: str = "adamw") -> dict:

@@ -64,10 +64,34 @@ def _machine() -> dict:
         mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     except (ValueError, OSError, AttributeError):
         mem = None
-    return {"cpu_model": info.get("model name") or platform.processor() or platform.machine(),
+    model = info.get("model name") or platform.processor() or platform.machine()
+    family, number = _int(info.get("cpu family")), _int(info.get("model"))
+    return {"cpu_model": model, "cpu_family": family, "cpu_model_number": number,
+            "cpu": cpu_name(model, info.get("vendor_id"), family, number),
             "isa": [f for f in ISA_FLAGS if f in flags], "cores": os.cpu_count(),
             "memory_gib": None if mem is None else round(mem, 1),
             "platform": platform.platform()}
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def cpu_name(model: str, vendor: str | None, family: int | None, number: int | None) -> str:
+    """The CPU as a reader needs it: a virtual machine's model name may say only "AMD EPYC",
+    so add family and model, and for AMD the core generation they mean (AMD's family/model
+    tables: 0x17 Zen/Zen 2, 0x19 Zen 3 or Zen 4 by model, 0x1A Zen 5)."""
+    if family is None or number is None:
+        return model
+    gen = None
+    if vendor == "AuthenticAMD":
+        zen4 = any(lo <= number <= hi for lo, hi in ((0x10, 0x1F), (0x60, 0x7F), (0xA0, 0xAF)))
+        gen = {0x17: "Zen or Zen 2", 0x19: "Zen 4" if zen4 else "Zen 3",
+               0x1A: "Zen 5"}.get(family)
+    return f"{model}, family {family} model {number}" + (f" ({gen})" if gen else "")
 
 
 @functools.lru_cache(maxsize=1)

@@ -8,6 +8,7 @@ import os
 
 from nntile_lab._lib import ffi, lib
 from nntile_lab.interrupts import deferred_interrupts
+from nntile_lab.spec import DEFAULTS  # the runtime's defaults are the spec's (one set)
 
 PHASES = ("none", "forward", "backward", "optimizer")
 
@@ -70,10 +71,11 @@ class Runtime:
     _active: Runtime | None = None
     _generations = 0   # runs started in this process (StarPU's handles die with a run)
 
-    def __init__(self, scheduler: str = "lws", ncpu: int | None = None,
-                 memory_limit_mb: int | None = None, ooc_dir: str | None = None,
-                 ooc_size_mb: int = 65536, profiling: bool = False,
-                 ooc_backend: str = "o_direct", priorities: bool = False):
+    def __init__(self, scheduler: str = DEFAULTS.scheduler, ncpu: int | None = DEFAULTS.ncpu,
+                 memory_limit_mb: int | None = DEFAULTS.memory_limit_mb,
+                 ooc_dir: str | None = DEFAULTS.ooc_dir,
+                 ooc_size_mb: int = DEFAULTS.ooc_size_mb, profiling: bool = False,
+                 ooc_backend: str = "o_direct", priorities: bool = DEFAULTS.priorities):
         valid = scheduler_names()
         if scheduler not in valid:
             raise ValueError(f"unknown scheduler {scheduler!r}; valid ones: {', '.join(valid)}")

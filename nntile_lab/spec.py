@@ -30,7 +30,7 @@ TILE_FIELDS = ("batch_tile", "seq_tile", "embd_tile", "inner_tile", "head_tile",
 # 124 GFLOP/s against 46 with whole-dimension tiles.
 TILE_DEFAULTS = {"batch_tile": 4, "seq_tile": None, "embd_tile": None, "inner_tile": 512,
                  "head_tile": 2, "vocab_tile": 8192}
-GROUPS = ("model", "data", "tiles", "runtime", "train", "bench")
+GROUPS = ("model", "data", "tiles", "runtime", "train", "run", "bench")
 
 
 class _Default:
@@ -83,7 +83,7 @@ class ExperimentSpec:
                                      int)
     ooc_dir: str | None = _f(None, "runtime", "out-of-core disk node directory "
                              "(needs memory_limit_mb)", str)
-    ooc_size_mb: int | None = _f(None, "runtime", "disk node size (MiB, default 65536)", int)
+    ooc_size_mb: int = _f(65536, "runtime", "disk node size (MiB)", int)
     priorities: bool = _f(False, "runtime", "task priorities from the task graph (critical "
                           "path first; prio, lws, dmdas, dmdasd honour them)", bool)
     # train
@@ -97,6 +97,12 @@ class ExperimentSpec:
     grad_accum: int = _f(1, "train", "micro-batches per optimizer step", int)
     clip: float = _f(1.0, "train", "global gradient-norm clip, 0 for none", float)
     seed: int = _f(0, "train", "weights and batch sampling", int)
+    # run: the training loop's evaluations and checkpoints (nntile-lab train)
+    eval_every: int = _f(50, "run", "validation loss every N steps and at the end, 0 for none",
+                         int)
+    eval_batches: int = _f(10, "run", "validation batches per evaluation", int)
+    checkpoint_every: int = _f(100, "run", "checkpoint every N steps, 0 for only at the end",
+                               int)
     # bench
     warmup_steps: int = _f(1, "bench", "untimed steps before measuring (sweeps, benchmarks)",
                            int)
@@ -104,14 +110,19 @@ class ExperimentSpec:
 
     def __post_init__(self):
         for f in fields(self):
-            _check_type(f.name, getattr(self, f.name), f.metadata["type"])
+            v = getattr(self, f.name)
+            if v is None and "None" not in str(f.type):
+                raise ValueError(f"{f.name}=None (--{_opt(f.name)}) must be "
+                                 f"{f.metadata['type'].__name__}; None is not allowed")
+            _check_type(f.name, v, f.metadata["type"])
         positive = ["n_layer", "n_head", "n_embd", "vocab_size", "n_inner", "n_positions",
-                    "seq_len", "batch", "ncpu", "steps", "grad_accum", "measure_steps"]
+                    "seq_len", "batch", "ncpu", "ooc_size_mb", "steps", "grad_accum",
+                    "eval_batches", "measure_steps"]
         for name in positive:
             v = getattr(self, name)
             if v is not None and v < 1:
                 raise ValueError(f"{name}={v!r} (--{_opt(name)}) must be ≥ 1")
-        for name in ("warmup", "warmup_steps"):
+        for name in ("warmup", "warmup_steps", "eval_every", "checkpoint_every"):
             v = getattr(self, name)
             if v is not None and v < 0:
                 raise ValueError(f"{name}={v!r} (--{_opt(name)}) must be ≥ 0")
@@ -183,9 +194,8 @@ class ExperimentSpec:
     def runtime_kwargs(self) -> dict:
         """Keyword arguments of ``nntile_lab.Runtime``."""
         kw = {"scheduler": self.scheduler, "ncpu": self.ncpu,
-              "memory_limit_mb": self.memory_limit_mb, "ooc_dir": self.ooc_dir}
-        if self.ooc_size_mb is not None:
-            kw["ooc_size_mb"] = self.ooc_size_mb
+              "memory_limit_mb": self.memory_limit_mb, "ooc_dir": self.ooc_dir,
+              "ooc_size_mb": self.ooc_size_mb}
         if self.priorities:
             kw["priorities"] = True
         return kw
@@ -316,3 +326,8 @@ def given(args, groups=GROUPS) -> dict:
 def from_args(args, groups=GROUPS, base: dict | None = None) -> ExperimentSpec:
     """A spec from parsed options over ``base`` values (e.g. a checkpoint's) and defaults."""
     return ExperimentSpec.from_dict((base or {}) | given(args, groups))
+
+
+# The one set of defaults as an object: GPT2Config, Runtime, train(), the memory planner and
+# the figures' plan take their defaults from here (none keeps a copy of its own).
+DEFAULTS = ExperimentSpec()

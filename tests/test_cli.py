@@ -6,6 +6,8 @@ import sys
 import pytest
 
 from nntile_lab import cli
+from nntile_lab.record import read_record
+from nntile_lab.spec import ExperimentSpec
 
 
 def run_json(capsys, *argv) -> dict:
@@ -22,16 +24,25 @@ def test_bench_gemm_json(capsys):
     assert res["by_tile"][0]["tasks"] == 8 and res["by_tile"][1]["tasks"] == 64
 
 
-def test_bench_train_vs_torch_json(capsys):
-    pytest.importorskip("torch")
+def test_bench_train_vs_torch_json(capsys, tmp_path):
     res = run_json(capsys, "bench", "train", "--vs-torch", "--json", "--n-layer", "1",
                    "--n-head", "2", "--n-embd", "32", "--seq-len", "16", "--batch", "2",
-                   "--vocab-size", "100", "--steps", "2", "--no-torch-compile")
+                   "--vocab-size", "100", "--steps", "2", "--no-torch-compile",
+                   "--record", str(tmp_path / "bench.json"))
     assert {"nntile_gflops", "torch_gflops", "ratio", "peak_gflops"} <= res.keys()
     assert set(res["torch"]) == {"eager"} and res["torch_best"] == "eager"
     assert res["torch"]["eager"]["model"] == "nanogpt"
     assert res["ratio"] == pytest.approx(res["nntile_gflops"] / res["torch_gflops"])
     assert res["config"]["vocab_tile"] == 100        # the trainer's default tiles, capped
+    # built from the spec (the trainer's step: 2 measured steps), recorded with it
+    spec = ExperimentSpec(n_layer=1, n_head=2, n_embd=32, seq_len=16, batch=2, vocab_size=100,
+                          measure_steps=2)
+    assert res["spec"] == spec.to_dict() and len(res["nntile_step_times_s"]) == 2
+    assert res["flops_per_step"] == spec.flops_per_step()
+    rec = read_record(tmp_path / "bench.json")
+    assert rec["kind"] == "bench-train" and rec["spec"] == spec.to_dict()
+    assert rec["results"]["nntile_gflops"] == pytest.approx(res["nntile_gflops"])
+    assert rec["versions"]["torch"] and rec["machine"]["cores"] and "git_commit" in rec
 
 
 def test_bad_option_is_one_clear_error(capsys):

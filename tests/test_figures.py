@@ -11,10 +11,11 @@ from dataclasses import replace
 import pytest
 
 from nntile_lab.figures import SMOKE, FigurePlan, family_params
-from nntile_lab.figures.family import model_config
+from nntile_lab.figures.family import model_config, point_spec
 from nntile_lab.figures.paper import reference_points
 from nntile_lab.figures.records import read_records, write_point_record
 from nntile_lab.figures.run import point_list, run_point
+from nntile_lab.spec import ExperimentSpec
 from tests.jupyter_kernel import REPO
 
 PLAN = FigurePlan(layers=(4, 8), embds=(64, 128), batch=2, seq_len=16, cap_mb=100,
@@ -130,6 +131,7 @@ def test_a_point_that_cannot_fit_is_zero_without_running():
     res = run_point(replace(PLAN, cap_mb=1), "torch_fp32", 4, 128)
     assert res["status"] == "does_not_fit" and res["gflops"] == 0.0
     assert "1 MiB cap" in res["error"]
+    assert res["spec"] == point_spec(4, 128, PLAN).to_dict()     # what would have run
 
 
 def test_the_cap_ends_a_run_that_goes_over():
@@ -152,6 +154,9 @@ def test_nntile_beyond_the_cap_runs_out_of_core_under_it():
     res = run_point(plan, "nntile_lab", 4, 192)
     assert res["out_of_core"] and res["status"] == "ok", res.get("error")
     assert res["gflops"] > 0 and res["peak_mb"] <= 160
+    spec = res["spec"]          # the ExperimentSpec it ran: StarPU's share of the cap, a disk
+    assert spec["memory_limit_mb"] == int(160 * 0.6) and spec["ooc_dir"]
+    assert ExperimentSpec.from_dict(spec | {"ooc_dir": "/tmp"}).n_embd == 192
     assert run_point(replace(plan, ooc=False), "nntile_lab", 4, 192)["status"] == "does_not_fit"
 
 
@@ -161,6 +166,10 @@ def test_one_tiny_real_point(system):
     res = run_point(plan, system, 4, 64)
     assert res["status"] == "ok", res.get("error")
     cfg = model_config(4, 64, plan)
+    spec = point_spec(4, 64, plan)     # both systems run the same ExperimentSpec
+    assert res["spec"] == spec.to_dict() and spec.gpt2_config() == cfg
+    assert (spec.batch, spec.seq_len, spec.measure_steps) == (plan.batch, plan.seq_len,
+                                                              plan.measure_steps)
     assert res["gflops"] > 0.1
     assert res["flops_per_step"] == cfg.flops_per_token(16) * 2 * 16
     assert res["gflops"] == pytest.approx(res["flops_per_step"] / res["step_time_s"] / 1e9)

@@ -1,4 +1,5 @@
 """ExperimentSpec (the one set of defaults) and run records."""
+import inspect
 import json
 import math
 import os
@@ -22,8 +23,59 @@ def test_defaults_are_the_main_job():
         128, 1024, 30, 0.1)
     assert s.replace(optimizer="sgd").weight_decay_resolved == 0.0
     assert s.runtime_kwargs() == {"scheduler": "lws", "ncpu": None, "memory_limit_mb": None,
-                                  "ooc_dir": None}
+                                  "ooc_dir": None, "ooc_size_mb": 65536}
     assert s.tokens_per_step() == 8 * 128
+    assert (s.eval_every, s.eval_batches, s.checkpoint_every) == (50, 10, 100)
+
+
+def _defaults(fn) -> dict:
+    return {k: p.default for k, p in inspect.signature(fn).parameters.items()
+            if p.default is not inspect.Parameter.empty}
+
+
+def test_one_set_of_defaults():
+    """GPT2Config, Runtime, train(), the memory planner, the figures' plan and every
+    command's options carry no defaults of their own: they are the spec's."""
+    from nntile_lab.cli import build_parser
+    from nntile_lab.figures.family import FigurePlan
+    from nntile_lab.runtime import Runtime
+    from nntile_lab.spec import DEFAULTS, field_names
+    from nntile_lab.train.trainer import train
+    s = ExperimentSpec()
+    assert s == DEFAULTS
+    cfg = GPT2Config()
+    assert {k: getattr(cfg, k) for k in ("n_layer", "n_head", "n_embd", "vocab_size",
+                                         "n_positions", "n_inner")} == {
+        k: getattr(s.gpt2_config(), k) for k in ("n_layer", "n_head", "n_embd", "vocab_size",
+                                                  "n_positions", "n_inner")}
+    rt = _defaults(Runtime.__init__)
+    assert {k: rt[k] for k in s.runtime_kwargs()} == s.runtime_kwargs()
+    tr = _defaults(train)
+    assert (tr["grad_accum"], tr["clip_norm"], tr["seed"], tr["eval_every"],
+            tr["eval_batches"], tr["checkpoint_every"]) == (
+        s.grad_accum, s.clip, s.seed, s.eval_every, s.eval_batches, s.checkpoint_every)
+    plan = FigurePlan()
+    assert (plan.scheduler, plan.ncpu, plan.warmup_steps, plan.measure_steps) == (
+        s.scheduler, s.ncpu, s.warmup_steps, s.measure_steps)
+    # every command: a spec field's option defaults to None ("not given"), so the value
+    # comes from the spec (or a checkpoint under it), never from argparse
+    parser = build_parser()
+    names = set(field_names())
+    sub = next(a for a in parser._actions if a.dest == "command")
+    checked = 0
+    for name, p in sub.choices.items():
+        parsers = [p]
+        if name == "bench":
+            parsers = list(next(a for a in p._actions if a.dest == "what").choices.values())
+        for q in parsers:
+            for a in q._actions:
+                if a.dest in names and a.option_strings:
+                    assert a.default is None, (name, a.dest, a.default)
+                    checked += 1
+    assert checked > 3 * len(names)
+    args = parser.parse_args(["train"])
+    from nntile_lab.train.cli import resolve
+    assert resolve(args).spec == s          # `nntile-lab train` with no options = DEFAULTS
 
 
 def test_default_tiles_stay_default_through_replace():
@@ -117,3 +169,18 @@ def test_unusable_records_say_why(tmp_path):
     bad.write_text(json.dumps({"spec": {}, "results": {}}))
     with pytest.raises(record.RecordError, match="format None.*older version"):
         record.read_record(bad)
+
+
+@pytest.mark.parametrize("vendor, family, number, name", [
+    ("AuthenticAMD", 26, 2, "AMD EPYC, family 26 model 2 (Zen 5)"),
+    ("AuthenticAMD", 25, 17, "AMD EPYC, family 25 model 17 (Zen 4)"),
+    ("AuthenticAMD", 25, 1, "AMD EPYC, family 25 model 1 (Zen 3)"),
+    ("GenuineIntel", 6, 143, "AMD EPYC, family 6 model 143"),
+    ("AuthenticAMD", None, 2, "AMD EPYC"),
+])
+def test_cpu_is_named_by_family_and_model(vendor, family, number, name):
+    assert record.cpu_name("AMD EPYC", vendor, family, number) == name
+    m = record.machine()
+    assert m["cpu"].startswith(m["cpu_model"])
+    if m["cpu_family"] is not None:
+        assert f"family {m['cpu_family']} model {m['cpu_model_number']}" in m["cpu"]

@@ -144,3 +144,29 @@ def test_scheduler_sweep_names_an_unknown_scheduler_and_runs_the_rest(tmp_path):
     df = ss.run()
     assert df["scheduler"].tolist() == ["eager"] and df.loc[0, "gflops"] > 0
     assert note in ss.message.value and ss.status.value.startswith("done: 1 points, best eager")
+
+
+def test_scheduler_sweep_with_and_without_priorities(tmp_path):
+    """The priorities toggle doubles the points (off/on); a policy that cannot take them
+    (heteroprio) is a row with the reason and the others still run."""
+    ss = SchedulerSweep(BASE, ["lws", "heteroprio"], repeats=1, cache_dir=tmp_path,
+                        isolate=False, peak_gflops=100.0)
+    ss.priorities.value = True
+    df = ss.run()
+    got = {(r.scheduler, r.priorities): r.error for r in df.itertuples()}
+    assert set(got) == {("lws", False), ("lws", True), ("heteroprio", False),
+                        ("heteroprio", True)}
+    assert got[("lws", False)] is None and got[("lws", True)] is None
+    assert got[("heteroprio", False)] is None
+    assert "heteroprio" in got[("heteroprio", True)] and "priorities=False" in \
+        got[("heteroprio", True)]
+    assert (df[df["error"].isna()]["gflops"] > 0).all()
+    assert ss.status.value.startswith("done: 4 points, best ")
+    assert "prio, lws, dmdas and dmdasd honour them" in ss.message.value
+    assert "priorities=False" in ss.message.value          # the failed point, named
+    from nntile_lab.sweep.plots import aggregate_repeats
+    agg = aggregate_repeats(df)
+    ran = {(r.scheduler, r.priorities): r.repeats for r in agg.itertuples()}
+    assert ran == {("lws", False): 1, ("lws", True): 1, ("heteroprio", False): 1,
+                   ("heteroprio", True): 0}
+    assert bytes(ss.plot.value).startswith(PNG)

@@ -9,6 +9,7 @@ import numpy as np
 import nntile_lab as nl
 from nntile_lab._lib import lib
 from nntile_lab.bench.common import machine, median_time, numpy_blas_threads
+from nntile_lab.spec import DEFAULTS
 
 
 def submit_cost_us(rt: nl.Runtime, ntasks: int = 20_000) -> float:
@@ -38,7 +39,8 @@ def _timed_product(rt, ta, tb, submit_times: list) -> None:
     c.free()
 
 
-def run(n: int = 4096, tiles=(256, 512, 1024), repeats: int = 5, scheduler: str = "lws",
+def run(n: int = 4096, tiles=(256, 512, 1024), repeats: int = 5,
+        scheduler: str = DEFAULTS.scheduler,
         ncpu: int | None = None, target_tile: int = 512) -> dict:
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n)).astype(np.float32)

@@ -1,12 +1,15 @@
 """GPT-2 training throughput: nntile_lab and the PyTorch reference on the same
-config, batches and cores, in the same run, with the sgemm peak beside them."""
+ExperimentSpec and cores, in the same run, with the sgemm peak beside them. nntile_lab's
+step is the trainer's (``experiment.build`` / ``step_function``: the spec's optimizer,
+learning-rate schedule, clipping and gradient accumulation)."""
 from __future__ import annotations
+
+import statistics
+import time
 
 import numpy as np
 
-import nntile_lab as nl
 from nntile_lab.bench.common import machine, median_time, numpy_blas_threads
-from nntile_lab.optim import AdamW
 from nntile_lab.spec import ExperimentSpec
 
 
@@ -16,61 +19,56 @@ def sgemm_peak_gflops(n: int = 2048, repeats: int = 5) -> float:
     return 2.0 * n**3 / median_time(lambda: a @ a, repeats) / 1e9
 
 
-def _batches(cfg, batch: int, seq_len: int, count: int):
-    rng = np.random.default_rng(0)
-    ids = rng.integers(0, cfg.vocab_size, (count, batch, seq_len + 1))
-    return [(b[:, :-1], b[:, 1:]) for b in ids]
+def _nntile_step_times(spec: ExperimentSpec) -> tuple[list[float], int]:
+    """The measured steps' wall times of the spec's run (model, optimizer and step as the
+    trainer builds them: ``experiment``), after its ``warmup_steps``; and the worker count."""
+    from nntile_lab import experiment
+    with experiment.runtime(spec) as rt:
+        model, opt, schedule = experiment.build(spec)
+        step = experiment.step_function(spec, rt, model, opt, schedule,
+                                        experiment.RandomTokens(spec.vocab_size))
+        for k in range(spec.warmup_steps):
+            step(k)
+        times = []
+        for k in range(spec.warmup_steps, spec.warmup_steps + spec.measure_steps):
+            t0 = time.perf_counter()
+            step(k)
+            times.append(time.perf_counter() - t0)
+        return times, rt.nworkers
 
 
-def _nntile_step_time(cfg, batches, steps: int, scheduler: str, ncpu) -> tuple[float, int]:
-    with nl.Runtime(scheduler=scheduler, ncpu=ncpu) as rt:
-        model = nl.GPT2(cfg, seed=0)
-        opt = AdamW(model, lr=1e-4)
-        it = iter(batches)
-
-        def step():
-            model.forward_backward(*next(it))
-            opt.step(clip_norm=1.0)
-
-        seconds = median_time(step, steps)
-        return seconds, rt.nworkers
-
-
-def torch_baselines(cfg, batch: int, seq_len: int, steps: int, threads: int,
-                    compile: bool = True) -> dict:
+def torch_baselines(spec: ExperimentSpec, threads: int, compile: bool = True) -> dict:
     """nanoGPT-style PyTorch, eager and (with ``compile``) under torch.compile, on the
-    same config and cores: {"eager": result, "compiled": result} (bench.torch_baseline)."""
+    same spec and cores: {"eager": result, "compiled": result} (bench.torch_baseline)."""
     from nntile_lab.bench import torch_baseline
-    out = {"eager": torch_baseline.measure(cfg, batch, seq_len, steps=steps, threads=threads)}
+    out = {"eager": torch_baseline.measure(spec, threads=threads)}
     if compile:
-        out["compiled"] = torch_baseline.measure(cfg, batch, seq_len, steps=steps,
-                                                 threads=threads, compile=True)
+        out["compiled"] = torch_baseline.measure(spec, threads=threads, compile=True)
     return out
 
 
-def run(cfg, batch: int | None = None, seq_len: int | None = None, *, steps: int = 5,
-        vs_torch: bool = True, torch_compile: bool = True, scheduler: str = "lws",
-        ncpu: int | None = None) -> dict:
-    """Median step time of both systems. ``cfg`` is a GPT2Config (with ``batch``,
-    ``seq_len`` and the keywords), or an ExperimentSpec that gives them all. With
-    ``vs_torch``, the ratio is against the faster of nanoGPT-style PyTorch eager and
-    compiled (``torch_compile``); both are under ``res["torch"]``."""
-    if isinstance(cfg, ExperimentSpec):
-        spec = cfg
-        cfg, batch, seq_len = spec.gpt2_config(), spec.batch, spec.seq_len
-        steps, scheduler, ncpu = spec.measure_steps, spec.scheduler, spec.ncpu
-    batches = _batches(cfg, batch, seq_len, 2 * (steps + 1))
-    flops = cfg.flops_per_token(seq_len) * batch * seq_len
+def run(spec: ExperimentSpec, *, vs_torch: bool = True, torch_compile: bool = True) -> dict:
+    """Median step time of both systems on ``spec`` (its model, tiles, batch, sequence,
+    scheduler, workers, ``warmup_steps`` and ``measure_steps``). With ``vs_torch``, the
+    ratio is against the faster of nanoGPT-style PyTorch eager and compiled
+    (``torch_compile``); both are under ``res["torch"]``."""
+    if not isinstance(spec, ExperimentSpec):
+        raise TypeError(f"bench.train.run takes an ExperimentSpec, got {type(spec).__name__}")
+    cfg = spec.gpt2_config()
+    flops = spec.flops_per_step()
     peak = sgemm_peak_gflops()
-    seconds, workers = _nntile_step_time(cfg, batches, steps, scheduler, ncpu)
-    res = {"bench": "train", "config": cfg.to_dict(), "batch": batch, "seq_len": seq_len,
-           "scheduler": scheduler, "workers": workers, "steps": steps,
-           "flops_per_step": flops, "nntile_step_s": seconds,
-           "nntile_gflops": flops / seconds / 1e9, "nntile_tokens_per_s": batch * seq_len / seconds,
+    times, workers = _nntile_step_times(spec)
+    seconds = statistics.median(times)
+    res = {"bench": "train", "spec": spec.to_dict(), "config": cfg.to_dict(),
+           "batch": spec.batch, "seq_len": spec.seq_len, "scheduler": spec.scheduler,
+           "workers": workers, "steps": spec.measure_steps, "flops_per_step": flops,
+           "nntile_step_s": seconds, "nntile_step_times_s": times,
+           "nntile_gflops": flops / seconds / 1e9,
+           "nntile_tokens_per_s": spec.tokens_per_step() / seconds,
            "peak_gflops": peak, "numpy_blas_threads": numpy_blas_threads(), "machine": machine()}
     res["nntile_mfu"] = res["nntile_gflops"] / peak
     if vs_torch:
-        base = torch_baselines(cfg, batch, seq_len, steps, workers, torch_compile)
+        base = torch_baselines(spec, workers, torch_compile)
         best = max(base, key=lambda k: base[k]["gflops"])
         res |= {"torch": base, "torch_best": best, "torch_step_s": base[best]["step_time_s"],
                 "torch_gflops": base[best]["gflops"],

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field
 
+from nntile_lab.spec import DEFAULTS  # steps, scheduler, workers: the spec's defaults
+
 PAPER_VOCAB = 50257
 HEAD_SIZE = 64            # GPT-2's head size; n_head = E / 64
 ADAM_BYTES_PER_PARAM = 16  # fp32 weights, gradients and Adam's two moments
@@ -31,10 +33,10 @@ class FigurePlan:
     batch: int = 4
     seq_len: int = 256
     cap_mb: int = 2048            # RAM each run may use above its start (both systems)
-    warmup_steps: int = 1
-    measure_steps: int = 3
-    scheduler: str = "lws"
-    ncpu: int | None = None       # None: every core (StarPU workers and torch threads alike)
+    warmup_steps: int = DEFAULTS.warmup_steps
+    measure_steps: int = DEFAULTS.measure_steps
+    scheduler: str = DEFAULTS.scheduler
+    ncpu: int | None = DEFAULTS.ncpu  # None: every core (StarPU workers and torch threads)
     bf16: bool | None = None      # PyTorch bf16 autocast series; None: if the CPU has avx512_bf16
     ooc: bool = True              # nntile_lab beyond the cap out of core (disk node), not 0
     point_timeout_s: int = 900
@@ -81,14 +83,24 @@ SMOKE = FigurePlan(embds=(64, 128, 256, 384, 512), batch=2, seq_len=64, cap_mb=5
                    measure_steps=3, point_timeout_s=120)
 
 
-def model_config(n_layer: int, n_embd: int, plan: FigurePlan):
-    """The family member as a tiled GPT2Config: heads of 64, tiles of about 1–10 ms tasks."""
-    from nntile_lab.nn import GPT2Config
+def point_spec(n_layer: int, n_embd: int, plan: FigurePlan, **runtime):
+    """The family member as the ExperimentSpec both systems run: heads of 64, tiles of
+    about 1–10 ms tasks, the plan's batch, sequence, scheduler, workers and steps
+    (``runtime``: memory_limit_mb / ooc_dir of an out-of-core run)."""
+    from nntile_lab.spec import ExperimentSpec
     n_head = n_embd // HEAD_SIZE
-    return GPT2Config(n_layer=n_layer, n_head=n_head, n_embd=n_embd, n_positions=plan.seq_len,
-                      vocab_size=plan.vocab_size, n_inner=4 * n_embd,
-                      batch_tile=plan.batch, inner_tile=min(4 * n_embd, 1024),
-                      head_tile=max(1, n_head // 2), vocab_tile=min(plan.vocab_size, 8192))
+    return ExperimentSpec(n_layer=n_layer, n_head=n_head, n_embd=n_embd,
+                          vocab_size=plan.vocab_size, n_inner=4 * n_embd, seq_len=plan.seq_len,
+                          batch=plan.batch, batch_tile=plan.batch,
+                          inner_tile=min(4 * n_embd, 1024), head_tile=max(1, n_head // 2),
+                          vocab_tile=min(plan.vocab_size, 8192), scheduler=plan.scheduler,
+                          ncpu=plan.ncpu, warmup_steps=plan.warmup_steps,
+                          measure_steps=plan.measure_steps, **runtime)
+
+
+def model_config(n_layer: int, n_embd: int, plan: FigurePlan):
+    """The family member's tiled GPT2Config (``point_spec``'s)."""
+    return point_spec(n_layer, n_embd, plan).gpt2_config()
 
 
 def cpu_has_bf16() -> bool:

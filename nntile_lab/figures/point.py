@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from nntile_lab.figures.family import FigurePlan, model_config
+from nntile_lab.figures.family import FigurePlan, point_spec
 
 RESULT_MARK = "RESULT "
 OOC_TILE_SHARE = float(os.environ.get("NNTILE_LAB_OOC_SHARE", "0.6"))
@@ -110,51 +110,41 @@ def _batches(vocab: int, batch: int, seq_len: int, count: int):
     return [(b[:, :-1], b[:, 1:]) for b in ids]
 
 
-def _timed_steps(step, plan: FigurePlan) -> list[float]:
-    for _ in range(plan.warmup_steps):
-        step()
+def _timed_steps(step, spec) -> list[float]:
+    for k in range(spec.warmup_steps):
+        step(k)
     times = []
-    for _ in range(plan.measure_steps):
+    for k in range(spec.warmup_steps, spec.warmup_steps + spec.measure_steps):
         t0 = time.perf_counter()
-        step()
+        step(k)
         times.append(time.perf_counter() - t0)
     return times
 
 
-def _tiny(cfg):
+def _tiny(spec):
     """A one-layer member of the same shape of model: one step of it loads what each system
     loads lazily (BLAS buffers, oneDNN kernels) before the cap's baseline is taken."""
-    from dataclasses import replace
-    return replace(cfg, n_layer=1, n_head=1, n_embd=64, n_inner=256, vocab_size=256,
-                   head_tile=1, inner_tile=256, vocab_tile=256)
+    return spec.replace(n_layer=1, n_head=1, n_embd=64, n_inner=256, vocab_size=256,
+                        head_tile=1, inner_tile=256, vocab_tile=256)
 
 
-def _nntile(cfg, plan: FigurePlan, cap: MemoryCap, ooc_dir: str | None) -> tuple[list, dict]:
-    import nntile_lab as nl
-    from nntile_lab.optim import AdamW
+def _nntile(spec, cap: MemoryCap) -> tuple[list, dict]:
+    """The trainer's step on ``spec`` (``experiment``: model, optimizer, schedule, clipping)."""
+    from nntile_lab import experiment
     from nntile_lab.trace.records import _tensor_bytes
-    # out of core, StarPU's tiles get a share of the cap; the rest is for what StarPU does not
-    # allocate (Python, BLAS buffers, the batches)
-    ooc = {} if ooc_dir is None else {"memory_limit_mb": int(plan.cap_mb * OOC_TILE_SHARE),
-                                      "ooc_dir": ooc_dir}
-    with nl.Runtime(scheduler=plan.scheduler, ncpu=plan.ncpu, **ooc) as rt:
-        def trainer(cfg, steps):
-            model = nl.GPT2(cfg, seed=0)
-            opt = AdamW(model, lr=1e-4)
-            batches = iter(_batches(cfg.vocab_size, plan.batch, plan.seq_len, steps))
-
-            def step():
-                model.forward_backward(*next(batches))
-                opt.step(clip_norm=1.0)
-                rt.wait()
+    with experiment.runtime(spec) as rt:
+        def trainer(spec):
+            model, opt, schedule = experiment.build(spec)
+            step = experiment.step_function(spec, rt, model, opt, schedule,
+                                            experiment.RandomTokens(spec.vocab_size))
             return model, opt, step
 
-        _, _, step = trainer(_tiny(cfg), 1)
-        step()
+        _, _, step = trainer(_tiny(spec))
+        step(0)
         del step
         cap.start()
-        model, opt, step = trainer(cfg, plan.warmup_steps + plan.measure_steps)
-        times = _timed_steps(step, plan)
+        model, opt, step = trainer(spec)
+        times = _timed_steps(step, spec)
         state = [t for slot in opt.state.values() for t in slot.values()]
         static = {"parameters": _tensor_bytes(model.params.values()),
                   "gradients": _tensor_bytes(model.grads.values()),
@@ -162,7 +152,7 @@ def _nntile(cfg, plan: FigurePlan, cap: MemoryCap, ooc_dir: str | None) -> tuple
         return times, static
 
 
-def _torch(cfg, plan: FigurePlan, cap: MemoryCap, bf16: bool) -> tuple[list, dict]:
+def _torch(spec, cap: MemoryCap, bf16: bool) -> tuple[list, dict]:
     """The strongest PyTorch CPU baseline (``bench.torch_baseline``'s: nanoGPT with scaled
     dot-product attention, the faster AdamW implementation, clipping at 1.0) on the same
     config, batches and cores (all of them)."""
@@ -170,32 +160,33 @@ def _torch(cfg, plan: FigurePlan, cap: MemoryCap, bf16: bool) -> tuple[list, dic
 
     from nntile_lab.bench.torch_baseline import pick_adamw
     from nntile_lab.reference.nanogpt import NanoGPT
-    torch.set_num_threads(plan.ncpu or len(os.sched_getaffinity(0)))
+    torch.set_num_threads(spec.ncpu or len(os.sched_getaffinity(0)))
 
-    def trainer(cfg, steps):
+    def trainer(spec):
+        cfg, steps = spec.gpt2_config(), spec.warmup_steps + spec.measure_steps
         model = NanoGPT(cfg, dtype=torch.float32)
         impl = pick_adamw(model)
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95),
-                                weight_decay=0.1, **{impl: True})
+        opt = torch.optim.AdamW(model.parameters(), lr=spec.lr, betas=(0.9, 0.95),
+                                weight_decay=spec.weight_decay_resolved, **{impl: True})
         batches = iter([tuple(torch.as_tensor(a) for a in b) for b in
-                        _batches(cfg.vocab_size, plan.batch, plan.seq_len, steps)])
+                        _batches(cfg.vocab_size, spec.batch, spec.seq_len, steps)])
 
-        def step():
+        def step(k):
             model.zero_grad(set_to_none=True)
             # bf16 autocast: matmuls in bf16, fp32 master weights and Adam state (FSDP bf16's)
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
                 loss = model.loss_tensor(*next(batches))
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), spec.clip, foreach=True)
             opt.step()
         return model, opt, step
 
-    _, _, step = trainer(_tiny(cfg), 1)
-    step()
+    _, _, step = trainer(_tiny(spec))
+    step(0)
     del step
     cap.start()
-    model, opt, step = trainer(cfg, plan.warmup_steps + plan.measure_steps)
-    times = _timed_steps(step, plan)
+    model, opt, step = trainer(spec)
+    times = _timed_steps(step, spec)
     nbytes = lambda ts: sum(t.numel() * t.element_size() for t in ts)  # noqa: E731
     static = {"parameters": nbytes(model.parameters()),
               "gradients": nbytes(p.grad for p in model.parameters() if p.grad is not None),
@@ -208,16 +199,22 @@ def measure(system: str, n_layer: int, n_embd: int, plan: FigurePlan,
             out_of_core: bool = False) -> dict:
     """Train ``plan.warmup_steps + plan.measure_steps`` steps of the family member; the result
     (step times, model GFLOP/s, memory by category) — or how it failed."""
-    cfg = model_config(n_layer, n_embd, plan)
-    flops = cfg.flops_per_token(plan.seq_len) * plan.batch * plan.seq_len
+    spec = point_spec(n_layer, n_embd, plan)
+    flops = spec.flops_per_step()
     result = {"system": system, "n_layer": n_layer, "n_embd": n_embd,
-              "flops_per_step": flops, "out_of_core": out_of_core, "status": "ok", "error": None}
+              "flops_per_step": flops, "out_of_core": out_of_core, "status": "ok", "error": None,
+              "spec": spec.to_dict()}
     cap = MemoryCap(plan.cap_mb * 2**20, result)
     if system == "nntile_lab":
         with tempfile.TemporaryDirectory(prefix="nntile_lab_ooc_") as d:
-            times, static = _nntile(cfg, plan, cap, d if out_of_core else None)
+            if out_of_core:   # StarPU's tiles get a share of the cap; the rest is for what
+                # StarPU does not allocate (Python, BLAS buffers, the batches)
+                spec = spec.replace(memory_limit_mb=int(plan.cap_mb * OOC_TILE_SHARE),
+                                    ooc_dir=d)
+                result["spec"] = spec.to_dict() | {"ooc_dir": "(a temporary directory)"}
+            times, static = _nntile(spec, cap)
     else:
-        times, static = _torch(cfg, plan, cap, bf16=system == "torch_bf16")
+        times, static = _torch(spec, cap, bf16=system == "torch_bf16")
     peak = cap.stop()
     if peak > cap.cap:  # over between two samples: over is over
         return result | {"status": "out_of_memory", "gflops": 0.0, "peak_mb": peak / 2**20,
@@ -227,7 +224,7 @@ def measure(system: str, n_layer: int, n_embd: int, plan: FigurePlan,
     return result | {
         "gflops": flops / med / 1e9, "step_time_s": med,
         "step_time_spread_s": max(times) - min(times), "step_times_s": times,
-        "tokens_per_s": plan.batch * plan.seq_len / med, "peak_mb": peak / 2**20,
+        "tokens_per_s": spec.tokens_per_step() / med, "peak_mb": peak / 2**20,
         # what the run held above its start beyond the three static categories: activations,
         # temporaries and the allocator's slack, measured the same way for both systems
         "memory": static | {"activations": max(0, peak - sum(static.values()))}}

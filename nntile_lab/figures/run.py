@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from nntile_lab.figures import draw
-from nntile_lab.figures.family import SYSTEMS, FigurePlan
+from nntile_lab.figures.family import SYSTEMS, FigurePlan, point_spec
 from nntile_lab.figures.paper import reference_points
 from nntile_lab.figures.records import (
     does_not_fit,
@@ -35,7 +35,7 @@ def run_point(plan: FigurePlan, system: str, n_layer: int, n_embd: int) -> dict:
     ``plan.point_timeout_s``.  With ``plan.ooc``, nntile_lab goes out of core where it cannot
     fit in memory — known beforehand, or found by running over the cap in memory."""
     base = {"system": system, "n_layer": n_layer, "n_embd": n_embd, "gflops": 0.0,
-            "out_of_core": False}
+            "out_of_core": False, "spec": point_spec(n_layer, n_embd, plan).to_dict()}
     reason = does_not_fit(plan, n_layer, n_embd)
     ooc_allowed = system == "nntile_lab" and plan.ooc
     if reason and not ooc_allowed:

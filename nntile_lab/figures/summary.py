@@ -33,7 +33,7 @@ def summary_markdown(df: pd.DataFrame, records: list[dict]) -> str:
     rec = records[0]
     m, v = rec.get("machine", {}), rec.get("versions", {})
     commit = rec.get("git_commit") or v.get("git_commit")
-    cpu = m.get("cpu_model") or m.get("cpu")
+    cpu = m.get("cpu") or m.get("cpu_model")   # "cpu" names family/model (newer records)
     plan = rec["plan"]
     lines = ["# The paper's figures at this machine's scale", "",
              f"Measured {rec.get('date')} on {cpu} ({m.get('cores')} cores, ISA "

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 
 from nntile_lab import flops
+from nntile_lab.spec import DEFAULTS
 
 TILE_FIELDS = ("batch_tile", "seq_tile", "embd_tile", "inner_tile", "head_tile", "vocab_tile")
 
@@ -15,13 +16,17 @@ class GPT2Config:
 
     head_tile counts heads: attention tensors are tiled by whole heads, so Q, K, V
     and the attention output use tiles of head_tile·head_size along n_embd.
+
+    The shape's defaults are ``ExperimentSpec``'s (``spec.DEFAULTS``, the one set); the
+    tiles default to None, no tiling: a GPT2Config states a tiling exactly, while the spec
+    chooses one (``ExperimentSpec(...).gpt2_config()`` gives its capped default tiles).
     """
 
-    n_layer: int = 4
-    n_head: int = 4
-    n_embd: int = 256
-    n_positions: int = 128
-    vocab_size: int = 50257
+    n_layer: int = DEFAULTS.n_layer
+    n_head: int = DEFAULTS.n_head
+    n_embd: int = DEFAULTS.n_embd
+    n_positions: int = DEFAULTS.positions
+    vocab_size: int = DEFAULTS.vocab_size
     n_inner: int | None = None
     layer_norm_epsilon: float = 1e-5
     batch_tile: int | None = None

@@ -41,8 +41,10 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
     r.add_argument("--out", metavar="DIR", help="write sweep.csv, sweep.png, sweep.json here")
     r.add_argument("--in-process", action="store_true",
                    help="run points in this process (no isolation from StarPU aborts)")
-    r.add_argument("--timeout", type=float, default=600.0, metavar="S",
-                   help="seconds per point before it counts as failed (default 600)")
+    from nntile_lab.sweep.run import POINT_TIMEOUT_S
+    r.add_argument("--timeout", type=float, default=POINT_TIMEOUT_S, metavar="S",
+                   help=f"seconds per point before it counts as failed (default "
+                        f"{POINT_TIMEOUT_S:g})")
     r.add_argument("--retry-errors", action="store_true", help="re-run cached failed points")
     r.add_argument("--json", action="store_true", help="print one JSON object")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")

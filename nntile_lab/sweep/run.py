@@ -36,6 +36,7 @@ METRICS = ("gflops", "gflops_min", "gflops_max", "tokens_per_s", "mfu", "step_ti
            "critical_path_s", "makespan_s", "critical_path_ratio", "peak_rss_mb",
            "starpu_peak_mb", "tasks_per_step", "workers", "peak_gflops", "point_wall_s")
 INFO = ("error", "cached", "key", "trace_dir")
+POINT_TIMEOUT_S = 600.0   # a point still running after this is a row with a timeout error
 
 
 def precheck(spec: ExperimentSpec) -> str | None:
@@ -109,7 +110,7 @@ def _row(values: dict, results: dict | None, **info) -> dict:
 
 def run(specs, cache_dir=None, *, isolate: bool = True, progress: bool = True,
         on_point=None, peak_gflops: float | None = None, keep_traces: bool = True,
-        timeout_s: float = 600.0, retry_errors: bool = False) -> pd.DataFrame:
+        timeout_s: float = POINT_TIMEOUT_S, retry_errors: bool = False) -> pd.DataFrame:
     """Measure every point of ``specs`` (ExperimentSpec or InvalidSpec, e.g. from
     ``grid``); return one row per point: the spec's fields, the numbers of
     ``sweep.measure``, ``error`` (None or the message), ``cached``, ``key``, ``trace_dir``.

@@ -31,7 +31,10 @@ def register_cli(subparsers) -> None:
                               description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     t.add_argument("--out", required=True, help="directory for the files")
-    t.add_argument("--steps", type=int, default=3, help="training steps to trace (default 3)")
+    from nntile_lab.spec import DEFAULTS
+    t.add_argument("--steps", type=int, default=None, help="training steps to trace (default: "
+                   f"the spec's measure_steps, {DEFAULTS.measure_steps}), after its "
+                   f"warmup_steps ({DEFAULTS.warmup_steps}) untraced ones")
     t.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     t.add_argument("--bound", action="store_true",
                    help="also record the tasks for StarPU's LP bound (costs a few %%)")
@@ -46,7 +49,7 @@ def register_cli(subparsers) -> None:
     p.set_defaults(func=_peak)
 
 
-TRAIN_GROUPS = ("model", "data", "tiles", "runtime", "train")
+TRAIN_GROUPS = ("model", "data", "tiles", "runtime", "train", "bench")
 
 
 def parse_train_args(train_argv: list[str]):
@@ -60,10 +63,13 @@ def parse_train_args(train_argv: list[str]):
     return specs.from_args(args, TRAIN_GROUPS), args.data
 
 
-def run_training(spec, data, steps: int, bound: bool = False):
-    """(trace, memory by category or None, tokens per step) of the described run."""
+def run_training(spec, data, steps: int | None = None, bound: bool = False):
+    """(trace, memory by category or None, tokens per step) of the described run:
+    ``steps`` (default ``spec.measure_steps``) traced after ``spec.warmup_steps``."""
     from nntile_lab import experiment
-    return experiment.run_for_trace(spec, steps, data, profiling=True, bound=bound)
+    return experiment.run_for_trace(spec, spec.measure_steps if steps is None else steps,
+                                    data, warmup_steps=spec.warmup_steps, profiling=True,
+                                    bound=bound)
 
 
 def write_outputs(tr, out: str, peak_gflops: float | None = None,
@@ -103,11 +109,12 @@ def report(summary: dict) -> str:
 
 
 def _trace(args) -> int:
-    if args.steps < 1:
+    if args.steps is not None and args.steps < 1:
         raise ValueError(f"--steps {args.steps} must be ≥ 1")
     train_argv = args.train_args[1:] if args.train_args[:1] == ["--"] else args.train_args
     spec, data = parse_train_args(train_argv)
-    tr, memory, tokens_per_step = run_training(spec, data, args.steps, args.bound)
+    steps = spec.measure_steps if args.steps is None else args.steps
+    tr, memory, tokens_per_step = run_training(spec, data, steps, args.bound)
     if memory and not tr.static_memory:
         tr.static_memory = {k: v for k, v in memory.items() if k != "activations"}
     peak = None
@@ -118,7 +125,7 @@ def _trace(args) -> int:
     from nntile_lab.record import write_record
     write_record(os.path.join(args.out, "run.json"), spec,
                  {k: v for k, v in summary.items() if k != "workers"}, kind="trace",
-                 steps=args.steps, data=data)
+                 steps=steps, data=data)
     if args.json:
         print(json.dumps(summary | {"out": args.out}, default=float))
         return 0

@@ -17,7 +17,7 @@ from nntile_lab.experiment import build as build_spec
 from nntile_lab.experiment import runtime
 from nntile_lab.train.checkpoint import clean_stale, find_checkpoint, read_state
 
-TRAIN_GROUPS = ("model", "data", "tiles", "runtime", "train")
+TRAIN_GROUPS = ("model", "data", "tiles", "runtime", "train", "run")
 # What a checkpoint fixes: the model's shape (its config) and the batch shape (its settings).
 SHAPE_FIELDS = ("n_layer", "n_head", "n_embd", "vocab_size", "n_inner", "n_positions")
 BATCH_FIELDS = ("seq_len", "batch")
@@ -30,7 +30,7 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     specs.add_arguments(p, TRAIN_GROUPS, titles={
         "model": "model (default: the checkpoint's with --resume, else as shown)",
-        "train": "optimisation"})
+        "train": "optimisation", "run": "evaluation and checkpoints"})
     r = p.add_argument_group("run")
     r.add_argument("--data", metavar="DIR",
                    help="prepared dataset (default: the standard-library corpus)")
@@ -40,12 +40,6 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
                    "(on the checkpoint's data unless --data and --allow-data-change)")
     r.add_argument("--allow-data-change", action="store_true",
                    help="with --resume: continue on --data other than the checkpoint's")
-    r.add_argument("--eval-every", type=int, default=50, metavar="N",
-                   help="validation every N steps and at the end, 0 for none (default 50)")
-    r.add_argument("--eval-batches", type=int, default=10, metavar="N",
-                   help="validation batches (default 10)")
-    r.add_argument("--checkpoint-every", type=int, default=100, metavar="N",
-                   help="checkpoint every N steps, 0 for only at the end (default 100)")
     r.add_argument("--json", action="store_true",
                    help="print one JSON object per logged step and a final summary")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -118,8 +112,8 @@ def run_cli(args: argparse.Namespace) -> int:
         log = train(model, optimizer, data, steps=spec.steps, batch=spec.batch,
                     seq_len=spec.seq_len, out_dir=args.out, schedule=schedule,
                     grad_accum=spec.grad_accum, clip_norm=spec.clip or None,
-                    eval_every=args.eval_every, eval_batches=args.eval_batches,
-                    checkpoint_every=args.checkpoint_every, resume=args.resume,
+                    eval_every=spec.eval_every, eval_batches=spec.eval_batches,
+                    checkpoint_every=spec.checkpoint_every, resume=args.resume,
                     seed=spec.seed, progress=not args.no_progress, json_lines=args.json)
         model_config = config_dict(model.config)
         ncpu = rt.ncpu

@@ -28,6 +28,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from nntile_lab.data.bins import load_split
+from nntile_lab.spec import DEFAULTS  # keyword defaults are the spec's (one set)
 from nntile_lab.train.checkpoint import (
     atomic_write_text,
     check_config,
@@ -157,9 +158,11 @@ def evaluate(model, val_bin, batch: int, seq_len: int, max_batches: int) -> floa
 
 
 def train(model, optimizer, data_dir, *, steps: int, batch: int, seq_len: int,
-          out_dir, schedule=None, grad_accum: int = 1, clip_norm: float | None = 1.0,
-          eval_every: int = 100, eval_batches: int = 10, checkpoint_every: int = 100,
-          resume=None, seed: int = 0, progress: bool = True, json_lines: bool = False,
+          out_dir, schedule=None, grad_accum: int = DEFAULTS.grad_accum,
+          clip_norm: float | None = DEFAULTS.clip or None,
+          eval_every: int = DEFAULTS.eval_every, eval_batches: int = DEFAULTS.eval_batches,
+          checkpoint_every: int = DEFAULTS.checkpoint_every, resume=None,
+          seed: int = DEFAULTS.seed, progress: bool = True, json_lines: bool = False,
           log_every: int = 1) -> pd.DataFrame:
     """Train until ``steps`` optimizer steps are done (counting those before ``resume``).
 

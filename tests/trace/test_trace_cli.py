@@ -33,17 +33,22 @@ def fake_peak(monkeypatch, tmp_path):
 def test_trace_command_writes_every_file(tmp_path, monkeypatch, capsys, fake_peak):
     seen = {}
 
-    def run_for_trace(spec, steps, data, profiling, bound=False):
+    def run_for_trace(spec, steps, data, warmup_steps, profiling, bound=False):
         seen.update(n_layer=spec.n_layer, vocab_tile=spec.vocab_tile, steps=steps, data=data,
-                    profiling=profiling)
+                    warmup_steps=warmup_steps, profiling=profiling)
         return traced_gpt2(steps=steps)
     monkeypatch.setattr(experiment, "run_for_trace", run_for_trace)
     out = tmp_path / "out"
     args = parse(["trace", "--out", str(out), "--steps", "2", "--", "--n-layer", "1",
-                  "--vocab-size", "100", "--data", "d"])
+                  "--vocab-size", "100", "--data", "d", "--warmup-steps", "2"])
     assert args.func(args) == 0
     assert seen == {"n_layer": 1, "vocab_tile": 100, "steps": 2, "data": "d",
-                    "profiling": True}
+                    "warmup_steps": 2, "profiling": True}
+    # without --steps: the spec's measure_steps (its one default)
+    other = str(tmp_path / "other")
+    assert parse(["trace", "--out", other]).steps is None
+    assert args.func(parse(["trace", "--out", other, "--", "--measure-steps", "3"])) == 0
+    assert seen["steps"] == 3 and seen["warmup_steps"] == 1
     files = set(os.listdir(out))
     assert {"tasks.csv", "trace.json", "summary.json", "gantt.png", "gantt_step.png",
             "utilisation.png", "memory.png", "transfers.png", "op_time.png",
