@@ -29,6 +29,40 @@ def _bench_train(args) -> int:
     return 0
 
 
+def _bench_schedulers(args) -> int:
+    from nntile_lab.bench import schedulers
+    from nntile_lab.record import json_safe
+    from nntile_lab.spec import from_args
+    base = from_args(args, SCHEDULER_GROUPS, base={"n_layer": 8})
+    names = [n for n in args.schedulers.split(",") if n]
+    summary, df = schedulers.run(base, names, args.repeats,
+                                 None if args.no_ooc else args.ooc_fraction, args.ooc_dir,
+                                 cache_dir=args.cache, isolate=not args.in_process,
+                                 progress=not args.no_progress)
+    for m in df.attrs.get("messages", []):
+        print(f"nntile-lab bench schedulers: {m}", file=sys.stderr)
+    paths = schedulers.write(summary, df, args.out, base) if args.out else {}
+    if args.json:
+        print(json.dumps(json_safe({"base": base.to_dict(), "summary": summary.to_dict("records"),
+                                    "files": {k: str(v) for k, v in paths.items()}}),
+                         default=str))
+    else:
+        print(schedulers.table(summary))
+        if paths:
+            print(f"wrote {', '.join(str(p) for p in paths.values())}")
+    return 0 if summary["error"].isna().any() else 1
+
+
+def _sched_default():
+    from nntile_lab.bench.schedulers import SCHEDULERS
+    return SCHEDULERS
+
+
+# ``bench schedulers``: the model and its tiles; the runtime fields it varies are its own
+SCHEDULER_GROUPS = ("model", "data", "tiles", "runtime", "bench")
+SCHEDULER_VARIED = ("scheduler", "priorities", "memory_limit_mb", "ooc_dir", "ooc_size_mb")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from nntile_lab.spec import DEFAULTS, add_arguments
     parser = argparse.ArgumentParser(prog="nntile-lab", description=__doc__)
@@ -60,6 +94,25 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--record", metavar="FILE", help="also write the run's record (spec, "
                    "versions, machine, results: nntile_lab.record) to FILE")
     t.set_defaults(func=_bench_train)
+
+    sc = bsub.add_parser("schedulers", help="StarPU policies with and without task "
+                         "priorities, in memory and out of core (8-layer main job)")
+    add_arguments(sc, SCHEDULER_GROUPS, titles={"model": "model (default: the main job with "
+                                                "8 layers)"}, skip=SCHEDULER_VARIED)
+    sc.add_argument("--schedulers", default=",".join(_sched_default()),
+                    help="comma list (default %(default)s)")
+    sc.add_argument("--repeats", type=int, default=3, help="runs per cell (default 3)")
+    sc.add_argument("--ooc-fraction", type=float, default=0.5,
+                    help="out-of-core RAM cap as a fraction of the planned peak (default 0.5)")
+    sc.add_argument("--no-ooc", action="store_true", help="in memory only")
+    sc.add_argument("--ooc-dir", default=None, help="disk node directory (default a "
+                    "directory in the system's temp dir)")
+    sc.add_argument("--cache", metavar="DIR", help="point cache (as for nntile-lab sweep)")
+    sc.add_argument("--in-process", action="store_true", help="run points in this process")
+    sc.add_argument("--out", metavar="DIR", help="write schedulers.png, .md and .json here")
+    sc.add_argument("--json", action="store_true", help="print one JSON object")
+    sc.add_argument("--no-progress", action="store_true", help="no progress bar")
+    sc.set_defaults(func=_bench_schedulers)
 
     from nntile_lab.data.prepare import register_cli as register_prepare
     from nntile_lab.dist.cli import register_cli as register_proxy

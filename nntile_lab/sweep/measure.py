@@ -9,6 +9,10 @@ The numbers (per point):
 - ``utilisation`` mean over workers of busy / makespan (``trace.metrics.utilisation``);
 - ``idle_share`` = 1 − busy worker time / (workers × Σ step wall time): the share of the
   measured wall time the workers sat idle, including waits on Python submission;
+- ``overhead_share``, ``waiting_share``: worker time not executing kernels although a
+  task was ready (the runtime's own cost) and with nothing ready, and
+  ``both_idle_submission_share``: step time when no worker ran a task because Python had
+  not submitted the next one yet (``trace.idle``);
 - ``critical_path_s`` and ``makespan_s`` per measured step (the trace's totals over the
   steps, ``trace.metrics``), ``critical_path_ratio`` their ratio;
 - ``peak_rss_mb`` the process's peak resident memory during the point (Linux VmHWM,
@@ -57,7 +61,7 @@ def measure(spec: ExperimentSpec, *, peak_gflops: float | None = None,
     """Run one point here and return its numbers (see the module docstring). With
     ``trace_dir`` the trace's tables are saved there (``Trace.load`` reads them)."""
     from nntile_lab import experiment
-    from nntile_lab.trace import metrics
+    from nntile_lab.trace import idle, metrics
 
     reset_peak_rss()
     t0 = time.perf_counter()
@@ -76,6 +80,7 @@ def measure(spec: ExperimentSpec, *, peak_gflops: float | None = None,
     busy_s = float(util["busy_us"].sum()) * 1e-6
     workers = max(len(util), 1)
     gflops = float(np.median(rates))
+    gaps = idle.breakdown(tr)
     return {
         "step_time_s": float(np.median(seconds)), "step_time_min_s": float(seconds.min()),
         "step_time_max_s": float(seconds.max()),
@@ -84,6 +89,8 @@ def measure(spec: ExperimentSpec, *, peak_gflops: float | None = None,
         "mfu": gflops / peak_gflops if peak_gflops else None, "peak_gflops": peak_gflops,
         "utilisation": s["utilisation_mean"],
         "idle_share": max(0.0, 1.0 - busy_s / (workers * float(seconds.sum()))),
+        "overhead_share": gaps["overhead_share"], "waiting_share": gaps["waiting_share"],
+        "both_idle_submission_share": gaps["both_idle_submission_share"],
         "critical_path_s": s["critical_path_s"] / n, "makespan_s": s["makespan_s"] / n,
         "critical_path_ratio": s["critical_path_ratio"],
         "tasks_per_step": s["tasks"] / n, "workers": workers,

@@ -33,6 +33,7 @@ from nntile_lab.sweep.measure import measure
 
 METRICS = ("gflops", "gflops_min", "gflops_max", "tokens_per_s", "mfu", "step_time_s",
            "step_time_min_s", "step_time_max_s", "utilisation", "idle_share",
+           "overhead_share", "waiting_share", "both_idle_submission_share",
            "critical_path_s", "makespan_s", "critical_path_ratio", "peak_rss_mb",
            "starpu_peak_mb", "tasks_per_step", "workers", "peak_gflops", "point_wall_s")
 INFO = ("error", "cached", "key", "trace_dir")
