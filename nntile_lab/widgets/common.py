@@ -109,9 +109,11 @@ class SweepView:
         self.df = df
         self.message.value = notice_html([*df.attrs.get("messages", []), *self._notes(),
                                           *failures(df)])
-        self.status.value = f"done: {len(df)} points" + self._best_text(df)
         self._draw(df)
         self._finished(df)
+        # last: "done" is the signal that plot, picker and messages are the new sweep's (a
+        # browser reading them on seeing "done" must not catch the previous sweep's)
+        self.status.value = f"done: {len(df)} points" + self._best_text(df)
         return df
 
     def _on_point(self, row: dict) -> None:
