@@ -22,31 +22,28 @@ import time
 import numpy as np
 
 import nntile_lab as nl
-from nntile_lab.optim import AdamW
+from nntile_lab.spec import DEFAULTS, ExperimentSpec
 from nntile_lab.trace.records import Trace
 
 # ~1000 tasks a step, tens of µs each: many small tasks, where a per-task cost shows most.
-SMALL = dict(n_layer=2, n_head=4, n_embd=128, n_positions=64, vocab_size=512, seq_tile=32,
-             embd_tile=64, inner_tile=256, vocab_tile=256)
-SMALL_BATCH = 4
-# The trainer's default model and tiles (L=4, E=256, T=128, full vocabulary): ms-long tasks.
-BIG = dict(n_layer=4, n_head=4, n_embd=256, n_positions=128, vocab_size=50257, batch_tile=4,
-           inner_tile=512, head_tile=2, vocab_tile=8192)
-BIG_BATCH = 8
+SMALL = ExperimentSpec(n_layer=2, n_head=4, n_embd=128, seq_len=64, vocab_size=512, batch=4,
+                       batch_tile=4, seq_tile=32, embd_tile=64, inner_tile=256, head_tile=4,
+                       vocab_tile=256)
+# The main job's model, batch and tiles (L=4, E=256, T=128, full vocabulary): ms-long tasks.
+BIG = DEFAULTS
 
 
-def measure(config: dict | None = None, batch: int = SMALL_BATCH, repeats: int = 7,
-            steps: int = 3, scheduler: str = "lws", ncpu: int | None = None,
+def measure(spec: ExperimentSpec = SMALL, repeats: int = 7, steps: int = 3,
             bound: bool = False) -> dict:
-    config = dict(SMALL if config is None else config)
-    cfg = nl.GPT2Config(**config)
+    """Step times of ``spec``'s model (built as the trainer builds it; runtime from the spec,
+    without profiling) untraced and traced, ``repeats`` pairs of ``steps`` steps each."""
+    from nntile_lab import experiment
     rng = np.random.default_rng(0)
-    ids = rng.integers(0, cfg.vocab_size, (batch, cfg.n_positions))
-    labels = rng.integers(0, cfg.vocab_size, (batch, cfg.n_positions))
+    ids = rng.integers(0, spec.vocab_size, (spec.batch, spec.seq_len))
+    labels = rng.integers(0, spec.vocab_size, (spec.batch, spec.seq_len))
     plain, traced, stops, tasks = [], [], [], []
-    with nl.Runtime(scheduler=scheduler, ncpu=ncpu) as rt:
-        model = nl.GPT2(cfg, seed=0)
-        opt = AdamW(model)
+    with experiment.runtime(spec) as rt:
+        model, opt, _ = experiment.build(spec)
 
         def run(tr=None) -> tuple[float, float]:
             t0, c0 = time.perf_counter(), time.process_time()
@@ -78,7 +75,8 @@ def measure(config: dict | None = None, batch: int = SMALL_BATCH, repeats: int =
     p, t = (statistics.median(w for w, _ in runs) for runs in (plain, traced))
     ratio = statistics.median(b[0] / a[0] for a, b in zip(plain, traced))
     cpu_ratio = statistics.median(b[1] / a[1] for a, b in zip(plain, traced))
-    return {"config": config, "batch": batch, "scheduler": scheduler, "workers": workers,
+    return {"spec": spec.to_dict(), "config": spec.gpt2_config().to_dict(), "batch": spec.batch,
+            "scheduler": spec.scheduler, "workers": workers,
             "repeats": repeats, "steps_per_run": steps, "bound": bound,
             "tasks_per_step": statistics.median(tasks), "step_s_plain": p, "step_s_traced": t,
             "overhead": ratio - 1, "cpu_overhead": cpu_ratio - 1,
@@ -86,8 +84,8 @@ def measure(config: dict | None = None, batch: int = SMALL_BATCH, repeats: int =
             "traced_runs_s": [w for w, _ in traced]}
 
 
-def per_task_us(ntasks: int = 20_000, repeats: int = 15, scheduler: str = "lws",
-                ncpu: int | None = None) -> dict:
+def per_task_us(ntasks: int = 20_000, repeats: int = 15, scheduler: str = DEFAULTS.scheduler,
+                ncpu: int | None = DEFAULTS.ncpu) -> dict:
     """Wall time per task of ``ntasks`` fills of 1-element tiles, traced and not
     (median of paired differences)."""
     plain, traced = [], []
@@ -133,14 +131,17 @@ def main(argv=None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--steps", type=int, default=3)
-    ap.add_argument("--scheduler", default="lws")
-    ap.add_argument("--big", action="store_true", help="the trainer's default model")
+    ap.add_argument("--scheduler", default=None,
+                    help=f"StarPU scheduling policy (default {DEFAULTS.scheduler})")
+    ap.add_argument("--big", action="store_true", help="the main job's model (spec defaults)")
     ap.add_argument("--bound", action="store_true", help="with the LP bound recording")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
-    res = measure(BIG if a.big else SMALL, BIG_BATCH if a.big else SMALL_BATCH, a.repeats,
-                  a.steps, a.scheduler, bound=a.bound)
-    tiny = per_task_us(repeats=a.repeats, scheduler=a.scheduler)
+    spec = BIG if a.big else SMALL
+    if a.scheduler:
+        spec = spec.replace(scheduler=a.scheduler)
+    res = measure(spec, a.repeats, a.steps, bound=a.bound)
+    tiny = per_task_us(repeats=a.repeats, scheduler=spec.scheduler)
     if a.json:
         print(json.dumps({"step": res, "tiny_tasks": tiny}))
     else:

@@ -96,3 +96,18 @@ def test_peak_is_measured_once_and_cached(fake_peak, capsys):
 def test_peak_measurement_is_a_rate():
     res = peak.measure(n=256, repeats=1)
     assert res["gflops"] > 0.1 and "N=256" in res["method"]
+
+
+def test_tracing_overhead_benchmark_builds_from_a_spec():
+    """``python -m nntile_lab.trace.overhead``: its models are ExperimentSpecs (``--big`` is
+    the main job's, the spec defaults), built as the trainer builds them."""
+    from nntile_lab.spec import DEFAULTS, ExperimentSpec
+    from nntile_lab.trace import overhead
+    assert overhead.BIG == DEFAULTS
+    spec = ExperimentSpec(n_layer=1, n_head=2, n_embd=16, vocab_size=64, seq_len=8, batch=2,
+                          ncpu=1, scheduler="eager")
+    res = overhead.measure(spec, repeats=2, steps=1)
+    assert res["spec"] == spec.to_dict() and res["workers"] == 1
+    assert res["scheduler"] == "eager" and res["tasks_per_step"] > 10
+    assert len(res["plain_runs_s"]) == len(res["traced_runs_s"]) == 2
+    assert res["step_s_plain"] > 0 and res["overhead"] > -1
