@@ -16,6 +16,7 @@ from nntile_lab import spec as specs
 from nntile_lab.experiment import build as build_spec
 from nntile_lab.experiment import runtime
 from nntile_lab.train.checkpoint import clean_stale, find_checkpoint, read_state
+from nntile_lab.train.trainer import restore_log
 
 TRAIN_GROUPS = ("model", "data", "tiles", "runtime", "train", "run")
 # What a checkpoint fixes: the model's shape (its config) and the batch shape (its settings).
@@ -132,15 +133,19 @@ def run_cli(args: argparse.Namespace) -> int:
 
 def _already_done(resume, steps: int) -> str | None:
     """A message if the checkpoint already reached ``steps`` (then nothing is changed)."""
-    saved = read_state(resume)["step"]
+    state = read_state(resume)
+    saved = state["step"]
     if steps > saved:
         return None
-    # a killed save's leftovers go, as at the start of any run in this directory
-    tidied = clean_stale(find_checkpoint(resume).parent)
+    run_dir = find_checkpoint(resume).parent
+    # a killed save's leftovers go, as at the start of any run in this directory, and a
+    # log.csv that a kill left behind the checkpoint is brought up to it
+    tidied = [p.name for p in clean_stale(run_dir)]
+    if restore_log(run_dir, state):
+        tidied.append("log.csv (restored from the checkpoint)")
     return (f"{find_checkpoint(resume)} is at step {saved}; --steps {steps} asks for no more: "
-            f"nothing to do, nothing written (give --steps above {saved} to continue)"
-            + (f"; removed a killed save's leftovers: {', '.join(p.name for p in tidied)}"
-               if tidied else ""))
+            f"nothing to do (give --steps above {saved} to continue)"
+            + (f"; repaired what a killed run left: {', '.join(tidied)}" if tidied else ""))
 
 
 def _data_dir(args: argparse.Namespace, default_corpus) -> Path:

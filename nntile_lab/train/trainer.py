@@ -83,6 +83,19 @@ def log_frame(rows: list[dict]) -> pd.DataFrame:
         {c: "int64" if c in ("step", "tokens") else "float64" for c in COLUMNS})
 
 
+def restore_log(out_dir, state: dict) -> bool:
+    """Write ``OUT/log.csv`` from a checkpoint's log if the file disagrees with it (a run
+    killed between writing its last checkpoint and its log); True if it was rewritten."""
+    path = Path(out_dir) / "log.csv"
+    rows = [{c: (math.nan if r.get(c) is None else r[c]) for c in COLUMNS}
+            for r in state["log"]]
+    text = log_frame(rows).to_csv(index=False)
+    if path.is_file() and path.read_text() == text:
+        return False
+    atomic_write_text(path, text)
+    return True
+
+
 class _Run:
     """The mutable state of one training run; what a checkpoint stores besides arrays."""
 

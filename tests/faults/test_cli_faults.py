@@ -69,6 +69,20 @@ def test_resume_with_no_steps_left_changes_nothing(tmp_path, torch_build, capsys
         assert snapshot(out) == before
 
 
+def test_resume_with_no_steps_left_restores_a_log_the_kill_left_behind(tmp_path, torch_build,
+                                                                         capsys):
+    """kill -9 between the last checkpoint and log.csv: the checkpoint is the truth."""
+    data, out = tiny_dataset(tmp_path / "data"), tmp_path / "run"
+    assert cli.run_cli(parse(*COMMON, "--data", str(data), "--steps", "3",
+                             "--out", str(out))) == 0
+    whole = (out / "log.csv").read_text()
+    (out / "log.csv").write_text("\n".join(whole.splitlines()[:2]) + "\n")  # one row
+    capsys.readouterr()
+    assert cli.run_cli(parse("--resume", str(out), "--steps", "3", "--ncpu", "1")) == 0
+    assert "log.csv (restored from the checkpoint)" in capsys.readouterr().out
+    assert (out / "log.csv").read_text() == whole
+
+
 def test_out_naming_a_file_is_a_clear_error(tmp_path, torch_build):
     data, f = tiny_dataset(tmp_path / "data"), tmp_path / "afile"
     f.write_text("mine")
