@@ -113,8 +113,12 @@ def _resolve(spec, batch, seq_len, optimizer, memory_limit_mb, ooc_dir, ooc_size
     if opt not in OPTIMIZER_SLOTS:
         raise ValueError(f"optimizer={opt!r} is not one of {sorted(OPTIMIZER_SLOTS)}")
     if ncpu is None:
-        from nntile_lab.runtime import max_workers
-        ncpu = min(os.cpu_count() or 1, max_workers())
+        ncpu = os.cpu_count() or 1
+        try:   # StarPU's build caps the workers; a plan made without StarPU assumes no cap
+            from nntile_lab.runtime import max_workers
+            ncpu = min(ncpu, max_workers())
+        except ImportError:
+            pass
     return cfg, dict(batch=batch, seq_len=seq_len, optimizer=opt, ncpu=ncpu,
                      memory_limit_mb=memory_limit_mb, ooc_dir=ooc_dir,
                      ooc_size_mb=DEFAULTS.ooc_size_mb if ooc_size_mb is None else ooc_size_mb)

@@ -14,8 +14,19 @@
 Modules: ``records`` (Trace and its tables), ``metrics``, ``viz``, ``chrome``,
 ``overhead`` (what tracing costs), ``cli`` (``nntile-lab trace`` and ``peak``).
 """
+from __future__ import annotations
+
 from nntile_lab.trace import metrics
 from nntile_lab.trace.chrome import to_chrome, write_chrome
-from nntile_lab.trace.records import Trace
 
 __all__ = ["Trace", "metrics", "to_chrome", "write_chrome"]
+
+
+def __getattr__(name: str):
+    """``Trace`` records a live runtime and needs the compiled extension: it loads on
+    first use, so reading and drawing saved traces works without StarPU."""
+    if name != "Trace":
+        raise AttributeError(f"module 'nntile_lab.trace' has no attribute {name!r}")
+    from nntile_lab.trace.records import Trace
+    globals()["Trace"] = Trace
+    return Trace

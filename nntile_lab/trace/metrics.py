@@ -24,7 +24,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from nntile_lab.trace.records import peak_used
+from nntile_lab.trace.tables import peak_used
 
 MODE_R, MODE_W, MODE_REDUX, MODE_COMMUTE = 1, 2, 8, 16
 

@@ -54,8 +54,8 @@ import pandas as pd
 
 from nntile_lab._lib import ffi, lib
 from nntile_lab.runtime import PHASES, Runtime, wait_interruptibly
+from nntile_lab.trace.tables import REGISTERED_NODE, peak_used, used_over_time
 
-REGISTERED_NODE = -1
 TASK_COLUMNS = ["task_id", "name", "worker", "worker_name", "layer", "phase", "priority", "step",
                 "submit_us", "ready_us", "acquire_us", "start_us", "end_us", "duration_us",
                 "flops", "bytes"]
@@ -358,16 +358,3 @@ def _tensor_bytes(tensors) -> int:
     return total
 
 
-def used_over_time(memory: pd.DataFrame) -> pd.Series:
-    """Bytes StarPU holds over all real memory nodes at each sample time (the
-    registered-tiles fallback where no node has accounting)."""
-    if memory.empty:
-        return pd.Series(dtype=float)
-    real = memory[memory["node"] != REGISTERED_NODE]
-    src = real if not real.empty else memory
-    return src.groupby("t_us")["used_bytes"].sum()
-
-
-def peak_used(memory: pd.DataFrame) -> float:
-    used = used_over_time(memory)
-    return float(used.max()) if not used.empty else 0.0

@@ -24,7 +24,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from nntile_lab.trace import metrics
-from nntile_lab.trace.records import REGISTERED_NODE
+from nntile_lab.trace.tables import REGISTERED_NODE
 
 MiB = float(1 << 20)
 
