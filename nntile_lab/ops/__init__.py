@@ -7,7 +7,7 @@ from nntile_lab.ops.elementwise import (
     fill,
     gelu,
     gelu_backward,
-    multiply,
+    mul,
     scale,
 )
 from nntile_lab.ops.embedding import embedding, embedding_backward
@@ -15,7 +15,7 @@ from nntile_lab.ops.gemm import gemm
 from nntile_lab.ops.layernorm import layer_norm, layer_norm_backward
 from nntile_lab.ops.layout import mask_causal, permute
 from nntile_lab.ops.loss import cross_entropy
-from nntile_lab.ops.optim import adamw_step, sgd_step
+from nntile_lab.ops.optim import adamw, sgd
 from nntile_lab.ops.reduce import (
     add_fiber,
     add_slice,
@@ -30,9 +30,8 @@ from nntile_lab.ops.reduce import (
 )
 from nntile_lab.ops.softmax import softmax, softmax_backward
 
-__all__ = ["SubmitError", "adamw_step", "add", "add_fiber", "add_slice", "axpy", "copy",
+__all__ = ["SubmitError", "adamw", "add", "add_fiber", "add_slice", "axpy", "copy",
            "cross_entropy", "embedding", "embedding_backward", "fill", "gelu", "gelu_backward",
-           "gemm", "layer_norm", "layer_norm_backward", "mask_causal", "max_slice", "mul_fiber",
-           "mul_slice", "multiply", "permute", "scale", "sgd_step", "softmax",
-           "softmax_backward", "sum_fiber", "sum_slice", "sumprod_slice", "sumsq_all",
-           "sumsq_slice"]
+           "gemm", "layer_norm", "layer_norm_backward", "mask_causal", "max_slice", "mul",
+           "mul_fiber", "mul_slice", "permute", "scale", "sgd", "softmax", "softmax_backward",
+           "sum_fiber", "sum_slice", "sumprod_slice", "sumsq_all", "sumsq_slice"]

@@ -54,12 +54,12 @@ def scale(x: TiledTensor, alpha: float, out: TiledTensor | None = None) -> Tiled
     return y
 
 
-def multiply(a: TiledTensor, b: TiledTensor, out: TiledTensor | None = None,
-             alpha: float = 1.0) -> TiledTensor:
+def mul(a: TiledTensor, b: TiledTensor, out: TiledTensor | None = None,
+        alpha: float = 1.0) -> TiledTensor:
     """out[i] = α·a[i]·b[i]."""
-    same_layout(a, b, names="multiply")
+    same_layout(a, b, names="mul")
     y = output(out, a)
-    no_alias("multiply", {"out": y}, {"a": a, "b": b}, in_place=("a", "b"))
+    no_alias("mul", {"out": y}, {"a": a, "b": b}, in_place=("a", "b"))
     ha, hb, hy, sizes = a.handles, b.handles, y.handles, a.traits.tile_sizes
     for i in range(a.ntiles):
         check(lib.nl_submit_mul(ha[i], hb[i], hy[i], sizes[i], alpha))

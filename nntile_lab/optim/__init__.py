@@ -88,9 +88,9 @@ class AdamW(Optimizer):
         self.betas, self.eps = tuple(betas), eps
 
     def _update(self, name, p, g, lr, wd, scale):
-        ops.adamw_step(p, g, self.state["m"][name], self.state["v"][name], step=self.steps,
-                       lr=lr, beta1=self.betas[0], beta2=self.betas[1], eps=self.eps,
-                       weight_decay=wd, decoupled=self.decoupled, grad_scale=scale)
+        ops.adamw(p, g, self.state["m"][name], self.state["v"][name], step=self.steps,
+                  lr=lr, beta1=self.betas[0], beta2=self.betas[1], eps=self.eps,
+                  weight_decay=wd, decoupled=self.decoupled, grad_scale=scale)
 
 
 class Adam(AdamW):
@@ -114,9 +114,9 @@ class SGD(Optimizer):
 
     def _update(self, name, p, g, lr, wd, scale):
         buf = self.state["buf"][name] if self.momentum else None
-        ops.sgd_step(p, g, buf, lr=lr, momentum=self.momentum, weight_decay=wd,
-                     dampening=self.dampening, nesterov=self.nesterov, first=self.steps == 1,
-                     grad_scale=scale)
+        ops.sgd(p, g, buf, lr=lr, momentum=self.momentum, weight_decay=wd,
+                 dampening=self.dampening, nesterov=self.nesterov, first=self.steps == 1,
+                 grad_scale=scale)
 
 
 __all__ = ["SGD", "Adam", "AdamW", "Optimizer"]

@@ -36,8 +36,8 @@ CASES = {
     "copy": (lambda t: ops.copy(t["a"], out=t["c"]), [("c", "a")], "same"),
     "add": (lambda t: ops.add(t["a"], t["c"], 0.5, 2.0), [("c", "a")], "same"),
     "scale": (lambda t: ops.scale(t["a"], 3.0, out=t["c"]), [("c", "a")], "same"),
-    "multiply": (lambda t: ops.multiply(t["a"], t["b"], out=t["c"], alpha=2.0),
-                 [("c", "a"), ("c", "b")], "same"),
+    "mul": (lambda t: ops.mul(t["a"], t["b"], out=t["c"], alpha=2.0),
+            [("c", "a"), ("c", "b")], "same"),
     "gelu": (lambda t: ops.gelu(t["a"], out=t["c"]), [("c", "a")], "same"),
     "gelu_backward": (lambda t: ops.gelu_backward(t["a"], t["b"], t["c"], beta=0.5),
                       [("c", "a"), ("c", "b")], "same"),
@@ -59,11 +59,11 @@ CASES = {
                   "refuse"),
     "embedding_backward": (lambda t: ops.embedding_backward(t["ids"], t["a"], t["c"]),
                            [("c", "a")], "refuse"),
-    "adamw_step": (lambda t: (ops.adamw_step(t["a"], t["b"], t["c"], t["v"], step=2, lr=0.1,
-                                             weight_decay=0.1), t["a"], t["c"], t["v"])[1:],
-                   [("a", "b"), ("c", "b"), ("v", "c"), ("a", "v")], "refuse"),
-    "sgd_step": (lambda t: (ops.sgd_step(t["a"], t["b"], t["c"], lr=0.1, momentum=0.9),
-                            t["a"], t["c"])[1:], [("a", "b"), ("c", "a")], "refuse"),
+    "adamw": (lambda t: (ops.adamw(t["a"], t["b"], t["c"], t["v"], step=2, lr=0.1,
+                                   weight_decay=0.1), t["a"], t["c"], t["v"])[1:],
+              [("a", "b"), ("c", "b"), ("v", "c"), ("a", "v")], "refuse"),
+    "sgd": (lambda t: (ops.sgd(t["a"], t["b"], t["c"], lr=0.1, momentum=0.9),
+                       t["a"], t["c"])[1:], [("a", "b"), ("c", "a")], "refuse"),
 }
 
 

@@ -47,10 +47,10 @@ def test_scale_copy_fill(rt, st_, alpha):
 
 
 @given(shape_and_tiles())
-def test_multiply(rt, st_):
+def test_mul(rt, st_):
     shape, tiles = st_
     a, b = rand(shape), rand(shape)
-    got = nl.ops.multiply(nl.from_numpy(a, tiles), nl.from_numpy(b, tiles), alpha=0.5)
+    got = nl.ops.mul(nl.from_numpy(a, tiles), nl.from_numpy(b, tiles), alpha=0.5)
     assert rel_err(got.to_numpy(), 0.5 * a.astype(np.float64) * b) <= 1e-6
 
 

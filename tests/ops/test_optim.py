@@ -33,9 +33,9 @@ def test_adamw_vs_torch(rt, st_, weight_decay, decoupled, betas):
         g = rand(shape)
         w.grad = torch.tensor(g, dtype=torch.float64)
         opt.step()
-        nl.ops.adamw_step(p, nl.from_numpy(g, tiles), m, v, step=step, lr=kw["lr"],
-                          beta1=betas[0], beta2=betas[1], eps=kw["eps"],
-                          weight_decay=weight_decay, decoupled=decoupled)
+        nl.ops.adamw(p, nl.from_numpy(g, tiles), m, v, step=step, lr=kw["lr"],
+                     beta1=betas[0], beta2=betas[1], eps=kw["eps"],
+                     weight_decay=weight_decay, decoupled=decoupled)
     state = opt.state[w]
     assert rel_err(p.to_numpy(), w.detach().numpy()) <= 1e-5
     assert rel_err(m.to_numpy(), state["exp_avg"].numpy()) <= 1e-5
@@ -49,8 +49,8 @@ def test_adamw_fresh_moments_read_as_zeros(rt1):
     w.grad = torch.tensor(g, dtype=torch.float64)
     torch.optim.AdamW([w], lr=0.1, weight_decay=0.01).step()
     p = nl.from_numpy(p0, (2, 2))
-    nl.ops.adamw_step(p, nl.from_numpy(g, (2, 2)), nl.empty((5, 3), (2, 2)),
-                      nl.empty((5, 3), (2, 2)), step=1, lr=0.1, weight_decay=0.01)
+    nl.ops.adamw(p, nl.from_numpy(g, (2, 2)), nl.empty((5, 3), (2, 2)),
+                 nl.empty((5, 3), (2, 2)), step=1, lr=0.1, weight_decay=0.01)
     assert rel_err(p.to_numpy(), w.detach().numpy()) <= 1e-5
 
 
@@ -71,7 +71,7 @@ def test_sgd_vs_torch(rt, st_, momentum, weight_decay, dampening, nesterov):
         g = rand(shape)
         w.grad = torch.tensor(g, dtype=torch.float64)
         opt.step()
-        nl.ops.sgd_step(p, nl.from_numpy(g, tiles), buf, first=step == 0, **kw)
+        nl.ops.sgd(p, nl.from_numpy(g, tiles), buf, first=step == 0, **kw)
     assert rel_err(p.to_numpy(), w.detach().numpy()) <= 1e-5
     if momentum:
         assert rel_err(buf.to_numpy(), opt.state[w]["momentum_buffer"].numpy()) <= 1e-5
@@ -82,19 +82,19 @@ def test_bad_inputs_raise_clear_errors(rt1):
     m, v = nl.zeros((4, 4), (2, 2)), nl.zeros((4, 4), (2, 2))
     for step in (0, -1, 1.0, True):
         with pytest.raises(ValueError, match=rf"step={step!r} must be an integer ≥ 1"):
-            nl.ops.adamw_step(p, g, m, v, step=step, lr=0.1)
+            nl.ops.adamw(p, g, m, v, step=step, lr=0.1)
     with pytest.raises(ValueError, match="beta2=1.0 must be in"):
-        nl.ops.adamw_step(p, g, m, v, step=1, lr=0.1, beta2=1.0)
+        nl.ops.adamw(p, g, m, v, step=1, lr=0.1, beta2=1.0)
     with pytest.raises(ValueError, match="shapes/tiles differ"):
-        nl.ops.adamw_step(p, g, m, nl.zeros((4, 4), (4, 2)), step=1, lr=0.1)
+        nl.ops.adamw(p, g, m, nl.zeros((4, 4), (4, 2)), step=1, lr=0.1)
     with pytest.raises(TypeError, match="g must be float32, got int64"):
-        nl.ops.adamw_step(p, nl.zeros((4, 4), (2, 2), np.int64), m, v, step=1, lr=0.1)
+        nl.ops.adamw(p, nl.zeros((4, 4), (2, 2), np.int64), m, v, step=1, lr=0.1)
     with pytest.raises(ValueError, match="momentum=0.9 needs a momentum buffer"):
-        nl.ops.sgd_step(p, g, None, lr=0.1, momentum=0.9)
+        nl.ops.sgd(p, g, None, lr=0.1, momentum=0.9)
     with pytest.raises(ValueError, match="nesterov needs momentum > 0 and dampening = 0"):
-        nl.ops.sgd_step(p, g, m, lr=0.1, momentum=0.9, dampening=0.1, nesterov=True)
+        nl.ops.sgd(p, g, m, lr=0.1, momentum=0.9, dampening=0.1, nesterov=True)
     with pytest.raises(ValueError, match="shapes/tiles differ"):
-        nl.ops.sgd_step(p, nl.zeros((4, 4), (1, 4)), None, lr=0.1)
+        nl.ops.sgd(p, nl.zeros((4, 4), (1, 4)), None, lr=0.1)
     # the runtime keeps working
-    nl.ops.sgd_step(p, nl.full((4, 4), 1.0, (2, 2)), None, lr=0.5)
+    nl.ops.sgd(p, nl.full((4, 4), 1.0, (2, 2)), None, lr=0.5)
     assert np.array_equal(p.to_numpy(), np.full((4, 4), -0.5, np.float32))
