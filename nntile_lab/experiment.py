@@ -7,6 +7,7 @@ of those imports a CLI (so there is no import cycle).
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -70,6 +71,19 @@ def step_function(spec: ExperimentSpec, rt, model, optimizer, schedule, batches)
         optimizer.step(schedule(k), clip)
         rt.wait()
     return step
+
+
+def timed_steps(step, warmup_steps: int, measure_steps: int, first: int = 0) -> list[float]:
+    """Wall seconds of ``measure_steps`` calls ``step(k)`` after ``warmup_steps`` untimed
+    ones, ``k`` counting from ``first`` (any system's step: tiled or PyTorch)."""
+    for k in range(first, first + warmup_steps):
+        step(k)
+    times = []
+    for k in range(first + warmup_steps, first + warmup_steps + measure_steps):
+        t0 = time.perf_counter()
+        step(k)
+        times.append(time.perf_counter() - t0)
+    return times
 
 
 def run_for_trace(spec: ExperimentSpec, steps: int, data=None, warmup_steps: int = 1,

@@ -39,12 +39,12 @@ from __future__ import annotations
 
 import math
 import os
-import resource
 import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
 
 from nntile_lab.nn.config import GPT2Config
+from nntile_lab.rss import peak_rss_bytes, rss_bytes  # noqa: F401  (memory.peak_rss_bytes)
 from nntile_lab.spec import DEFAULTS
 
 F32, I64 = 4, 8
@@ -253,26 +253,6 @@ def _disk_problem(ooc_dir: str, need: int) -> str:
         return (f"the out-of-core directory {ooc_dir!r} has {free // MIB} MiB free, the "
                 f"overflow needs {need // MIB} MiB: free space or pick another --ooc-dir")
     return ""
-
-
-def peak_rss_bytes() -> int:
-    """The process's peak resident set so far: VmHWM, the high-water mark of this process
-    image (``ru_maxrss`` would not do: exec keeps the parent's peak, so a child started
-    from a 350 MiB pytest process reports at least 350 MiB)."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-def rss_bytes() -> int:
-    """The process's resident set now."""
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 # ---- the ``plan`` CLI command --------------------------------------------------------

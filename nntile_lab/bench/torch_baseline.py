@@ -10,11 +10,13 @@ FLOPs per step are the model's (6·N + 12·L·E·T per token), as for nntile_lab
 from __future__ import annotations
 
 import os
-import resource
 import statistics
 import time
 
 import numpy as np
+
+from nntile_lab.experiment import timed_steps
+from nntile_lab.rss import peak_rss_mb, reset_peak_rss
 
 # CPU flags under which bf16 autocast runs in hardware (else it is emulated: no baseline)
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
@@ -23,28 +25,6 @@ BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 def cpu_has_bf16() -> bool:
     from nntile_lab.record import _cpuinfo
     return bool(set(_cpuinfo().get("flags", "").split()) & set(BF16_FLAGS))
-
-
-def _reset_peak_rss() -> bool:
-    """Reset the kernel's peak-RSS mark of this process (Linux ≥ 4.0), so VmHWM measures
-    this baseline alone; False where it cannot be reset."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def _peak_rss_mb() -> float:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _adamw(params, impl: str):
@@ -120,7 +100,7 @@ def measure(cfg, batch: int | None = None, seq_len: int | None = None, *,
                          "neither: bf16 would be emulated, not a baseline); use bf16=False")
     threads = threads or len(os.sched_getaffinity(0))
     torch.set_num_threads(threads)
-    rss_reset = _reset_peak_rss()
+    rss_reset = reset_peak_rss()
     torch.manual_seed(seed)
     model = NanoGPT(cfg, dtype=torch.float32, seed=seed)
     impl = pick_adamw(model)
@@ -144,13 +124,7 @@ def measure(cfg, batch: int | None = None, seq_len: int | None = None, *,
     t0 = time.perf_counter()
     first_loss = float(step(0).detach())
     first = time.perf_counter() - t0
-    for i in range(warmup):
-        step(1 + i)
-    times = []
-    for i in range(steps):
-        t0 = time.perf_counter()
-        step(1 + warmup + i)
-        times.append(time.perf_counter() - t0)
+    times = timed_steps(step, warmup, steps, first=1)
     med = statistics.median(times)
     flops = cfg.flops_per_token(seq_len) * batch * seq_len
     return {"model": "nanogpt", "compile": compile, "bf16": bf16, "adamw": impl,
@@ -160,7 +134,7 @@ def measure(cfg, batch: int | None = None, seq_len: int | None = None, *,
             "step_times_s": times, "gflops": flops / med / 1e9,
             "tokens_per_s": batch * seq_len / med,
             "compile_time_s": max(first - med, 0.0) if compile else 0.0,
-            "first_loss": first_loss, "peak_rss_mb": _peak_rss_mb(),
+            "first_loss": first_loss, "peak_rss_mb": peak_rss_mb(),
             "peak_rss_scope": "baseline" if rss_reset else "process",
             "torch": torch.__version__}
 

@@ -5,7 +5,6 @@ learning-rate schedule, clipping and gradient accumulation)."""
 from __future__ import annotations
 
 import statistics
-import time
 
 import numpy as np
 
@@ -27,14 +26,7 @@ def _nntile_step_times(spec: ExperimentSpec) -> tuple[list[float], int]:
         model, opt, schedule = experiment.build(spec)
         step = experiment.step_function(spec, rt, model, opt, schedule,
                                         experiment.RandomTokens(spec.vocab_size))
-        for k in range(spec.warmup_steps):
-            step(k)
-        times = []
-        for k in range(spec.warmup_steps, spec.warmup_steps + spec.measure_steps):
-            t0 = time.perf_counter()
-            step(k)
-            times.append(time.perf_counter() - t0)
-        return times, rt.nworkers
+        return experiment.timed_steps(step, spec.warmup_steps, spec.measure_steps), rt.nworkers
 
 
 def torch_baselines(spec: ExperimentSpec, threads: int, compile: bool = True) -> dict:

@@ -20,47 +20,20 @@ import statistics
 import sys
 import tempfile
 import threading
-import time
 
 import numpy as np
 
+from nntile_lab.experiment import timed_steps
 from nntile_lab.figures.family import FigurePlan, point_spec
+from nntile_lab.rss import peak_rss_bytes, reset_peak_rss, rss_bytes
 
 RESULT_MARK = "RESULT "
 OOC_TILE_SHARE = float(os.environ.get("NNTILE_LAB_OOC_SHARE", "0.6"))
-_PAGE = os.sysconf("SC_PAGE_SIZE")
-
-
-def rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * _PAGE
 
 
 def emit(result: dict) -> None:
     sys.stdout.write(RESULT_MARK + json.dumps(result) + "\n")
     sys.stdout.flush()
-
-
-def peak_rss_bytes() -> int | None:
-    """The kernel's high-water mark of this process's resident size (VmHWM), or None."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
-def reset_peak_rss() -> bool:
-    """Reset VmHWM to the current resident size (Linux ≥ 4.0); False where it cannot."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
 
 
 class MemoryCap(threading.Thread):
@@ -110,15 +83,15 @@ def _batches(vocab: int, batch: int, seq_len: int, count: int):
     return [(b[:, :-1], b[:, 1:]) for b in ids]
 
 
-def _timed_steps(step, spec) -> list[float]:
-    for k in range(spec.warmup_steps):
-        step(k)
-    times = []
-    for k in range(spec.warmup_steps, spec.warmup_steps + spec.measure_steps):
-        t0 = time.perf_counter()
-        step(k)
-        times.append(time.perf_counter() - t0)
-    return times
+def _capped_steps(trainer, spec, cap: MemoryCap):
+    """One step of the tiny model first (libraries load and warm up outside the cap), then
+    the cap starts and the spec's model is built and timed: (model, optimizer, times)."""
+    _, _, step = trainer(_tiny(spec))
+    step(0)
+    del step
+    cap.start()
+    model, opt, step = trainer(spec)
+    return model, opt, timed_steps(step, spec.warmup_steps, spec.measure_steps)
 
 
 def _tiny(spec):
@@ -139,12 +112,7 @@ def _nntile(spec, cap: MemoryCap) -> tuple[list, dict]:
                                             experiment.RandomTokens(spec.vocab_size))
             return model, opt, step
 
-        _, _, step = trainer(_tiny(spec))
-        step(0)
-        del step
-        cap.start()
-        model, opt, step = trainer(spec)
-        times = _timed_steps(step, spec)
+        model, opt, times = _capped_steps(trainer, spec, cap)
         state = [t for slot in opt.state.values() for t in slot.values()]
         static = {"parameters": _tensor_bytes(model.params.values()),
                   "gradients": _tensor_bytes(model.grads.values()),
@@ -181,12 +149,7 @@ def _torch(spec, cap: MemoryCap, bf16: bool) -> tuple[list, dict]:
             opt.step()
         return model, opt, step
 
-    _, _, step = trainer(_tiny(spec))
-    step(0)
-    del step
-    cap.start()
-    model, opt, step = trainer(spec)
-    times = _timed_steps(step, spec)
+    model, opt, times = _capped_steps(trainer, spec, cap)
     nbytes = lambda ts: sum(t.numel() * t.element_size() for t in ts)  # noqa: E731
     static = {"parameters": nbytes(model.parameters()),
               "gradients": nbytes(p.grad for p in model.parameters() if p.grad is not None),

@@ -29,31 +29,10 @@ import time
 
 import numpy as np
 
+from nntile_lab.rss import peak_rss_mb, reset_peak_rss
 from nntile_lab.spec import ExperimentSpec
 
 MiB = float(1 << 20)
-
-
-def reset_peak_rss() -> bool:
-    """Reset this process's peak-RSS counter (Linux ≥ 4.0); False where unsupported."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def peak_rss_mb() -> float | None:
-    """Peak resident memory (VmHWM) of this process in MiB, None off Linux."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return None
 
 
 def measure(spec: ExperimentSpec, *, peak_gflops: float | None = None,
