@@ -191,6 +191,11 @@ class TiledTensor:
         tiles (t/inner, inner): the same tiles, same memory (e.g. E → heads × head size)."""
         axis = _axis(axis, self.ndim)
         s, t = self.shape[axis], self.tile_shape[axis]
+        if isinstance(inner, bool) or not isinstance(inner, (int, np.integer)):
+            raise TypeError(f"split_axis: inner={inner!r} must be an int (the size of the "
+                            f"inner block, e.g. head_size)")
+        if inner < 1:
+            raise ValueError(f"split_axis: inner={inner} must be ≥ 1")
         if s % inner or t % inner:
             raise ValueError(f"cannot split dimension {axis} (size {s}, tile {t}) into "
                              f"blocks of {inner}: both must be multiples of {inner}")

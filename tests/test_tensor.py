@@ -90,5 +90,9 @@ def test_split_and_merge_views_share_tiles(rt1):
     assert (t.to_numpy() == 1).all()
     with pytest.raises(ValueError, match="multiples of 5"):
         t.split_axis(2, 5)
+    with pytest.raises(TypeError, match=r"inner=\(2, 4\) must be an int"):
+        t.split_axis(2, (2, 4))
+    with pytest.raises(ValueError, match="inner=0 must be ≥ 1"):
+        t.split_axis(2, 0)
     with pytest.raises(ValueError, match="must be one tile"):
         nl.zeros((4, 6), (2, 3)).merge_axes(0)
