@@ -21,20 +21,23 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nntile_lab.flops import inner_size
-from nntile_lab.reference.torch_gpt2 import torch_dtype
+from nntile_lab.reference.torch_gpt2 import Block, torch_dtype
 
 # HF's Conv1D stores (in, out); nn.Linear stores (out, in): these weights are transposed.
 _LINEAR_WEIGHTS = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight",
                    "mlp.c_proj.weight")
 
 
+def linear(n_in: int, n_out: int, dtype: torch.dtype) -> nn.Linear:
+    return nn.Linear(n_in, n_out, dtype=dtype)
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, cfg, dtype: torch.dtype):
         super().__init__()
         self.n_head = cfg.n_head
-        self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, dtype=dtype)
-        self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, dtype=dtype)
+        self.c_attn = linear(cfg.n_embd, 3 * cfg.n_embd, dtype)
+        self.c_proj = linear(cfg.n_embd, cfg.n_embd, dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, e = x.shape
@@ -44,28 +47,9 @@ class CausalSelfAttention(nn.Module):
         return self.c_proj(y.transpose(1, 2).reshape(b, t, e))
 
 
-class MLP(nn.Module):
-    def __init__(self, cfg, dtype: torch.dtype):
-        super().__init__()
-        self.c_fc = nn.Linear(cfg.n_embd, inner_size(cfg), dtype=dtype)
-        self.c_proj = nn.Linear(inner_size(cfg), cfg.n_embd, dtype=dtype)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
-
-
-class Block(nn.Module):
-    def __init__(self, cfg, dtype: torch.dtype):
-        super().__init__()
-        eps = cfg.layer_norm_epsilon
-        self.ln_1 = nn.LayerNorm(cfg.n_embd, eps=eps, dtype=dtype)
-        self.attn = CausalSelfAttention(cfg, dtype)
-        self.ln_2 = nn.LayerNorm(cfg.n_embd, eps=eps, dtype=dtype)
-        self.mlp = MLP(cfg, dtype)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.ln_1(x))
-        return x + self.mlp(self.ln_2(x))
+def block(cfg, dtype: torch.dtype) -> Block:
+    """The reference's pre-norm block with the fast attention and ``nn.Linear`` layers."""
+    return Block(cfg, dtype, attention=CausalSelfAttention, linear=linear)
 
 
 class NanoGPT(nn.Module):
@@ -81,7 +65,7 @@ class NanoGPT(nn.Module):
         self.transformer = nn.ModuleDict({
             "wte": nn.Embedding(cfg.vocab_size, cfg.n_embd, dtype=self.dtype),
             "wpe": nn.Embedding(cfg.n_positions, cfg.n_embd, dtype=self.dtype),
-            "h": nn.ModuleList(Block(cfg, self.dtype) for _ in range(cfg.n_layer)),
+            "h": nn.ModuleList(block(cfg, self.dtype) for _ in range(cfg.n_layer)),
             "ln_f": nn.LayerNorm(cfg.n_embd, eps=cfg.layer_norm_epsilon, dtype=self.dtype),
         })
         self.init_weights(seed)

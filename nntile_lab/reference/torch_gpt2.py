@@ -70,10 +70,13 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, cfg, dtype: torch.dtype):
+    """``c_proj(gelu_tanh(c_fc(x)))``; ``linear(n_in, n_out, dtype)`` makes the layers
+    (HF's ``Conv1D`` here, ``nn.Linear`` in the nanoGPT-style baseline)."""
+
+    def __init__(self, cfg, dtype: torch.dtype, linear=Conv1D):
         super().__init__()
-        self.c_fc = Conv1D(cfg.n_embd, inner_size(cfg), dtype)
-        self.c_proj = Conv1D(inner_size(cfg), cfg.n_embd, dtype)
+        self.c_fc = linear(cfg.n_embd, inner_size(cfg), dtype)
+        self.c_proj = linear(inner_size(cfg), cfg.n_embd, dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
@@ -82,13 +85,13 @@ class MLP(nn.Module):
 class Block(nn.Module):
     """Pre-norm transformer block: ``x + attn(ln_1(x))``, then ``x + mlp(ln_2(x))``."""
 
-    def __init__(self, cfg, dtype: torch.dtype):
+    def __init__(self, cfg, dtype: torch.dtype, attention=None, linear=Conv1D):
         super().__init__()
         eps = cfg.layer_norm_epsilon
         self.ln_1 = nn.LayerNorm(cfg.n_embd, eps=eps, dtype=dtype)
-        self.attn = Attention(cfg, dtype)
+        self.attn = (attention or Attention)(cfg, dtype)
         self.ln_2 = nn.LayerNorm(cfg.n_embd, eps=eps, dtype=dtype)
-        self.mlp = MLP(cfg, dtype)
+        self.mlp = MLP(cfg, dtype, linear)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.ln_1(x))
