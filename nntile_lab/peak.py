@@ -7,7 +7,8 @@ best of a few runs. numpy's BLAS is raised to all cores for the measurement (an
 flatters every MFU); the kernels' own BLAS is left at one thread.
 
 Cache: ``~/.cache/nntile_lab/peak.json`` (``$NNTILE_LAB_CACHE`` overrides the
-directory), one entry per ``"<cpu model>|<cores>"``. ``nntile-lab peak`` prints it;
+directory), one entry per ``"<cpu model>|<cores>|<OPENBLAS_CORETYPE or native>"`` (the
+BLAS code path changes the peak about twofold on AVX-512 CPUs). ``nntile-lab peak`` prints it;
 ``--refresh`` measures again.
 """
 from __future__ import annotations
@@ -30,7 +31,7 @@ def cache_path() -> str:
 
 def machine_key() -> str:
     m = machine()
-    return f"{m['cpu_model']}|{m['cores']}"
+    return f"{m['cpu_model']}|{m['cores']}|{os.environ.get('OPENBLAS_CORETYPE') or 'native'}"
 
 
 def measure(n: int = 2048, repeats: int = 5) -> dict:
