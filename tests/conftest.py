@@ -56,3 +56,14 @@ def cond_err(got, want, magnitude) -> float:
     den = np.linalg.norm(np.asarray(magnitude, np.float64))
     diff = np.asarray(got, np.float64) - np.asarray(want, np.float64)
     return float(np.linalg.norm(diff) / (den if den else 1.0))
+
+
+def require(module: str):
+    """Import a test dependency, or fail loudly with the fix: a missing part never turns
+    into a skipped (and so silently passing) test."""
+    import importlib
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        pytest.fail(f"{module} is missing ({exc}): `scripts/setup.sh test` installs the "
+                    f"test extras", pytrace=False)

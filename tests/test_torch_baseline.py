@@ -2,7 +2,9 @@
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+from tests.conftest import require
+
+torch = require("torch")
 
 from nntile_lab.bench import torch_baseline  # noqa: E402
 from nntile_lab.nn.config import GPT2Config  # noqa: E402

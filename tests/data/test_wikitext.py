@@ -7,6 +7,7 @@ import pytest
 from nntile_lab.data import get_encoding, load_split, prepare_wikitext, read_meta
 from nntile_lab.data import wikitext as wt
 from nntile_lab.data.tokenizer import EOT
+from tests.conftest import require
 
 # The raw files' shape: a leading blank line, " = Heading = " lines, blank lines as " \n".
 TRAIN = (" \n = Valkyria Chronicles III = \n \n Senjō no Valkyria 3 : Unrecorded Chronicles "
@@ -100,8 +101,8 @@ def hf_rows(text):
 
 
 def test_parquet_layout_matches_raw(tmp_path):
-    pa = pytest.importorskip("pyarrow")
-    pq = pytest.importorskip("pyarrow.parquet")
+    pa = require("pyarrow")
+    pq = require("pyarrow.parquet")
     d = tmp_path / "hf" / "wikitext-103-raw-v1"
     d.mkdir(parents=True)
     rows = hf_rows(TRAIN)
@@ -125,8 +126,8 @@ def test_parquet_layout_matches_raw(tmp_path):
 
 
 def test_parquet_without_text_column(tmp_path):
-    pa = pytest.importorskip("pyarrow")
-    pq = pytest.importorskip("pyarrow.parquet")
+    pa = require("pyarrow")
+    pq = require("pyarrow.parquet")
     for split in ("train", "validation"):
         (tmp_path / split).mkdir()
         pq.write_table(pa.table({"content": ["x\n"]}), tmp_path / split / "0000.parquet")

@@ -7,9 +7,9 @@ import pytest
 import nntile_lab as nl
 from nntile_lab.nn.state import init_state_dict
 from nntile_lab.optim import AdamW
-from tests.conftest import rel_err
+from tests.conftest import rel_err, require
 
-torch = pytest.importorskip("torch")
+torch = require("torch")
 from nntile_lab.reference.torch_gpt2 import TorchGPT2  # noqa: E402
 
 BASE = nl.GPT2Config(n_layer=1, n_head=4, n_embd=24, n_positions=16, vocab_size=97,

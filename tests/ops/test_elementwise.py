@@ -4,7 +4,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import nntile_lab as nl
-from tests.conftest import cond_err, rel_err
+from tests.conftest import cond_err, rel_err, require
 from tests.strategies import shape_and_tiles
 
 RNG = np.random.default_rng(0)
@@ -56,7 +56,7 @@ def test_mul(rt, st_):
 
 @given(shape_and_tiles())
 def test_gelu_forward_backward_vs_torch(rt, st_):
-    torch = pytest.importorskip("torch")
+    torch = require("torch")
     shape, tiles = st_
     # |x| ≤ 5: further out, GELU's tail (< 1e-6) is ill-conditioned in float32
     # (condition number ~60), so no float32 code meets 1e-5 there against float64

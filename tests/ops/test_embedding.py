@@ -4,7 +4,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import nntile_lab as nl
-from tests.conftest import rel_err
+from tests.conftest import rel_err, require
 from tests.strategies import shape_and_tiles, tile_for
 
 RNG = np.random.default_rng(0)
@@ -39,7 +39,7 @@ def test_embedding_forward(rt, case):
 
 @given(lookup_case())
 def test_embedding_backward_vs_torch(rt, case):
-    torch = pytest.importorskip("torch")
+    torch = require("torch")
     ids, table, tids, ttable = tensors(case)
     dout = RNG.standard_normal(ids.shape + table.shape[1:]).astype(np.float32)
     tdout = nl.from_numpy(dout, tids.tile_shape + (ttable.tile_shape[1],))

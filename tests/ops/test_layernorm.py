@@ -4,7 +4,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import nntile_lab as nl
-from tests.conftest import rel_err
+from tests.conftest import rel_err, require
 from tests.ops.test_reduce import axis_case, drop, fiber_sum, sum_err
 
 RNG = np.random.default_rng(2)
@@ -46,7 +46,7 @@ def test_layer_norm(rt, case, offset, eps, in_place):
 
 @given(axis_case(), st.sampled_from([0.0, 10.0]), st.sampled_from(["none", "all", "dgamma"]))
 def test_layer_norm_backward_vs_torch(rt, case, offset, given_grads):
-    torch = pytest.importorskip("torch")
+    torch = require("torch")
     shape, tiles, axis = case
     a = axis % len(shape)
     (x, gamma, beta), (tx, tg, tb) = inputs(shape, tiles, axis, offset)

@@ -4,10 +4,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import nntile_lab as nl
-from tests.conftest import rel_err
+from tests.conftest import rel_err, require
 from tests.strategies import shape_and_tiles, tile_for
 
-torch = pytest.importorskip("torch")
+torch = require("torch")
 RNG = np.random.default_rng(0)
 
 

@@ -4,10 +4,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import nntile_lab as nl
-from tests.conftest import cond_err, rel_err
+from tests.conftest import cond_err, rel_err, require
 from tests.strategies import shape_and_tiles
 
-torch = pytest.importorskip("torch")
+torch = require("torch")
 RNG = np.random.default_rng(0)
 STEPS = 4
 # each example draws its own numbers, so a failure replays exactly (no module-level state)

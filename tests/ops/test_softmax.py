@@ -4,7 +4,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import nntile_lab as nl
-from tests.conftest import rel_err
+from tests.conftest import rel_err, require
 from tests.ops.test_reduce import axis_case
 
 RNG = np.random.default_rng(1)
@@ -52,7 +52,7 @@ def exact_softmax(shape, axis, scale):
 
 @given(axis_case(), st.sampled_from([1.0, 5.0]), st.booleans())
 def test_softmax_backward_vs_torch(rt, case, scale, accumulate):
-    torch = pytest.importorskip("torch")
+    torch = require("torch")
     shape, tiles, axis = case
     logits, y = exact_softmax(shape, axis % len(shape), scale)
     dy = RNG.standard_normal(shape).astype(np.float32)
