@@ -68,7 +68,7 @@ ffibuilder.cdef("typedef struct _starpu_data_state *starpu_data_handle_t;\n"
 with open(os.path.join(HERE, "cpu", "prototypes.h"), "w") as f:
     f.write(codegen.generate_prototypes())
 
-sources = ([os.path.join(HERE, "core.c"), os.path.join(HERE, "mpi.c")]
+sources = ([os.path.join(HERE, n) for n in ("core.c", "mpi.c", "bench.c")]
            + sorted(glob.glob(os.path.join(HERE, "cpu", "*.c"))))
 cflags = _pkg_config("--cflags")
 mpi = _mpi_flags()
