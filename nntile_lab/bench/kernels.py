@@ -16,7 +16,9 @@ The roof of a kernel is the shortest time its work can take on one core, the lar
   * flops / the one-thread sgemm rate (the table's flops formula; gemm is compute-bound);
   * exps / the exp rate: the kernels' exp (fastexp.h) hand-vectorised on 8 lanes, timed in
     this run — the compute roof of kernels that sit on exp (GELU, softmax, cross-entropy).
-fraction of roof = roof time / measured median time; rows below 0.5 are flagged.
+fraction of roof = roof time / measured median time; rows below 0.5 are flagged. The roofs
+are best-of-repeats (what the core can do; other users' work on a shared machine only
+slows a repeat down), the kernels' median and best are both reported.
 """
 from __future__ import annotations
 
@@ -61,6 +63,7 @@ def cases(d: dict) -> list[Case]:
     act, mlp = t * e, t * h                       # an activation tile, an MLP hidden tile
     sm_m, sm_k = d["batch_tile"] * d["heads"] * d["seq"], d["seq"]   # attention scores
     sm = sm_m * sm_k
+    hd = d["heads"] * d["head_size"]             # a head tile's width
     ln = dict(m=t, k=e, n=1)                       # layer norm and biases along n_embd
     ones = lambda n: np.ones(n, np.float32)        # noqa: E731  (keeps repeated calls stable)
     pos = lambda n: np.float32(0.5) + np.random.default_rng(1).random(n, np.float32)  # noqa: E731
@@ -148,12 +151,11 @@ def cases(d: dict) -> list[Case]:
         # scores of a (batch tile, heads) block: writes the upper triangle, reads nothing
         Case("mask_causal", dict(batch=sm_m // sm_k, m=sm_k, n=sm_k, row0=0, col0=0,
                                  value=-math.inf), {"x": sm}, bytes=sm * F32 // 2, elements=sm),
-        # (B, T, H, D) → (B, H, T, D) for one batch and head tile
-        Case("permute", dict(n0=d["batch_tile"], n1=d["heads"], n2=d["seq"], n3=d["head_size"],
-                             n4=1, n5=1, s0=d["seq"] * d["heads"] * d["head_size"],
-                             s1=d["head_size"], s2=d["heads"] * d["head_size"], s3=1, s4=0,
-                             s5=0), {"x": act // (e // (d["heads"] * d["head_size"])),
-                                     "y": act // (e // (d["heads"] * d["head_size"]))}),
+        # (B, T, H, D) → (B, H, T, D) for one batch and head tile, axes padded in front
+        # as ops.permute pads them
+        Case("permute", dict(n0=1, n1=1, n2=d["batch_tile"], n3=d["heads"], n4=d["seq"],
+                             n5=d["head_size"], s0=0, s1=0, s2=d["seq"] * hd, s3=d["head_size"],
+                             s4=hd, s5=1), {"x": t * hd, "y": t * hd}),
     ]
 
 
@@ -197,23 +199,23 @@ def _time(fn, repeats: int) -> dict:
 
 def stream(nbytes: int, repeats: int, kind: int = 1) -> float:
     """GB/s of a one-core STREAM copy (kind 0, 8 B per element) or triad (kind 1, 12 B)
-    whose arrays total ``nbytes``."""
+    whose arrays total ``nbytes``, best of ``repeats``."""
     from nntile_lab._lib import ffi, lib
     per = 8 if kind == 0 else 12
     n = max(64, nbytes // per)
     a, b, c = (np.full(n, v, np.float32) for v in (0.0, 1.0, 2.0))
     pa, pb, pc = (ffi.cast("float *", x.ctypes.data) for x in (a, b, c))
     t = _time(lambda calls: lib.nl_time_stream(kind, n, pa, pb, pc, calls), repeats)
-    return per * n / t["median"] / 1e9
+    return per * n / t["min"] / 1e9
 
 
 def exp_rate(repeats: int, n: int = 4096) -> float:
-    """Exps per ns (1e9/s) of the 8-lane exp, on an L1-resident array."""
+    """Exps per ns (1e9/s) of the 8-lane exp, on an L1-resident array, best of ``repeats``."""
     from nntile_lab._lib import ffi, lib
     x = np.linspace(-20, 20, n, dtype=np.float32)
     y = np.empty_like(x)
     px, py = ffi.cast("float *", x.ctypes.data), ffi.cast("float *", y.ctypes.data)
-    return n / _time(lambda calls: lib.nl_time_vexp(n, px, py, calls), repeats)["median"] / 1e9
+    return n / _time(lambda calls: lib.nl_time_vexp(n, px, py, calls), repeats)["min"] / 1e9
 
 
 def _buffers(case: Case, row: dict, rng) -> list[np.ndarray]:
@@ -256,7 +258,8 @@ def measure_case(case: Case, row: dict, roofs: dict, repeats: int, stream_cache:
             "calls_per_repeat": t["calls"], "ns_per_element": med * 1e9 / elements,
             "gbs": nbytes / med / 1e9, "gflops": flops / med / 1e9,
             "roof_gbs": kroofs["gbs"], "roof_us": roof * 1e6, "bound": bound,
-            "fraction": roof / med, "below_target": roof / med < TARGET}
+            "fraction": roof / med, "fraction_best": roof / t["min"],
+            "below_target": roof / med < TARGET}
 
 
 def run(config: str = "main", repeats: int = 7, only: list[str] | None = None) -> dict:
@@ -275,7 +278,7 @@ def run(config: str = "main", repeats: int = 7, only: list[str] | None = None) -
     ptrs = ffi.new("void *[]", [ffi.cast("void *", b.ctypes.data) for b in sq])
     gargs = ffi.new("double[]", [1, n, n, n, 0, 0, 1.0, 0.0])
     tg = _time(lambda calls: lib.nl_time_op(gemm["op"], ptrs, gargs, calls), repeats)
-    roofs = {"gflops": 2.0 * n**3 / tg["median"] / 1e9, "gexps": exp_rate(repeats),
+    roofs = {"gflops": 2.0 * n**3 / tg["min"] / 1e9, "gexps": exp_rate(repeats),
              "stream_triad_gbs_dram": stream(3 << 26, repeats),      # 3 × 64 MiB
              "stream_copy_gbs_dram": stream(2 << 26, repeats, kind=0),
              "stream_triad_gbs_l2": stream(3 << 18, repeats)}         # 3 × 256 KiB
@@ -304,13 +307,13 @@ def report(res: dict) -> str:
              f"(L2), copy {r['stream_copy_gbs_dram']:.1f} GB/s (DRAM); per kernel the triad "
              "over its own footprint", "",
              f"{'kernel':<26}{'µs':>9}{'min–max':>16}{'ns/elem':>9}{'GB/s':>8}{'GFLOP/s':>9}"
-             f"{'roof GB/s':>10}{'bound':>9}{'of roof':>9}"]
+             f"{'roof GB/s':>10}{'bound':>9}{'of roof':>9}{'(best)':>8}"]
     for k in res["kernels"]:
         flag = "  <-- below 50 %" if k["below_target"] else ""
         lines.append(f"{k['name']:<26}{k['time_us']:>9.1f}"
                      f"{k['time_us_min']:>8.1f}–{k['time_us_max']:<7.1f}{k['ns_per_element']:>9.3f}"
                      f"{k['gbs']:>8.1f}{k['gflops']:>9.1f}{k['roof_gbs']:>10.1f}{k['bound']:>9}"
-                     f"{k['fraction']:>9.2f}{flag}")
+                     f"{k['fraction']:>9.2f}{k['fraction_best']:>8.2f}{flag}")
     lines.append("")
     lines.append("below 50 % of roof (GEMM excepted): " + (", ".join(res["below_target"])
                                                            or "none"))
