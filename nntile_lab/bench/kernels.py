@@ -57,6 +57,23 @@ class Case:
     elements: int | None = None     # per-element figures are per this many (default: largest)
 
 
+# buffer fillers for the cases whose values matter (n values each)
+def _ones(n):           # a multiplier of 1: repeated in-place calls keep the values
+    return np.ones(n, np.float32)
+
+
+def _positive(n):       # variances, sums, probabilities: in [0.5, 1.5)
+    return np.float32(0.5) + np.random.default_rng(1).random(n, np.float32)
+
+
+def _ce_stats(n):       # (max, sum hi, sum lo, picked) per token, as cross_entropy_stats writes
+    return np.tile(np.float32([4.0, 100.0, 0.0, 1.0]), n // 4)
+
+
+def _ids(hi):           # token ids / labels in [0, hi)
+    return lambda n: np.random.default_rng(2).integers(0, hi, n)
+
+
 def cases(d: dict) -> list[Case]:
     """One case per codelet, at the sizes of config ``d`` (see CONFIGS)."""
     t, e, h, vt = d["tokens"], d["embd"], d["inner"], d["vocab_tile"]
@@ -65,11 +82,7 @@ def cases(d: dict) -> list[Case]:
     sm = sm_m * sm_k
     hd = d["heads"] * d["head_size"]             # a head tile's width
     ln = dict(m=t, k=e, n=1)                       # layer norm and biases along n_embd
-    ones = lambda n: np.ones(n, np.float32)        # noqa: E731  (keeps repeated calls stable)
-    pos = lambda n: np.float32(0.5) + np.random.default_rng(1).random(n, np.float32)  # noqa: E731
-    ce_stats = lambda n: np.tile(np.float32([4.0, 100.0, 0.0, 1.0]), n // 4)            # noqa: E731
-    ids = lambda hi: (lambda n: np.random.default_rng(2).integers(0, hi, n))          # noqa: E731
-    ln_stats = {"mean": lambda n: np.zeros(n, np.float32), "inv_std": pos}
+    ln_stats = {"mean": lambda n: np.zeros(n, np.float32), "inv_std": _positive}
     emb = dict(n=t, e=e, voff=0, vrows=vt, vocab=d["vocab"], check=0)
     return [
         Case("fill", dict(n=act, value=1.0), {"y": act}),
@@ -89,20 +102,20 @@ def cases(d: dict) -> list[Case]:
         Case("sum_fiber", dict(**ln, alpha=1.0, beta=0.0), {"x": act, "f": e}),
         Case("sumsq_all", dict(n=act, alpha=1.0, beta=0.0), {"x": act, "s": 1}),
         Case("add_slice", dict(**ln, alpha=1.0, beta=1.0), {"s": t, "x": act}),
-        Case("mul_slice", dict(**ln), {"s": t, "x": act}, init={"s": ones}),
+        Case("mul_slice", dict(**ln), {"s": t, "x": act}, init={"s": _ones}),
         Case("add_fiber", dict(**ln, alpha=1.0, beta=1.0), {"f": e, "x": act}),
-        Case("mul_fiber", dict(**ln), {"f": e, "x": act}, init={"f": ones}),
+        Case("mul_fiber", dict(**ln), {"f": e, "x": act}, init={"f": _ones}),
         Case("softmax_sumexp", dict(m=sm_m, k=sm_k, n=1, beta=0.0),
              {"x": sm, "mx": sm_m, "s": sm_m}, exps=sm),
-        Case("softmax_apply", dict(m=sm_m, k=sm_k, n=1), {"x": sm, "mx": sm_m, "s": sm_m,
-                                                          "y": sm}, init={"s": pos}, exps=sm),
+        Case("softmax_apply", dict(m=sm_m, k=sm_k, n=1),
+             {"x": sm, "mx": sm_m, "s": sm_m, "y": sm}, init={"s": _positive}, exps=sm),
         Case("softmax_tile", dict(m=sm_m, k=sm_k, n=1), {"x": sm, "y": sm}, exps=sm),
         Case("softmax_backward_sums", dict(m=sm_m, k=sm_k, n=1, accumulate=0),
              {"y": sm, "dy": sm, "sums": 4 * sm_m}),
         Case("softmax_backward", dict(m=sm_m, k=sm_k, n=1, beta=0.0),
-             {"y": sm, "dy": sm, "sums": 4 * sm_m, "dx": sm}, init={"sums": pos}),
+             {"y": sm, "dy": sm, "sums": 4 * sm_m, "dx": sm}, init={"sums": _positive}),
         Case("softmax_backward_tile", dict(m=sm_m, k=sm_k, n=1, beta=0.0),
-             {"y": sm, "dy": sm, "dx": sm}, init={"y": pos}),
+             {"y": sm, "dy": sm, "dx": sm}, init={"y": _positive}),
         Case("layer_norm_invstd", dict(**ln, alpha=1.0 / e, beta=0.0, eps=1e-5, finish=1),
              {"x": act, "mean": t, "s": t}),
         Case("layer_norm_apply", dict(**ln), {"x": act, "mean": t, "inv_std": t, "gamma": e,
@@ -125,25 +138,25 @@ def cases(d: dict) -> list[Case]:
         Case("gemm", dict(batch=1, m=t, n=h, k=e, trans_a=0, trans_b=0, alpha=1.0, beta=0.0),
              {"a": t * e, "b": e * h, "c": t * h}),
         # every id in the vocabulary tile: each token copies (adds) one row of e values
-        Case("embedding", emb, {"ids": t, "table": vt * e, "out": act}, init={"ids": ids(vt)},
+        Case("embedding", emb, {"ids": t, "table": vt * e, "out": act}, init={"ids": _ids(vt)},
              bytes=t * I64 + 2 * act * F32, elements=act),
         Case("embedding_backward", emb, {"ids": t, "dout": act, "dtable": vt * e},
-             init={"ids": ids(vt)}, bytes=t * I64 + 3 * act * F32, elements=act),
+             init={"ids": _ids(vt)}, bytes=t * I64 + 3 * act * F32, elements=act),
         Case("cross_entropy_stats", dict(n=t, vt=vt, voff=0, vocab=d["vocab"]),
-             {"x": t * vt, "labels": t, "stats": 4 * t}, init={"labels": ids(vt)},
+             {"x": t * vt, "labels": t, "stats": 4 * t}, init={"labels": _ids(vt)},
              exps=t * vt),
         Case("cross_entropy_merge", dict(n=t), {"stats": 4 * t, "part": 4 * t},
-             init={"stats": ce_stats, "part": ce_stats}),
+             init={"stats": _ce_stats, "part": _ce_stats}),
         Case("cross_entropy_loss", dict(n=t, scale=1.0 / t, first=1), {"stats": 4 * t,
                                                                        "loss": 1},
-             init={"stats": ce_stats}),
+             init={"stats": _ce_stats}),
         Case("cross_entropy_backward", dict(n=t, vt=vt, voff=0, scale=1.0 / t),
              {"x": t * vt, "labels": t, "stats": 4 * t, "dx": t * vt},
-             init={"labels": ids(vt), "stats": ce_stats}, exps=t * vt),
+             init={"labels": _ids(vt), "stats": _ce_stats}, exps=t * vt),
         Case("adamw", dict(n=act, beta1=0.9, beta2=0.999, one_m_beta1=0.1, one_m_beta2=0.001,
                            step_size=1e-3, inv_bc2_sqrt=1.0, eps=1e-8, decay=0.9999, l2=0.0,
                            grad_scale=1.0), {"p": act, "g": act, "m": act, "v": act},
-             init={"v": pos}),
+             init={"v": _positive}),
         Case("sgd", dict(n=act, lr=1e-3, wd=0.0, grad_scale=1.0), {"p": act, "g": act}),
         Case("sgd_momentum", dict(n=act, lr=1e-3, wd=0.0, momentum=0.9, one_m_dampening=1.0,
                                   nesterov=0, first=0, grad_scale=1.0),
@@ -310,8 +323,8 @@ def report(res: dict) -> str:
              f"{'roof GB/s':>10}{'bound':>9}{'of roof':>9}{'(best)':>8}"]
     for k in res["kernels"]:
         flag = "  <-- below 50 %" if k["below_target"] else ""
-        lines.append(f"{k['name']:<26}{k['time_us']:>9.1f}"
-                     f"{k['time_us_min']:>8.1f}–{k['time_us_max']:<7.1f}{k['ns_per_element']:>9.3f}"
+        lines.append(f"{k['name']:<26}{k['time_us']:>9.1f}{k['time_us_min']:>8.1f}–"
+                     f"{k['time_us_max']:<7.1f}{k['ns_per_element']:>9.3f}"
                      f"{k['gbs']:>8.1f}{k['gflops']:>9.1f}{k['roof_gbs']:>10.1f}{k['bound']:>9}"
                      f"{k['fraction']:>9.2f}{k['fraction_best']:>8.2f}{flag}")
     lines.append("")
