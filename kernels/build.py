@@ -68,7 +68,18 @@ ffibuilder.cdef("typedef struct _starpu_data_state *starpu_data_handle_t;\n"
 with open(os.path.join(HERE, "cpu", "prototypes.h"), "w") as f:
     f.write(codegen.generate_prototypes())
 
-sources = ([os.path.join(HERE, "core.c"), os.path.join(HERE, "mpi.c")]
+# Value-safe math flags, for vectorisation on every x86 ISA (results unchanged, bit for
+# bit): nothing here reads floating-point exception flags or errno, so the compiler may
+# evaluate a float operation whose result a branch would have discarded
+# (-fno-trapping-math) and use the sqrt instruction without a libm fallback that sets
+# errno (-fno-math-errno). Without them gcc 12 vectorises the loops around nl_expf
+# (GELU, softmax, cross-entropy) only with AVX-512's masked instructions, and AdamW's
+# sqrtf on no ISA: with -march=x86-64-v3 (AVX2) they ran scalar, 5-10x slower (BENCHMARKS.md,
+# `nntile-lab bench kernels`). Unlike -ffast-math these change no result: no
+# reassociation, NaN, infinities and signed zeros as IEEE has them.
+VALUE_SAFE = ["-fno-trapping-math", "-fno-math-errno"]
+
+sources = ([os.path.join(HERE, n) for n in ("core.c", "mpi.c", "bench.c")]
            + sorted(glob.glob(os.path.join(HERE, "cpu", "*.c"))))
 cflags = _pkg_config("--cflags")
 mpi = _mpi_flags()
@@ -79,7 +90,7 @@ ffibuilder.set_source(
     include_dirs=[HERE, _openblas_include()] + [f[2:] for f in cflags if f.startswith("-I")]
     + (mpi[0] if mpi else []),
     define_macros=[("NL_HAVE_MPI", "1")] if mpi else [],
-    extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wno-unused-function"]
+    extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wno-unused-function"] + VALUE_SAFE
     + shlex.split(os.environ.get("NNTILE_LAB_CFLAGS", "-march=native")),
     extra_link_args=(mpi[1] if mpi else []) + _pkg_config("--libs"),
 )

@@ -95,15 +95,36 @@ static struct starpu_codelet nl_cl_{n} = {{
 """
 
 
+def _direct(op_id, row):
+    """A call of the kernel itself, without StarPU: buffers as raw pointers, the
+    scalar arguments as doubles (exact for every i32, f32 and the i64 sizes used)."""
+    args = [f"({typ})a[{i}]" for i, (typ, _) in enumerate(_args(row))]
+    args += [f"({'const ' if ro else ''}{typ} *)p[{i}]" for i, _, typ, _, ro in _buffers(row)]
+    return f"    case {op_id}: nl_{row.name}({', '.join(args)}); return 0;\n"
+
+
+def _direct_switch():
+    """nl_call_op(op, pointers, args): the timing harness (kernels/bench.c) calls
+    kernels through it, so every row of the table is reachable without StarPU."""
+    cases = "".join(_direct(i, r) for i, r in enumerate(CODELETS))
+    sigs = ", ".join(f'"{r.buffers}|{r.args}|{r.flops}"' for r in CODELETS)
+    return (f"static const char *op_sigs[] = {{{sigs}}};\n"
+            "const char *nl_op_signature(int i) { return op_sigs[i]; }\n"
+            "int nl_call_op(int op, void **p, const double *a)\n{\n    switch (op) {\n"
+            + cases + "    default: return -1;\n    }\n}\n")
+
+
 def generate_c():
-    """C source: every codelet, its submit helper, and the op names for traces."""
+    """C source: every codelet, its submit helper, the op names for traces and the
+    direct calls for the kernel benchmark."""
     head = "#define NL_WITH_STARPU\n#include <errno.h>\n#include <stdlib.h>\n#include \"core.h\"\n"
     protos = "\n".join(kernel_prototype(r) for r in CODELETS)
     names = ", ".join(f'"{r.name}"' for r in CODELETS)
     table = (f"static const char *op_names[] = {{{names}}};\n"
              f"int nl_op_count(void) {{ return {len(CODELETS)}; }}\n"
              "const char *nl_op_name(int i) { return op_names[i]; }\n")
-    return head + protos + "\n" + table + "".join(_glue(i, r) for i, r in enumerate(CODELETS))
+    return (head + protos + "\n" + table + _direct_switch()
+            + "".join(_glue(i, r) for i, r in enumerate(CODELETS)))
 
 
 def generate_prototypes():
@@ -116,4 +137,5 @@ def generate_prototypes():
 def generate_cdef():
     """Declarations of the submit helpers, for cffi."""
     protos = "\n".join(submit_prototype(r) for r in CODELETS)
-    return protos + "\nint nl_op_count(void);\nconst char *nl_op_name(int i);\n"
+    return (protos + "\nint nl_op_count(void);\nconst char *nl_op_name(int i);\n"
+            "const char *nl_op_signature(int i);\n")

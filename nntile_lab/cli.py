@@ -113,6 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--json", action="store_true", help="print one JSON object")
     sc.add_argument("--no-progress", action="store_true", help="no progress bar")
     sc.set_defaults(func=_bench_schedulers)
+    from nntile_lab.bench.kernels import register_cli as register_bench_kernels
+    register_bench_kernels(bsub)
 
     from nntile_lab.data.prepare import register_cli as register_prepare
     from nntile_lab.dist.cli import register_cli as register_proxy

@@ -66,22 +66,29 @@ NL_INLINE void nl_load_slice(struct nl_group G, int lanes, const float *s, float
     for (int64_t q = 0; q < G.nb; q++) v[q] = s[G.s + (lanes ? 0 : q)];
 }
 
-/* In "lanes" mode, every lane gets the sum (max) of all lanes: the fiber's. Lanes
- * a short fiber never reached keep their start value, 0 (-inf), which is neutral. */
+/* In "lanes" mode, every lane gets the sum (max) of all NL_NB lanes: the fiber's.
+ * Lanes a short fiber never reached keep their start value, 0 (-inf), which is
+ * neutral: callers start all NL_NB lanes. The fold is a tree (lane q takes lane
+ * q + w, w = 32, 16, …, 1): log2(NL_NB) dependent vector steps instead of a serial
+ * chain of NL_NB adds, which cost more than the fiber itself for short fibers
+ * (attention rows of 128, layer norm rows of 256). A fixed order: reproducible. */
 NL_INLINE void nl_fold_sum(struct nl_group G, int lanes, double *acc)
 {
     if (!lanes) return;
-    double t = 0;
-    for (int64_t q = 0; q < G.nb; q++) t += acc[q];
-    for (int64_t q = 0; q < G.nb; q++) acc[q] = t;
+    for (int w = NL_NB / 2; w > 0; w /= 2)
+        for (int q = 0; q < w; q++) acc[q] += acc[q + w];
+    for (int64_t q = 1; q < G.nb; q++) acc[q] = acc[0];
 }
+
+/* the larger of a and b, a NaN in either winning */
+NL_INLINE float nl_max_nan(float a, float b) { return ((b > a) | (b != b)) ? b : a; }
 
 NL_INLINE void nl_fold_max(struct nl_group G, int lanes, float *mx)
 {
     if (!lanes) return;
-    float t = mx[0];
-    for (int64_t q = 1; q < G.nb; q++) t = ((mx[q] > t) | (mx[q] != mx[q])) ? mx[q] : t;
-    for (int64_t q = 0; q < G.nb; q++) mx[q] = t;
+    for (int w = NL_NB / 2; w > 0; w /= 2)
+        for (int q = 0; q < w; q++) mx[q] = nl_max_nan(mx[q], mx[q + w]);
+    for (int64_t q = 1; q < G.nb; q++) mx[q] = mx[0];
 }
 
 /* mx[q] = max over the group's values of x (a NaN wins: never silently dropped) */
@@ -91,7 +98,7 @@ NL_INLINE void nl_group_max(struct nl_group G, int lanes, const float *x, float 
     for (int64_t c = 0; c < G.nc; c++) {
         const float *p = x + G.x + c * G.sc;
         for (int64_t q = 0; q < nl_nq(G, c); q++)
-            mx[q] = ((p[q] > mx[q]) | (p[q] != p[q])) ? p[q] : mx[q];
+            mx[q] = nl_max_nan(mx[q], p[q]);
     }
     nl_fold_max(G, lanes, mx);
 }

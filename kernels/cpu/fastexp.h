@@ -8,7 +8,11 @@
  * exp(r) by Cephes' degree-7 polynomial, 2^k from exponent bits. Error ≤ 1.5 ulp
  * (checked against exp() in double over every float in range); x < −87.34 (the
  * normal range's end, and -inf) gives 0; NaN stays NaN; for x ≤ 88 only, which
- * softmax's x − max ≤ 0 always is. */
+ * softmax's x − max ≤ 0 always is.
+ * gcc turns the clamps below into branches with a constant side; merging them back
+ * into a vector loop needs -fno-trapping-math (kernels/build.py, VALUE_SAFE) unless
+ * the target has AVX-512's masked instructions: without it, AVX2 builds ran every loop
+ * around this exp scalar (tests/test_bench_kernels.py checks the generated code). */
 static inline float nl_expf(float x)
 {
     const float lo = -87.33654f, hi = 88.0f;

@@ -97,7 +97,7 @@ void nl_softmax_tile(int64_t m, int64_t k, int64_t n, const float *x, float *y)
 NL_INLINE void softmax_sums(struct nl_group G, int lanes, const float *y, const float *dy,
                             double *sdy, double *sy)
 {
-    for (int64_t q = 0; q < G.nb; q++) sdy[q] = sy[q] = 0;
+    for (int64_t q = 0; q < NL_NB; q++) sdy[q] = sy[q] = 0;  /* all: nl_fold_sum */
     for (int64_t c = 0; c < G.nc; c++) {
         const float *py = y + G.x + c * G.sc, *pd = dy + G.x + c * G.sc;
         for (int64_t q = 0; q < nl_nq(G, c); q++) {
@@ -267,7 +267,7 @@ NL_INLINE void ln_sums(struct nl_group G, int lanes, const float *x, const float
     float mu[NL_NB], r[NL_NB];
     nl_load_slice(G, lanes, mean, mu);
     nl_load_slice(G, lanes, inv_std, r);
-    for (int64_t q = 0; q < G.nb; q++) a1[q] = a2[q] = 0;
+    for (int64_t q = 0; q < NL_NB; q++) a1[q] = a2[q] = 0;  /* all: nl_fold_sum */
     for (int64_t c = 0; c < G.nc; c++) {
         const float *px = x + G.x + c * G.sc, *pd = dy + G.x + c * G.sc;
         for (int64_t q = 0; q < nl_nq(G, c); q++) {

@@ -1,0 +1,141 @@
+"""``nntile-lab bench kernels``: every codelet covered, the direct calls it times reach the
+right kernel with the right arguments, the roofline arithmetic, the JSON it prints. No
+timing thresholds: only that the figures are positive and consistent."""
+import ast
+import importlib.util
+import json
+import math
+import pathlib
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from nntile_lab import cli
+from nntile_lab._lib import ffi, lib
+from nntile_lab.bench import kernels as K
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _codelet_names():
+    spec = importlib.util.spec_from_file_location("codelets", ROOT / "kernels" / "codelets.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return [c.name for c in mod.CODELETS]
+
+
+def test_every_codelet_has_a_case():
+    names = _codelet_names()
+    assert [r["name"] for r in K.table()] == names            # the compiled table is the table
+    for config in K.CONFIGS.values():
+        assert sorted(c.name for c in K.cases(config)) == sorted(names)
+
+
+def test_case_buffers_match_the_table():
+    rows = {r["name"]: r for r in K.table()}
+    for case in K.cases(K.CONFIGS["main"]):
+        row = rows[case.name]
+        assert set(case.sizes) == {name for _, _, name in row["buffers"]}, case.name
+        assert set(case.args) == {name for _, name in row["args"]}, case.name
+
+
+def _call(name, args, *arrays):
+    row = {r["name"]: r for r in K.table()}[name]
+    ptrs = ffi.new("void *[]", [ffi.cast("void *", a.ctypes.data) for a in arrays])
+    vals = ffi.new("double[]", [float(args[n]) for _, n in row["args"]])
+    return lib.nl_call_op(row["op"], ptrs, vals)
+
+
+def test_direct_call_passes_arguments_and_buffers_in_order():
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal(100, dtype=np.float32), rng.standard_normal(100, dtype=np.float32)
+    want = 2.0 * x.astype(np.float64) - 0.5 * y
+    assert _call("axpby", dict(n=100, alpha=2.0, beta=-0.5), x, y) == 0
+    np.testing.assert_allclose(y, want, rtol=1e-6)
+    a = rng.standard_normal((3, 5, 4), dtype=np.float32)
+    s = np.zeros((3, 4), np.float32)
+    assert _call("sum_slice", dict(m=3, k=5, n=4, alpha=1.0, beta=0.0), a, s) == 0
+    np.testing.assert_allclose(s, a.sum(axis=1), rtol=1e-5)
+    assert lib.nl_call_op(lib.nl_op_count(), ffi.new("void *[]", 1), ffi.new("double[]", 1)) == -1
+    assert lib.nl_time_op(-1, ffi.new("void *[]", 1), ffi.new("double[]", 1), 3) < 0
+
+
+def test_exp_roof_kernel_computes_exp():
+    x = np.linspace(-100, 80, 4096, dtype=np.float32)
+    y = np.empty_like(x)
+    assert lib.nl_time_vexp(x.size, ffi.cast("float *", x.ctypes.data),
+                            ffi.cast("float *", y.ctypes.data), 1) >= 0
+    want = np.exp(x.astype(np.float64))
+    ok = x > -87.3
+    np.testing.assert_allclose(y[ok], want[ok], rtol=3e-7)
+    assert np.all(y[x < -87.34] == 0)
+
+
+def test_roof_time_takes_the_binding_limit():
+    roofs = {"gbs": 10.0, "gflops": 100.0, "gexps": 2.0}
+    assert K.roof_time(1e9, 1e9, 0, roofs) == (pytest.approx(0.1), "memory")
+    assert K.roof_time(1e6, 1e11, 0, roofs) == (pytest.approx(1.0), "compute")
+    assert K.roof_time(1e6, 1e6, 4e9, roofs) == (pytest.approx(2.0), "exp")
+
+
+def test_run_json_is_consistent(capsys):
+    only = ["copy", "gelu", "sum_slice", "cross_entropy_loss"]
+    assert cli.main(["bench", "kernels", "--only", ",".join(only), "--repeats", "1",
+                     "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert {"config", "dims", "machine", "roofs", "kernels", "below_target", "build_isa",
+            "cflags"} <= res.keys()
+    assert [k["name"] for k in res["kernels"]] == [n for n in _codelet_names() if n in only]
+    assert all(v > 0 for v in res["roofs"].values())
+    for k in res["kernels"]:
+        assert k["time_us_min"] <= k["time_us"] <= k["time_us_max"] and k["time_us"] > 0
+        assert k["bytes"] > 0 and k["roof_gbs"] > 0 and k["elements"] > 0
+        assert k["gbs"] == pytest.approx(k["bytes"] / k["time_us"] / 1e3)
+        assert k["ns_per_element"] == pytest.approx(k["time_us"] * 1e3 / k["elements"])
+        roofs = {"gbs": k["roof_gbs"], "gflops": res["roofs"]["sgemm_gflops_1thread"],
+                 "gexps": res["roofs"]["exp_gexps_8lanes"]}
+        roof, bound = K.roof_time(k["bytes"], k["flops"], k["exps"], roofs)
+        assert (k["roof_us"], k["bound"]) == (pytest.approx(roof * 1e6), bound)
+        assert k["fraction"] == pytest.approx(k["roof_us"] / k["time_us"])
+        assert k["below_target"] == (k["fraction"] < K.TARGET)
+        assert (k["name"] in res["below_target"]) == k["below_target"]
+    gelu = next(k for k in res["kernels"] if k["name"] == "gelu")
+    assert gelu["exps"] == gelu["elements"] == 512 * 512                # main job's MLP tile
+    assert math.isfinite(gelu["gflops"]) and gelu["gflops"] > 0
+
+
+def test_report_flags_kernels_below_half():
+    res = K.run(repeats=1, only=["fill", "copy"])
+    res["kernels"][0].update(fraction=0.3, below_target=True)
+    res["below_target"] = ["fill"]
+    lines = K.report(res).splitlines()
+    assert [ln for ln in lines if ln.startswith("fill ")][0].endswith("<-- below 50 %")
+    assert not [ln for ln in lines if ln.startswith("copy ")][0].endswith("below 50 %")
+    assert lines[-1].endswith(": fill")
+
+
+# The hot kernels must vectorise with AVX2 alone (issue 11: on Zen 2 they ran scalar).
+HOT = {"loss.c": ["nl_cross_entropy_stats", "nl_cross_entropy_backward"],
+       "elementwise.c": ["nl_gelu", "nl_gelu_backward"], "optim.c": ["nl_adamw"],
+       "norm.c": ["nl_softmax_tile", "nl_softmax_sumexp", "nl_softmax_apply"]}
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+@pytest.mark.skipif(not (ROOT / "kernels" / "cpu" / "prototypes.h").exists(),
+                    reason="needs the generated kernels/cpu/prototypes.h (a build)")
+@pytest.mark.parametrize("source", sorted(HOT))
+def test_hot_kernels_use_8_lane_float_vectors_with_avx2_only(source):
+    text = (ROOT / "kernels" / "build.py").read_text()
+    flags = ast.literal_eval(re.search(r"^VALUE_SAFE = (\[.*\])$", text, re.M).group(1))
+    asm = subprocess.run(["gcc", "-S", "-O3", "-std=gnu11", "-march=x86-64-v3", *flags,
+                          "-I", str(ROOT / "kernels"), "-I", str(ROOT / "kernels" / "cpu"),
+                          str(ROOT / "kernels" / "cpu" / source), "-o", "-"],
+                         check=True, capture_output=True, text=True).stdout
+    bodies = dict(re.findall(r"^(nl_\w+):\n(.*?)\.size\s+\1", asm, re.M | re.S))
+    for fn in HOT[source]:
+        packed = re.findall(r"^\s+v(fn?madd|fn?msub|mul|add|sub)\w*ps\s.*%ymm", bodies[fn],
+                            re.M)
+        assert len(packed) >= 8, f"{fn} has no 8-lane float code with -march=x86-64-v3"
