@@ -76,6 +76,7 @@ class TiledTensor:
     ``with`` block, or by dropping the last reference."""
 
     _base = None  # set on views: the tensor that owns the tiles
+    _dropped = False  # invalidate()d: no valid contents until the next full write
 
     def __init__(self, traits: TensorTraits, dtype=np.float32, runtime: Runtime | None = None):
         self.dtype = _check_dtype(dtype)
@@ -160,6 +161,9 @@ class TiledTensor:
 
     def to_numpy(self) -> np.ndarray:
         """Wait for the tasks writing this tensor and gather it into a numpy array."""
+        if self.storage._dropped:
+            raise RuntimeError(f"{self!r} was invalidated (its contents were dropped): write "
+                               "it (ops.fill, copy_from_numpy) before reading it")
         out = np.empty(self.shape, self.dtype)
         mpi = getattr(self.runtime, "mpi", None)
         if mpi is not None:   # every rank gets every tile from its owner
@@ -177,6 +181,41 @@ class TiledTensor:
             raise ValueError(f"array of shape {array.shape} and dtype {array.dtype} does not "
                              f"match the tensor's {self.shape}, {self.dtype}")
         self._copy_tiles(array, to_tiles=True, only=self._owned_tiles())
+        self.storage._dropped = False
+        return self
+
+    # ---- memory hints (out of core: less disk traffic, a lower peak) ----------------
+    def invalidate(self) -> TiledTensor:
+        """Drop the contents once the tasks submitted so far that use them are done
+        (``starpu_data_invalidate_submit``): the tiles' memory is freed and never
+        written to disk. The next access must be a full write (``ops.fill``, an op's
+        ``out`` written in W mode, ``copy_from_numpy``): StarPU aborts on a read of
+        a tile with no valid copy, so ``to_numpy`` raises until then."""
+        lib.nl_hint_tiles(self.ntiles, self.handles, 0)
+        self.storage._dropped = True
+        return self
+
+    def wont_use(self, after: TiledTensor | None = None) -> TiledTensor:
+        """Not needed soon (``starpu_data_wont_use``, once the tasks submitted so far
+        that use it are done): evicted first when RAM is short, and pushed to the disk
+        node in idle time so that the eviction costs no write. ``after``: only once
+        the tasks writing ``after`` are done."""
+        return self._hint(1, after)
+
+    def prefetch(self, after: TiledTensor | None = None) -> TiledTensor:
+        """Bring the tiles into RAM asynchronously, now or (``after``) once the tasks
+        submitted so far that write ``after``'s last tile are done, i.e. when the
+        stage before the one that reads this tensor ends."""
+        return self._hint(2, after)
+
+    def _hint(self, kind: int, after: TiledTensor | None) -> TiledTensor:
+        if self.storage._dropped:
+            return self
+        if after is None:
+            lib.nl_hint_tiles(self.ntiles, self.handles, kind)
+        else:
+            _check(-lib.nl_hint_after(after.handles[after.ntiles - 1], self.ntiles,
+                                      self.handles, kind), "acquire_cb")
         return self
 
     def _owned_tiles(self):
