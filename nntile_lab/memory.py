@@ -44,6 +44,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 
 from nntile_lab.nn.config import GPT2Config
+from nntile_lab.nn.state import init_chunk_elems
 from nntile_lab.rss import peak_rss_bytes, rss_bytes  # noqa: F401  (memory.peak_rss_bytes)
 from nntile_lab.spec import DEFAULTS
 
@@ -174,9 +175,10 @@ def estimate(spec, batch: int | None = None, seq_len: int | None = None, *,
     task_bytes, task_name = largest_task(cfg, s["batch"], s["seq_len"])
     cap_mb = s["memory_limit_mb"]
     cap = math.inf if cap_mb is None else cap_mb * MIB
-    # initialisation draws one parameter at a time in float64 and casts it to float32
-    # while StarPU holds the parameters; then a step holds the peak
-    largest_param = max(cfg.vocab_size, cfg.n_inner, cfg.n_positions) * cfg.n_embd
+    # initialisation draws the parameters in row bands (nn.state.iter_init_chunks) in
+    # float64 and casts them to float32 while StarPU holds the parameters; then a step
+    # holds the peak
+    largest_param = init_chunk_elems(cfg)
     init = min(cats["parameters"], cap) + (I64 + F32) * largest_param
     rss = PROCESS_BASE_BYTES + int(max(init, min(peak, cap)))
     # a checkpoint gathers parameters and optimizer state into numpy (12·N bytes for AdamW)

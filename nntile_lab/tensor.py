@@ -141,7 +141,7 @@ class TiledTensor:
         finally:
             lib.nl_ready_drop(group)
 
-    def _copy_tiles(self, array: np.ndarray, to_tiles: bool, only=None) -> None:
+    def _copy_tiles(self, array: np.ndarray, to_tiles: bool, only=None, row0: int = 0) -> None:
         """Copy every tile (``only``: those where it is true) from/to ``array``. Each
         tile's acquire, copy and release happen in one C call, so an interrupt never
         leaves a tile acquired."""
@@ -155,6 +155,7 @@ class TiledTensor:
         base = ffi.cast("char *", array.ctypes.data)
         for i in tiles:
             off = sum(o * s for o, s in zip(t.tile_offsets[i], array.strides))
+            off -= row0 * array.strides[0]   # ``array`` holds rows from row0 on
             _check(lib.nl_tile_copy(handles[i], int(to_tiles), base + off, t.ndim,
                                     ffi.new("int64_t[]", t.tile_shapes[i]), strides, size),
                    "acquire")
@@ -216,6 +217,25 @@ class TiledTensor:
         else:
             _check(-lib.nl_hint_after(after.handles[after.ntiles - 1], self.ntiles,
                                       self.handles, kind), "acquire_cb")
+        return self
+
+    def copy_rows_from_numpy(self, array: np.ndarray, row0: int = 0) -> TiledTensor:
+        """Overwrite the tiles of rows ``row0 … row0 + len(array)`` (axis 0) from
+        ``array``: whole tile bands, so that a tensor larger than memory can be written
+        band by band."""
+        array = _check_array(array)
+        t = self.traits
+        r1, band = row0 + array.shape[0], t.tile_shape[0]
+        if (array.shape[1:] != self.shape[1:] or array.dtype != self.dtype or row0 % band
+                or not 0 <= row0 < r1 <= self.shape[0] or (r1 % band and r1 != self.shape[0])):
+            raise ValueError(f"array of shape {array.shape} and dtype {array.dtype} at row "
+                             f"{row0} is not a whole number of tile bands (rows of {band}) "
+                             f"of the tensor's {self.shape}, {self.dtype}")
+        only = [row0 <= off[0] < r1 for off in t.tile_offsets]
+        owned = self._owned_tiles()
+        if owned is not None:
+            only = [a and b for a, b in zip(only, owned)]
+        self._copy_tiles(array, to_tiles=True, only=only, row0=row0)
         return self
 
     def _owned_tiles(self):

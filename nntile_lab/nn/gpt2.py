@@ -17,7 +17,7 @@ import numpy as np
 from nntile_lab import ops
 from nntile_lab.nn import priorities
 from nntile_lab.nn.config import GPT2Config
-from nntile_lab.nn.state import from_hf, from_hf_entry, hf_shapes, iter_init_state, to_hf
+from nntile_lab.nn.state import from_hf, from_hf_entry, hf_shapes, iter_init_chunks, to_hf
 from nntile_lab.runtime import Runtime
 from nntile_lab.tensor import TiledTensor, empty, empty_like, from_numpy
 
@@ -46,9 +46,9 @@ class GPT2:
         shapes = hf_shapes(c, split_qkv=True)
         self.params = {n: empty(shapes[n], tiles[n]) for n in shapes}
         self.grads = {n: empty_like(p) for n, p in self.params.items()}
-        for name, array in iter_init_state(c, seed):   # one tensor at a time in numpy
-            for n, part in from_hf_entry(name, array).items():
-                self.params[n].copy_from_numpy(part)
+        for name, row0, chunk in iter_init_chunks(c, seed):   # whole tile bands in numpy
+            for n, part in from_hf_entry(name, chunk).items():
+                self.params[n].copy_rows_from_numpy(part, row0)
 
     # ---- public API ------------------------------------------------------------
     def forward_backward(self, input_ids, labels, *, accumulate: bool = False,
