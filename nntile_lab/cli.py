@@ -114,6 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--no-progress", action="store_true", help="no progress bar")
     sc.set_defaults(func=_bench_schedulers)
 
+    from nntile_lab.bench.memory import register_cli as register_bench_memory
+    register_bench_memory(bsub)
     from nntile_lab.data.prepare import register_cli as register_prepare
     from nntile_lab.dist.cli import register_cli as register_proxy
     from nntile_lab.figures.cli import register_cli as register_figures

@@ -216,7 +216,9 @@ class GPT2:
         for i in reversed(range(self.config.n_layer)):
             acts = saved.pop()
             if "prefetch" in hints and i > 0:   # the block below, as this block starts
-                for t in (*self._layer_params(i - 1).values(), *saved[-1].values()):
+                # (parameters only: StarPU 1.3 aborts when a tile with a prefetch and a
+                # wont_use push to disk in flight is unregistered, as activations are)
+                for t in self._layer_params(i - 1).values():
                     t.prefetch(after=dx)
             if zero_grads:
                 with self._stage(i, "backward", priorities.ZERO_GRAD):
