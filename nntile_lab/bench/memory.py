@@ -119,7 +119,7 @@ def measure(spec: ExperimentSpec, system: str = "nntile", timeout: float = 1800)
 
 
 def _largest(widths, fits, start: int | None = None,
-             growth: float = 1.5) -> tuple[int | None, dict | None]:
+             growth: float = 2.0) -> tuple[int | None, dict | None]:
     """The widest E of ``widths`` (ascending) for which ``fits(E)`` returns a result,
     assuming that fitting is monotone in the model size. From ``start`` (an index, e.g.
     the planner's guess; default the widest) it steps geometrically — each step about
