@@ -34,8 +34,8 @@ MIB = 1 << 20
 BASE = dict(n_layer=4, n_head=4, vocab_size=50257, seq_len=128, batch=4, batch_tile=2,
             vocab_tile=4096, inner_tile=512, head_tile=2, warmup_steps=1, measure_steps=2)
 EMBD_TILE = 1024
-# E = 128 … 1024 by 64, then … 4096 by 128 (the search bisects this list)
-WIDTHS = tuple(64 * k for k in range(2, 17)) + tuple(128 * k for k in range(9, 33))
+# E = 128 … 1024 by 64, then … 5120 by 128 (the search bisects this list)
+WIDTHS = tuple(64 * k for k in range(2, 17)) + tuple(128 * k for k in range(9, 41))
 
 
 def family(n_embd: int, **kw) -> ExperimentSpec:
