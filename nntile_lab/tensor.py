@@ -155,7 +155,8 @@ class TiledTensor:
         base = ffi.cast("char *", array.ctypes.data)
         for i in tiles:
             off = sum(o * s for o, s in zip(t.tile_offsets[i], array.strides))
-            off -= row0 * array.strides[0]   # ``array`` holds rows from row0 on
+            if row0:   # ``array`` holds the rows from row0 on
+                off -= row0 * array.strides[0]
             _check(lib.nl_tile_copy(handles[i], int(to_tiles), base + off, t.ndim,
                                     ffi.new("int64_t[]", t.tile_shapes[i]), strides, size),
                    "acquire")
