@@ -198,11 +198,12 @@ class GPT2:
         (a fill ordered after the gradient flowing into its block), not all at once."""
         p, g, hints = self.params, self.grads, self.runtime.hints
         top = saved.pop()
-        with self._stage(self.config.n_layer, "backward"):
-            if zero_grads:
+        if zero_grads:
+            with self._stage(self.config.n_layer, "backward", priorities.ZERO_GRAD):
                 for n in ("transformer.wte.weight", "transformer.ln_f.weight",
                           "transformer.ln_f.bias"):
                     ops.fill(g[n], 0.0, after=dlogits)
+        with self._stage(self.config.n_layer, "backward"):
             dxf = ops.gemm(dlogits, p["transformer.wte.weight"])
             with _weight_grads():
                 ops.gemm(dlogits, top["xf"], trans_a=True, ndim=2, beta=1.0,
