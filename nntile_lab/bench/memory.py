@@ -48,8 +48,15 @@ def measure_point(spec: ExperimentSpec) -> dict:
     StarPU's peak RAM, the process's peak RSS, the disk traffic per measured step."""
     from nntile_lab import experiment
     from nntile_lab._lib import lib
+    from nntile_lab.trace.records import _drain_samples
 
     batches = experiment.RandomTokens(spec.vocab_size)
+    starpu_peak = 0
+
+    def ram_peak():   # drained after every step: the samples of a long run stay small
+        samples = _drain_samples()
+        return int(samples["used"][samples["node"] == 0].max(initial=0))   # RAM, not disk
+
     with experiment.runtime(spec) as rt:
         model, opt, schedule = experiment.build(spec)
         step = experiment.step_function(spec, rt, model, opt, schedule, batches)
@@ -57,23 +64,23 @@ def measure_point(spec: ExperimentSpec) -> dict:
         try:
             for k in range(spec.warmup_steps):
                 step(k)
+                starpu_peak = max(starpu_peak, ram_peak())
             rt.disk_traffic(reset=True)
             times = []
             for k in range(spec.warmup_steps, spec.warmup_steps + spec.measure_steps):
                 t0 = time.perf_counter()
                 step(k)
                 times.append(time.perf_counter() - t0)
+                starpu_peak = max(starpu_peak, ram_peak())
             traffic = rt.disk_traffic()
         finally:
             lib.nl_sampler_stop()
-        from nntile_lab.trace.records import _drain_samples
-        samples = _drain_samples()
-        starpu_peak = samples["used"][samples["node"] == 0].max()   # RAM only, not disk
+        starpu_peak = max(starpu_peak, ram_peak())
     n = spec.measure_steps
     disk = (traffic["bytes_read"] + traffic["bytes_written"]) / n
     t = statistics.median(times)
     return {"step_time_s": t, "step_times_s": times, "tokens_per_s": spec.tokens_per_step() / t,
-            "starpu_peak_bytes": int(starpu_peak), "peak_rss_bytes": memory.peak_rss_bytes(),
+            "starpu_peak_bytes": starpu_peak, "peak_rss_bytes": memory.peak_rss_bytes(),
             "disk_bytes_per_step": disk, "disk_read_per_step": traffic["bytes_read"] / n,
             "disk_written_per_step": traffic["bytes_written"] / n,
             "disk_bandwidth_bytes_s": disk / t if t else 0.0}
@@ -198,7 +205,7 @@ def run(caps_mb=(2048, 4096), *, ooc_dir: str | None = None, widths=WIDTHS,
 
         def ooc_spec(e, cap=cap):
             spec = fam(e)
-            limit = memory.starpu_limit_mb(cap, spec)
+            limit = memory.starpu_limit_mb(cap, spec, ooc=True)
             return spec.replace(memory_limit_mb=limit, ooc_dir=ooc_dir,
                                 ooc_size_mb=max(64, memory.estimate(spec).peak_bytes * 2 // MIB))
 
