@@ -105,7 +105,7 @@ class Runtime:
                              f"{NO_PRIORITIES[scheduler]}; run it with priorities=False "
                              "(--priorities off)")
         self.ooc_backend = ooc_backend
-        self.hints = parse_hints(hints)
+        self.hints = self._hints = parse_hints(hints)
         self.priorities = bool(priorities)
         self.scheduler, self.ncpu = scheduler, ncpu
         self.memory_limit_mb, self.ooc_dir, self.ooc_size_mb = memory_limit_mb, ooc_dir, ooc_size_mb
@@ -147,6 +147,9 @@ class Runtime:
         except BaseException:
             self.stop()
             raise
+        # the memory hints are for one process out of core: under StarPU-MPI a rank would
+        # hint (and invalidate) tiles it does not own
+        self.hints = self._hints if self.mpi is None else frozenset()
         lib.nl_disk_counters(ffi.NULL, 1)
         # a task whose tiles together exceed the RAM limit is refused at submission
         # (StarPU would wait forever); under StarPU-MPI a rank submits only its share
