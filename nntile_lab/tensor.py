@@ -191,8 +191,9 @@ class TiledTensor:
         """Drop the contents once the tasks submitted so far that use them are done
         (``starpu_data_invalidate_submit``): the tiles' memory is freed and never
         written to disk. The next access must be a full write (``ops.fill``, an op's
-        ``out`` written in W mode, ``copy_from_numpy``): StarPU aborts on a read of
-        a tile with no valid copy, so ``to_numpy`` raises until then."""
+        ``out`` written in W mode, ``copy_from_numpy``): a task reading a tile with no
+        valid copy makes StarPU abort, or (these tiles have a zero-init codelet) read
+        zeros — a silent wrong answer; ``to_numpy`` raises until the next write."""
         lib.nl_hint_tiles(self.ntiles, self.handles, 0)
         self.storage._dropped = True
         return self

@@ -128,6 +128,8 @@ def test_accumulating_into_dropped_gradients_is_an_error():
             model.forward_backward(ids[:, :-1], ids[:, 1:], accumulate=True)
         with pytest.raises(RuntimeError, match="invalidated"):
             model.grad_state_dict()
+        with pytest.raises(RuntimeError, match="gradients were dropped"):
+            opt.grad_norm()
         model.forward_backward(ids[:, :-1], ids[:, 1:])   # a new step writes them first
         assert all(np.isfinite(g).all() for g in model.grad_state_dict().values())
 
