@@ -115,7 +115,7 @@ class ExperimentSpec:
     ooc_size_mb: int = _f(65536, "runtime", "disk node size (MiB)", int)
     priorities: bool = _f(False, "runtime", "task priorities from the task graph (critical "
                           "path first; prio, lws, dmdas, dmdasd honour them)", bool)
-    hints: str | None = _f("invalidate,wont_use,prefetch,drop_grads", "runtime",
+    hints: str | None = _f("invalidate,wont_use,drop_grads", "runtime",
                            "memory hints, a comma set of " + ", ".join(HINTS)
                            + " ('all', 'none'); they matter out of core", str)
     # train
