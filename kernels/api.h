@@ -53,6 +53,8 @@ int nl_tile_copy(starpu_data_handle_t handle, int to_tile, char *array, int ndim
 int nl_disk_register_backend(const char *dir, int64_t bytes, int o_direct);
 void nl_disk_counters(int64_t *out, int reset);
 void nl_hint_tiles(int64_t n, starpu_data_handle_t *handles, int kind);
+int nl_hint_after(starpu_data_handle_t trigger, int64_t n, starpu_data_handle_t *handles,
+                  int kind);
 int nl_malloc_fixed_threshold(int bytes);
 /* StarPU-MPI (kernels/mpi.c; -ENOSYS when built without MPI headers) */
 int nl_mpi_available(void);

@@ -50,6 +50,21 @@ def _glue(op_id, row):
     # StarPU-MPI: the same buffers as (mode, handle) pairs for starpu_mpi_task_build and
     # post_build (variadic: called here in C, never from Python)
     mpi_args = "".join(f"{mode}, {name}, " for _, mode, _, name, _ in _buffers(row)) + "0"
+    # an output written in place of an input (``out=x``): StarPU 1.3 then takes the tile
+    # in W mode alone and, out of core, does not read the evicted input back (the task
+    # saw zeros): such a task uses a twin codelet whose W buffers are RW
+    bufs = list(_buffers(row))
+    pairs = [(w, r) for _, wm, _, w, _ in bufs if wm == "STARPU_W"
+             for _, rm, _, r, _ in bufs if rm == "STARPU_R"]
+    rw_modes = modes.replace("STARPU_W,", "STARPU_RW,")
+    if modes.endswith("STARPU_W"):
+        rw_modes = rw_modes[: -len("STARPU_W")] + "STARPU_RW"
+    twin = (f"""static struct starpu_codelet nl_cl_{n}_rw = {{
+    .cpu_funcs = {{nl_cpu_{n}}}, .cpu_funcs_name = {{"nl_cpu_{n}"}},
+    .nbuffers = {nbuf}, .modes = {{{rw_modes}}}, .model = &nl_model_{n}, .name = "{n}"}};
+""" if pairs else "")
+    pick = (f"({' || '.join(f'{w} == {r}' for w, r in pairs)}) ? &nl_cl_{n}_rw : &nl_cl_{n}"
+            if pairs else f"&nl_cl_{n}")
     return f"""
 struct nl_args_{n} {{
 {fields}}};
@@ -63,7 +78,7 @@ static struct starpu_perfmodel nl_model_{n} = {{
 static struct starpu_codelet nl_cl_{n} = {{
     .cpu_funcs = {{nl_cpu_{n}}}, .cpu_funcs_name = {{"nl_cpu_{n}"}},
     .nbuffers = {nbuf}, .modes = {{{modes}}}, .model = &nl_model_{n}, .name = "{n}"}};
-{submit_prototype(row)[:-1]}
+{twin}{submit_prototype(row)[:-1]}
 {{
 #ifdef NL_HAVE_MPI
     if (nl_mpi_active) {{  /* every rank: the task runs where its written data lives */
@@ -85,7 +100,7 @@ static struct starpu_codelet nl_cl_{n} = {{
     struct nl_args_{n} *packed = malloc(sizeof *packed);
     if (!packed) return -ENOMEM;
 {set_args}    struct starpu_task *t = starpu_task_create();
-    t->cl = &nl_cl_{n};
+    t->cl = {pick};
 {set_handles}    t->cl_arg = packed;
     t->cl_arg_size = sizeof *packed;
     t->cl_arg_free = 1;

@@ -28,6 +28,9 @@ CODELETS = [
     # elementwise.c
     Codelet("fill", "W y", "i64 n, f32 value", "0"),
     Codelet("fill_i64", "W:i64 y", "i64 n, i64 value", "0"),
+    # fill ordered after the tasks writing ``after`` (read, not used): a tile created
+    # just before its first use (out of core: never evicted as zeros)
+    Codelet("fill_after", "R after, W y", "i64 n, f32 value", "0"),
     Codelet("copy", "R x, W y", "i64 n", "0"),
     Codelet("copy_i64", "R:i64 x, W:i64 y", "i64 n", "0"),
     Codelet("axpby", "R x, RW y", "i64 n, f32 alpha, f32 beta", "3*n"),

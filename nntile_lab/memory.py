@@ -44,6 +44,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 
 from nntile_lab.nn.config import GPT2Config
+from nntile_lab.nn.state import init_chunk_elems
 from nntile_lab.rss import peak_rss_bytes, rss_bytes  # noqa: F401  (memory.peak_rss_bytes)
 from nntile_lab.spec import DEFAULTS
 
@@ -174,9 +175,10 @@ def estimate(spec, batch: int | None = None, seq_len: int | None = None, *,
     task_bytes, task_name = largest_task(cfg, s["batch"], s["seq_len"])
     cap_mb = s["memory_limit_mb"]
     cap = math.inf if cap_mb is None else cap_mb * MIB
-    # initialisation draws one parameter at a time in float64 and casts it to float32
-    # while StarPU holds the parameters; then a step holds the peak
-    largest_param = max(cfg.vocab_size, cfg.n_inner, cfg.n_positions) * cfg.n_embd
+    # initialisation draws the parameters in row bands (nn.state.iter_init_chunks) in
+    # float64 and casts them to float32 while StarPU holds the parameters; then a step
+    # holds the peak
+    largest_param = init_chunk_elems(cfg)
     init = min(cats["parameters"], cap) + (I64 + F32) * largest_param
     rss = PROCESS_BASE_BYTES + int(max(init, min(peak, cap)))
     # a checkpoint gathers parameters and optimizer state into numpy (12·N bytes for AdamW)
@@ -220,12 +222,28 @@ def check(spec, **kw) -> MemoryPlan:
     return plan
 
 
-def starpu_limit_mb(process_cap_mb: int, spec, **kw) -> int:
+def ooc_overhead_bytes(spec) -> int:
+    """What an out-of-core process holds besides StarPU's tiles and its base: transfers
+    in flight, StarPU's per-tile and per-request structures, the allocator's slack.
+    Measured (peak RSS − StarPU's peak − base) on the paper family, 2026-11-24: 130 MiB
+    at 0.6 G parameters, 280 MiB at 1.4 G; bounded here by 64 MiB plus the larger of 4
+    of the largest tiles and 0.2 bytes per parameter (an empirical fit, not a model)."""
+    cfg = spec.gpt2_config() if not isinstance(spec, GPT2Config) else spec
+    E, V = cfg.n_embd, cfg.vocab_size
+    et, vt = cfg.tile("embd_tile", E), cfg.tile("vocab_tile", V)
+    it = cfg.tile("inner_tile", cfg.n_inner)
+    largest = F32 * max(vt * et, et * it, E * it)
+    n = cfg.num_params(with_positions=True)
+    return 64 * MIB + max(4 * largest, n // 5)
+
+
+def starpu_limit_mb(process_cap_mb: int, spec, *, ooc: bool = False, **kw) -> int:
     """The ``memory_limit_mb`` for StarPU that keeps the whole process's RSS under
-    ``process_cap_mb``: the cap less the process's base and numpy staging."""
+    ``process_cap_mb``: the cap less the process's base and numpy staging (and, ``ooc``
+    for a run with a disk node, ``ooc_overhead_bytes``)."""
     plan = estimate(spec, **{**kw, "memory_limit_mb": None})
     init_copies = (I64 + F32) * max(plan.details["largest_param"], 0)
-    other = PROCESS_BASE_BYTES + init_copies
+    other = PROCESS_BASE_BYTES + init_copies + (ooc_overhead_bytes(spec) if ooc else 0)
     limit = (process_cap_mb * MIB - other) // MIB
     if limit < 16:
         raise MemoryPlanError(f"a process cap of {process_cap_mb} MiB leaves {limit} MiB for "

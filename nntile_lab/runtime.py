@@ -8,7 +8,7 @@ import os
 
 from nntile_lab._lib import ffi, lib
 from nntile_lab.interrupts import deferred_interrupts
-from nntile_lab.spec import DEFAULTS  # the runtime's defaults are the spec's (one set)
+from nntile_lab.spec import DEFAULTS, parse_hints  # the runtime's defaults are the spec's (one set)
 
 PHASES = ("none", "forward", "backward", "optimizer")
 
@@ -61,6 +61,8 @@ class Runtime:
     tiles beyond it are evicted to a disk node in that directory (out-of-core).
     ``ooc_backend``: "o_direct" (default: evicted tiles bypass the page cache, so
     the cap is honest) or "unistd" (buffered). ``disk_traffic()`` counts the bytes.
+    ``hints``: the memory hints (``nntile_lab.spec.HINTS``, a comma set) the model and
+    optimizer give StarPU; they never change a result, only traffic and peaks.
     ``priorities``: models tag their tasks with priorities from the task graph
     (``nntile_lab.nn.priorities``); prio, lws, dmdas and dmdasd honour them, eager, ws
     and dm/dmda ignore them, heteroprio cannot take them (a priority is its bucket).
@@ -75,7 +77,8 @@ class Runtime:
                  memory_limit_mb: int | None = DEFAULTS.memory_limit_mb,
                  ooc_dir: str | None = DEFAULTS.ooc_dir,
                  ooc_size_mb: int = DEFAULTS.ooc_size_mb, profiling: bool = False,
-                 ooc_backend: str = "o_direct", priorities: bool = DEFAULTS.priorities):
+                 ooc_backend: str = "o_direct", priorities: bool = DEFAULTS.priorities,
+                 hints: str | None = DEFAULTS.hints):
         valid = scheduler_names()
         if scheduler not in valid:
             raise ValueError(f"unknown scheduler {scheduler!r}; valid ones: {', '.join(valid)}")
@@ -102,6 +105,7 @@ class Runtime:
                              f"{NO_PRIORITIES[scheduler]}; run it with priorities=False "
                              "(--priorities off)")
         self.ooc_backend = ooc_backend
+        self.hints = self._hints = parse_hints(hints)
         self.priorities = bool(priorities)
         self.scheduler, self.ncpu = scheduler, ncpu
         self.memory_limit_mb, self.ooc_dir, self.ooc_size_mb = memory_limit_mb, ooc_dir, ooc_size_mb
@@ -143,6 +147,9 @@ class Runtime:
         except BaseException:
             self.stop()
             raise
+        # the memory hints are for one process out of core: under StarPU-MPI a rank would
+        # hint (and invalidate) tiles it does not own
+        self.hints = self._hints if self.mpi is None else frozenset()
         lib.nl_disk_counters(ffi.NULL, 1)
         # a task whose tiles together exceed the RAM limit is refused at submission
         # (StarPU would wait forever); under StarPU-MPI a rank submits only its share

@@ -31,6 +31,35 @@ TILE_FIELDS = ("batch_tile", "seq_tile", "embd_tile", "inner_tile", "head_tile",
 TILE_DEFAULTS = {"batch_tile": 4, "seq_tile": None, "embd_tile": None, "inner_tile": 512,
                  "head_tile": 2, "vocab_tile": 8192}
 GROUPS = ("model", "data", "tiles", "runtime", "train", "run", "bench")
+# Memory hints the model and optimizer give StarPU (see README "Out of core"):
+#   invalidate   dead contents dropped, never written back: gradients once their
+#                optimizer update has read them, temporaries and saved activations
+#                after their last reader (before the free that would drop them anyway)
+#   wont_use     tiles not needed soon evicted first and pushed to disk in idle time:
+#                a block's saved activations after its forward, its parameters and
+#                gradients after its backward, optimizer state after its update
+#   prefetch     the next stage's tiles brought into RAM when the current stage starts:
+#                the next block's parameters (forward), the previous block's parameters
+#                and saved activations (backward)
+#   drop_grads   gradients created (a W-mode zero fill) just before their block's
+#                backward instead of all at the step's start: never held, evicted and
+#                read back as zeros through the forward
+HINTS = ("invalidate", "wont_use", "prefetch", "drop_grads")
+
+
+def parse_hints(text: str | None) -> frozenset:
+    """The hint set of a comma list ("" or "none": none; "all": every hint)."""
+    text = (text or "").strip().lower()
+    if text in ("", "none"):
+        return frozenset()
+    if text == "all":
+        return frozenset(HINTS)
+    names = {h.strip() for h in text.split(",") if h.strip()}
+    unknown = sorted(names - set(HINTS))
+    if unknown:
+        raise ValueError(f"hints: unknown hint(s) {unknown}; valid ones: {', '.join(HINTS)} "
+                         "(a comma list, 'all' or 'none')")
+    return frozenset(names)
 
 
 class _Default:
@@ -86,6 +115,9 @@ class ExperimentSpec:
     ooc_size_mb: int = _f(65536, "runtime", "disk node size (MiB)", int)
     priorities: bool = _f(False, "runtime", "task priorities from the task graph (critical "
                           "path first; prio, lws, dmdas, dmdasd honour them)", bool)
+    hints: str | None = _f("invalidate,wont_use,drop_grads", "runtime",
+                           "memory hints, a comma set of " + ", ".join(HINTS)
+                           + " ('all', 'none'); they matter out of core", str)
     # train
     steps: int = _f(300, "train", "total optimizer steps", int)
     optimizer: str = _f("adamw", "train", "optimizer", str, OPTIMIZERS)
@@ -130,6 +162,7 @@ class ExperimentSpec:
             v = getattr(self, name)
             if v is not None and not v >= 0:
                 raise ValueError(f"{name}={v!r} (--{_opt(name)}) must be ≥ 0")
+        parse_hints(self.hints)
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer={self.optimizer!r} is unknown; valid ones: "
                              f"{', '.join(OPTIMIZERS)}")
@@ -195,7 +228,7 @@ class ExperimentSpec:
         """Keyword arguments of ``nntile_lab.Runtime``."""
         kw = {"scheduler": self.scheduler, "ncpu": self.ncpu,
               "memory_limit_mb": self.memory_limit_mb, "ooc_dir": self.ooc_dir,
-              "ooc_size_mb": self.ooc_size_mb}
+              "ooc_size_mb": self.ooc_size_mb, "hints": self.hints}
         if self.priorities:
             kw["priorities"] = True
         return kw

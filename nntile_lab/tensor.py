@@ -76,6 +76,7 @@ class TiledTensor:
     ``with`` block, or by dropping the last reference."""
 
     _base = None  # set on views: the tensor that owns the tiles
+    _dropped = False  # invalidate()d: no valid contents until the next full write
 
     def __init__(self, traits: TensorTraits, dtype=np.float32, runtime: Runtime | None = None):
         self.dtype = _check_dtype(dtype)
@@ -140,7 +141,7 @@ class TiledTensor:
         finally:
             lib.nl_ready_drop(group)
 
-    def _copy_tiles(self, array: np.ndarray, to_tiles: bool, only=None) -> None:
+    def _copy_tiles(self, array: np.ndarray, to_tiles: bool, only=None, row0: int = 0) -> None:
         """Copy every tile (``only``: those where it is true) from/to ``array``. Each
         tile's acquire, copy and release happen in one C call, so an interrupt never
         leaves a tile acquired."""
@@ -154,12 +155,17 @@ class TiledTensor:
         base = ffi.cast("char *", array.ctypes.data)
         for i in tiles:
             off = sum(o * s for o, s in zip(t.tile_offsets[i], array.strides))
+            if row0:   # ``array`` holds the rows from row0 on
+                off -= row0 * array.strides[0]
             _check(lib.nl_tile_copy(handles[i], int(to_tiles), base + off, t.ndim,
                                     ffi.new("int64_t[]", t.tile_shapes[i]), strides, size),
                    "acquire")
 
     def to_numpy(self) -> np.ndarray:
         """Wait for the tasks writing this tensor and gather it into a numpy array."""
+        if self.storage._dropped:
+            raise RuntimeError(f"{self!r} was invalidated (its contents were dropped): write "
+                               "it (ops.fill, copy_from_numpy) before reading it")
         out = np.empty(self.shape, self.dtype)
         mpi = getattr(self.runtime, "mpi", None)
         if mpi is not None:   # every rank gets every tile from its owner
@@ -177,6 +183,61 @@ class TiledTensor:
             raise ValueError(f"array of shape {array.shape} and dtype {array.dtype} does not "
                              f"match the tensor's {self.shape}, {self.dtype}")
         self._copy_tiles(array, to_tiles=True, only=self._owned_tiles())
+        self.storage._dropped = False
+        return self
+
+    # ---- memory hints (out of core: less disk traffic, a lower peak) ----------------
+    def invalidate(self) -> TiledTensor:
+        """Drop the contents once the tasks submitted so far that use them are done
+        (``starpu_data_invalidate_submit``): the tiles' memory is freed and never
+        written to disk. The next access must be a full write (``ops.fill``, an op's
+        ``out`` written in W mode, ``copy_from_numpy``): a task reading a tile with no
+        valid copy makes StarPU abort, or (these tiles have a zero-init codelet) read
+        zeros — a silent wrong answer; ``to_numpy`` raises until the next write."""
+        lib.nl_hint_tiles(self.ntiles, self.handles, 0)
+        self.storage._dropped = True
+        return self
+
+    def wont_use(self, after: TiledTensor | None = None) -> TiledTensor:
+        """Not needed soon (``starpu_data_wont_use``, once the tasks submitted so far
+        that use it are done): evicted first when RAM is short, and pushed to the disk
+        node in idle time so that the eviction costs no write. ``after``: only once
+        the tasks writing ``after`` are done."""
+        return self._hint(1, after)
+
+    def prefetch(self, after: TiledTensor | None = None) -> TiledTensor:
+        """Bring the tiles into RAM asynchronously, now or (``after``) once the tasks
+        submitted so far that write ``after``'s last tile are done, i.e. when the
+        stage before the one that reads this tensor ends."""
+        return self._hint(2, after)
+
+    def _hint(self, kind: int, after: TiledTensor | None) -> TiledTensor:
+        if self.storage._dropped:
+            return self
+        if after is None:
+            lib.nl_hint_tiles(self.ntiles, self.handles, kind)
+        else:
+            _check(-lib.nl_hint_after(after.handles[after.ntiles - 1], self.ntiles,
+                                      self.handles, kind), "acquire_cb")
+        return self
+
+    def copy_rows_from_numpy(self, array: np.ndarray, row0: int = 0) -> TiledTensor:
+        """Overwrite the tiles of rows ``row0 … row0 + len(array)`` (axis 0) from
+        ``array``: whole tile bands, so that a tensor larger than memory can be written
+        band by band."""
+        array = _check_array(array)
+        t = self.traits
+        r1, band = row0 + array.shape[0], t.tile_shape[0]
+        if (array.shape[1:] != self.shape[1:] or array.dtype != self.dtype or row0 % band
+                or not 0 <= row0 < r1 <= self.shape[0] or (r1 % band and r1 != self.shape[0])):
+            raise ValueError(f"array of shape {array.shape} and dtype {array.dtype} at row "
+                             f"{row0} is not a whole number of tile bands (rows of {band}) "
+                             f"of the tensor's {self.shape}, {self.dtype}")
+        only = [row0 <= off[0] < r1 for off in t.tile_offsets]
+        owned = self._owned_tiles()
+        if owned is not None:
+            only = [a and b for a, b in zip(only, owned)]
+        self._copy_tiles(array, to_tiles=True, only=only, row0=row0)
         return self
 
     def _owned_tiles(self):

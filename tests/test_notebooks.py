@@ -30,7 +30,7 @@ def _strip_script():
 def test_the_notebooks_are_there():
     names = {p.stem for p in PATHS}
     for want in ("01_quickstart", "02_trace", "03_tile_sweep", "04_scheduler_sweep",
-                 "05_trace_explorer", "06_paper_figures"):
+                 "05_trace_explorer", "06_paper_figures", "07_out_of_core"):
         assert want in names, f"notebooks/{want}.ipynb is missing"
 
 

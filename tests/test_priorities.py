@@ -69,7 +69,8 @@ def test_tasks_carry_their_stage_priority():
     for layer in range(L):
         got = set(bwd[bwd["layer"] == layer]["priority"])
         assert got == {priorities.backward(layer, L), priorities.WEIGHT_GRAD}, layer
-    fills = t[(t["name"] == "fill") & (t["phase"] == "backward")]
+    fills = t[t["name"].isin(["fill", "fill_after"]) & (t["phase"] == "backward")]
+    assert len(fills)   # the gradients' zero fills (drop_grads: each before its block)
     assert set(fills["priority"]) == {priorities.ZERO_GRAD}
     assert set(t[t["name"] == "embedding_backward"]["priority"]) == {priorities.WEIGHT_GRAD}
     assert set(t[t["phase"] == "optimizer"]["priority"]) == {priorities.OPTIMIZER}

@@ -23,7 +23,7 @@ def test_defaults_are_the_main_job():
         128, 1024, 30, 0.1)
     assert s.replace(optimizer="sgd").weight_decay_resolved == 0.0
     assert s.runtime_kwargs() == {"scheduler": "lws", "ncpu": None, "memory_limit_mb": None,
-                                  "ooc_dir": None, "ooc_size_mb": 65536}
+                                  "ooc_dir": None, "ooc_size_mb": 65536, "hints": s.hints}
     assert s.tokens_per_step() == 8 * 128
     assert (s.eval_every, s.eval_batches, s.checkpoint_every) == (50, 10, 100)
 

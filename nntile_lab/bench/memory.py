@@ -29,14 +29,18 @@ from nntile_lab import memory
 from nntile_lab.spec import ExperimentSpec
 
 MIB = 1 << 20
-# the paper's family at a size this machine trains: 4 layers, E = 64·k, V = 50257
+# the paper's family at a size this machine trains: 4 layers, E = 64·k, V = 50257; E is
+# tiled by 1024 so that every parameter is initialised and evicted in bands of whole tiles
 BASE = dict(n_layer=4, n_head=4, vocab_size=50257, seq_len=128, batch=4, batch_tile=2,
             vocab_tile=4096, inner_tile=512, head_tile=2, warmup_steps=1, measure_steps=2)
-WIDTHS = tuple(64 * k for k in range(2, 41))          # E = 128 … 2560
+EMBD_TILE = 1024
+# E = 128 … 1024 by 64, then … 5120 by 128 (the search bisects this list)
+WIDTHS = tuple(64 * k for k in range(2, 17)) + tuple(128 * k for k in range(9, 41))
 
 
 def family(n_embd: int, **kw) -> ExperimentSpec:
-    return ExperimentSpec(**(BASE | {"n_embd": n_embd} | kw))
+    return ExperimentSpec(**(BASE | {"n_embd": n_embd, "embd_tile": min(EMBD_TILE, n_embd)}
+                             | kw))
 
 
 def measure_point(spec: ExperimentSpec) -> dict:
@@ -44,8 +48,15 @@ def measure_point(spec: ExperimentSpec) -> dict:
     StarPU's peak RAM, the process's peak RSS, the disk traffic per measured step."""
     from nntile_lab import experiment
     from nntile_lab._lib import lib
+    from nntile_lab.trace.records import _drain_samples
 
     batches = experiment.RandomTokens(spec.vocab_size)
+    starpu_peak = 0
+
+    def ram_peak():   # drained after every step: the samples of a long run stay small
+        samples = _drain_samples()
+        return int(samples["used"][samples["node"] == 0].max(initial=0))   # RAM, not disk
+
     with experiment.runtime(spec) as rt:
         model, opt, schedule = experiment.build(spec)
         step = experiment.step_function(spec, rt, model, opt, schedule, batches)
@@ -53,23 +64,23 @@ def measure_point(spec: ExperimentSpec) -> dict:
         try:
             for k in range(spec.warmup_steps):
                 step(k)
+                starpu_peak = max(starpu_peak, ram_peak())
             rt.disk_traffic(reset=True)
             times = []
             for k in range(spec.warmup_steps, spec.warmup_steps + spec.measure_steps):
                 t0 = time.perf_counter()
                 step(k)
                 times.append(time.perf_counter() - t0)
+                starpu_peak = max(starpu_peak, ram_peak())
             traffic = rt.disk_traffic()
         finally:
             lib.nl_sampler_stop()
-        from nntile_lab.trace.records import _drain_samples
-        samples = _drain_samples()
-        starpu_peak = samples["used"][samples["node"] == 0].max()   # RAM only, not disk
+        starpu_peak = max(starpu_peak, ram_peak())
     n = spec.measure_steps
     disk = (traffic["bytes_read"] + traffic["bytes_written"]) / n
     t = statistics.median(times)
-    return {"step_time_s": t, "tokens_per_s": spec.tokens_per_step() / t,
-            "starpu_peak_bytes": int(starpu_peak), "peak_rss_bytes": memory.peak_rss_bytes(),
+    return {"step_time_s": t, "step_times_s": times, "tokens_per_s": spec.tokens_per_step() / t,
+            "starpu_peak_bytes": starpu_peak, "peak_rss_bytes": memory.peak_rss_bytes(),
             "disk_bytes_per_step": disk, "disk_read_per_step": traffic["bytes_read"] / n,
             "disk_written_per_step": traffic["bytes_written"] / n,
             "disk_bandwidth_bytes_s": disk / t if t else 0.0}
@@ -114,28 +125,78 @@ def measure(spec: ExperimentSpec, system: str = "nntile", timeout: float = 1800)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def _largest(widths, fits) -> tuple[int | None, dict | None]:
-    """The widest E for which ``fits(E)`` returns a result (it stops at the first miss)."""
-    best = None
-    for e in widths:
-        res = fits(e)
-        if res is None:
-            break
-        best = (e, res)
-    return best if best else (None, None)
+def _largest(widths, fits, start: int | None = None,
+             growth: float = 2.0) -> tuple[int | None, dict | None]:
+    """The widest E of ``widths`` (ascending) for which ``fits(E)`` returns a result,
+    assuming that fitting is monotone in the model size. From ``start`` (an index, e.g.
+    the planner's guess; default the widest) it steps geometrically — each step about
+    ``growth``× the parameters (E by √growth) — up while it fits or down while it does
+    not, until a fit and a miss bracket the answer, then bisects between them: about
+    log(range) + log2(bracket) runs, not one per width."""
+    widths = sorted(widths)
+    n = len(widths)
+    i = n - 1 if start is None else max(0, min(n - 1, start))
+    results: dict[int, dict | None] = {}
+
+    def ok(j):
+        if j not in results:
+            results[j] = fits(widths[j])
+        return results[j] is not None
+
+    def step(j, up):   # the index whose width is ~√growth times (or over) widths[j]
+        target = widths[j] * (growth ** 0.5 if up else growth ** -0.5)
+        k = min(range(n), key=lambda m: abs(widths[m] - target))
+        return max(j + 1, k) if up else min(j - 1, k)
+
+    lo, hi = -1, n   # widths[lo] fits (or lo = -1), widths[hi] does not (or hi = n)
+    if ok(i):
+        lo = i
+        while lo < n - 1:
+            j = step(lo, True)
+            j = min(j, n - 1)
+            if ok(j):
+                lo = j
+            else:
+                hi = j
+                break
+        else:
+            hi = n
+    else:
+        hi = i
+        while hi > 0:
+            j = max(step(hi, False), 0)
+            if ok(j):
+                lo = j
+                break
+            hi = j
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return (widths[lo], results[lo]) if lo >= 0 else (None, None)
 
 
 def run(caps_mb=(2048, 4096), *, ooc_dir: str | None = None, widths=WIDTHS,
-        progress=print) -> dict:
-    """The capacity experiment for each cap; returns the table and the summary."""
+        progress=print, max_width: int | None = None, speeds=(1, 2, 4), **kw) -> dict:
+    """The capacity experiment for each cap; returns the table and the summary.
+    ``max_width``: nntile_lab's search stops there (default the widest of ``widths``);
+    ``kw``: spec fields for every point (e.g. ``hints``)."""
     ooc_dir = ooc_dir or tempfile.mkdtemp(prefix="nntile_lab_ooc_")
     rows, summary = [], {}
+
+    def fam(e):   # the family with this run's fields
+        return family(e, **kw)
+
     for cap in caps_mb:
         def torch_fits(e, cap=cap):
-            spec = family(e)
+            spec = fam(e)
             if memory.estimate(spec).peak_bytes > 4 * cap * MIB:   # hopeless: skip the run
                 return None
+            t0 = time.perf_counter()
             res = measure(spec, "torch")
+            res["wall_s"] = time.perf_counter() - t0
             ok = "error" not in res and res["peak_rss_bytes"] <= cap * MIB
             progress(f"cap {cap} MiB torch E={e}: {res}")
             rows.append({"cap_mb": cap, "system": "torch", "n_embd": e,
@@ -143,8 +204,8 @@ def run(caps_mb=(2048, 4096), *, ooc_dir: str | None = None, widths=WIDTHS,
             return res if ok else None
 
         def ooc_spec(e, cap=cap):
-            spec = family(e)
-            limit = memory.starpu_limit_mb(cap, spec)
+            spec = fam(e)
+            limit = memory.starpu_limit_mb(cap, spec, ooc=True)
             return spec.replace(memory_limit_mb=limit, ooc_dir=ooc_dir,
                                 ooc_size_mb=max(64, memory.estimate(spec).peak_bytes * 2 // MIB))
 
@@ -155,27 +216,34 @@ def run(caps_mb=(2048, 4096), *, ooc_dir: str | None = None, widths=WIDTHS,
             except ValueError as exc:
                 progress(f"cap {cap} MiB nntile E={e}: {exc}")
                 return None
+            t0 = time.perf_counter()
             res = measure(spec)
+            res["wall_s"] = time.perf_counter() - t0
             ok = "error" not in res and res["peak_rss_bytes"] <= cap * MIB
             progress(f"cap {cap} MiB nntile E={e}: {res}")
             rows.append({"cap_mb": cap, "system": "nntile_ooc", "n_embd": e,
                          "params": spec.num_params(), **res})
             return res if ok else None
 
-        e_torch, _ = _largest(widths, torch_fits)
-        e_ooc, _ = _largest([e for e in widths if e_torch is None or e > e_torch] or widths,
-                            nntile_fits)
-        p_torch = family(e_torch).num_params() if e_torch else 0
-        p_ooc = family(e_ooc).num_params() if e_ooc else 0
+        # PyTorch: from the planner's guess (its in-memory RSS under the cap)
+        guess = max([k for k, w in enumerate(widths)
+                     if memory.estimate(fam(w)).rss_bytes <= cap * MIB] or [0])
+        e_torch, _ = _largest(widths, torch_fits, start=guess)
+        # nntile_lab: from the widest allowed down (out of core, it usually fits at once)
+        top = [w for w in widths if (max_width is None or w <= max_width)
+               and (e_torch is None or w > e_torch)] or list(widths)
+        e_ooc, _ = _largest(top, nntile_fits)
+        p_torch = fam(e_torch).num_params() if e_torch else 0
+        p_ooc = fam(e_ooc).num_params() if e_ooc else 0
         # throughput at k× the cap: the model whose in-memory StarPU peak is nearest k·cap
         speed = {}
-        for k in (1, 2, 4):
-            e = min(widths, key=lambda w: abs(memory.estimate(family(w)).peak_bytes
+        for k in speeds:
+            e = min(widths, key=lambda w: abs(memory.estimate(fam(w)).peak_bytes
                                               + memory.PROCESS_BASE_BYTES - k * cap * MIB))
-            ram, ooc = measure(family(e)), measure(ooc_spec(e))
+            ram, ooc = measure(fam(e)), measure(ooc_spec(e))
             ratio = (ram["step_time_s"] / ooc["step_time_s"]
                      if "error" not in ram and "error" not in ooc else None)
-            speed[k] = {"n_embd": e, "params": family(e).num_params(), "in_memory": ram,
+            speed[k] = {"n_embd": e, "params": fam(e).num_params(), "in_memory": ram,
                         "out_of_core": ooc, "throughput_ratio": ratio}
             progress(f"cap {cap} MiB at {k}x: E={e} ratio {ratio}")
         summary[cap] = {"torch_largest_params": p_torch, "torch_largest_n_embd": e_torch,
@@ -185,7 +253,7 @@ def run(caps_mb=(2048, 4096), *, ooc_dir: str | None = None, widths=WIDTHS,
     first = summary[caps_mb[0]]
     return {"rows": rows, "summary": summary, "cap_mb": list(caps_mb),
             "capacity_ratio": first["capacity_ratio"],
-            "throughput_at_2x": first["throughput"][2]["throughput_ratio"]}
+            "throughput_at_2x": first["throughput"].get(2, {}).get("throughput_ratio")}
 
 
 def report(res: dict) -> str:
@@ -202,6 +270,174 @@ def report(res: dict) -> str:
                          f"{ooc.get('disk_bytes_per_step', math.nan) / MIB:.0f} MiB/step at "
                          f"{ooc.get('disk_bandwidth_bytes_s', math.nan) / MIB:.0f} MiB/s")
     return "\n".join(lines)
+
+
+# ---- the hints: each one's effect out of core ---------------------------------------
+def hint_configs() -> list[tuple[str, str]]:
+    """(label, hints) pairs: none, all, and all but one for each hint."""
+    from nntile_lab.spec import HINTS
+    return ([("none", "none"), ("all", ",".join(HINTS))]
+            + [(f"all but {h}", ",".join(x for x in HINTS if x != h)) for h in HINTS])
+
+
+def run_hints(base: ExperimentSpec | None = None, *, fraction: float = 0.5,
+              ooc_dir: str | None = None, repeats: int = 1, progress=print) -> dict:
+    """Disk traffic, step time and peaks of ``base`` (default: the main job) out of core
+    with StarPU's RAM capped at ``fraction`` of the planner's peak, for every set of
+    ``hint_configs()``, each in a fresh process (``repeats`` times, interleaved so that a
+    noisy neighbour hits every set alike), plus one in-memory run for reference."""
+    from nntile_lab.spec import DEFAULTS
+    base = base or DEFAULTS
+    ooc_dir = ooc_dir or tempfile.mkdtemp(prefix="nntile_lab_hints_")
+    peak = memory.estimate(base.replace(memory_limit_mb=None, ooc_dir=None)).peak_bytes
+    limit = max(16, int(peak * fraction) // MIB)
+    ooc = base.replace(memory_limit_mb=limit, ooc_dir=ooc_dir,
+                       ooc_size_mb=max(64, 2 * peak // MIB))
+    configs = hint_configs()
+    rows = []
+    for r in range(repeats):
+        for label, hints in configs:
+            res = measure(ooc.replace(hints=hints))
+            rows.append({"hints": label, "set": hints, "repeat": r, **res})
+            progress(f"hints {label} (repeat {r + 1}/{repeats}): {_short(res)}")
+    ram = measure(base.replace(memory_limit_mb=None, ooc_dir=None))
+    progress(f"in memory: {_short(ram)}")
+    table = []
+    for label, hints in configs:
+        runs = [x for x in rows if x["hints"] == label and "error" not in x]
+        errors = [x["error"] for x in rows if x["hints"] == label and "error" in x]
+        if not runs:
+            table.append({"hints": label, "error": errors[0] if errors else "no run"})
+            continue
+        med = {k: statistics.median(x[k] for x in runs) for k in
+               ("step_time_s", "disk_written_per_step", "disk_read_per_step",
+                "starpu_peak_bytes", "peak_rss_bytes")}
+        times = [t for x in runs for t in x.get("step_times_s", [x["step_time_s"]])]
+        table.append({"hints": label, "set": hints, **med, "step_time_min_s": min(times),
+                      "step_time_max_s": max(times), "runs": len(runs)})
+    none = next((t for t in table if t["hints"] == "none" and "error" not in t), None)
+    for t in table:
+        if none and "error" not in t:
+            t["written_vs_none"] = t["disk_written_per_step"] / max(1.0, none[
+                "disk_written_per_step"])
+            t["read_vs_none"] = t["disk_read_per_step"] / max(1.0, none["disk_read_per_step"])
+            t["time_vs_none"] = t["step_time_s"] / none["step_time_s"]
+    return {"spec": base.to_dict(), "memory_limit_mb": limit, "planned_peak_bytes": peak,
+            "fraction": fraction, "repeats": repeats, "rows": rows, "table": table,
+            "in_memory": ram}
+
+
+def report_hints(res: dict) -> str:
+    lines = [f"out of core, StarPU RAM cap {res['memory_limit_mb']} MiB = "
+             f"{res['fraction']:.2f} × planned peak {res['planned_peak_bytes'] / MIB:.0f} MiB; "
+             f"medians of {res['repeats']} run(s)",
+             f"{'hints':<22}{'written MiB':>12}{'read MiB':>10}{'step s':>8}{'min–max s':>13}"
+             f"{'peak MiB':>10}{'RSS MiB':>9}{'W/none':>8}{'R/none':>8}{'t/none':>8}"]
+    for t in res["table"]:
+        if "error" in t:
+            lines.append(f"{t['hints']:<22}error: {t['error']}")
+            continue
+        lines.append(f"{t['hints']:<22}{t['disk_written_per_step'] / MIB:12.0f}"
+                     f"{t['disk_read_per_step'] / MIB:10.0f}{t['step_time_s']:8.2f}"
+                     f"{t['step_time_min_s']:6.2f}–{t['step_time_max_s']:<6.2f}"
+                     f"{t['starpu_peak_bytes'] / MIB:10.0f}{t['peak_rss_bytes'] / MIB:9.0f}"
+                     f"{t.get('written_vs_none', math.nan):8.2f}"
+                     f"{t.get('read_vs_none', math.nan):8.2f}"
+                     f"{t.get('time_vs_none', math.nan):8.2f}")
+    ram = res["in_memory"]
+    if "error" not in ram:
+        lines.append(f"{'in memory (all)':<22}{0:12.0f}{0:10.0f}{ram['step_time_s']:8.2f}"
+                     f"{'':13}{ram['starpu_peak_bytes'] / MIB:10.0f}"
+                     f"{ram['peak_rss_bytes'] / MIB:9.0f}")
+    return "\n".join(lines)
+
+
+def _short(res: dict) -> str:
+    if "error" in res:
+        return f"error: {res['error']}"
+    return (f"step {res['step_time_s']:.2f} s, written {res['disk_written_per_step'] / MIB:.0f}"
+            f" MiB, read {res['disk_read_per_step'] / MIB:.0f} MiB per step, StarPU peak "
+            f"{res['starpu_peak_bytes'] / MIB:.0f} MiB, RSS {res['peak_rss_bytes'] / MIB:.0f} MiB")
+
+
+# ---- ``nntile-lab bench memory`` ------------------------------------------------------
+HINT_GROUPS = ("model", "data", "tiles", "runtime", "bench")
+HINT_SKIP = ("memory_limit_mb", "ooc_dir", "ooc_size_mb", "hints")
+
+
+def register_cli(bsub):
+    """``nntile-lab bench memory [--caps 2048,4096] [--json]`` (the capacity experiment)
+    and ``nntile-lab bench memory --hints [model options] [--json]`` (each hint's effect)."""
+    from nntile_lab.spec import DEFAULTS, add_arguments
+    p = bsub.add_parser("memory", help="largest model under a process RAM cap vs PyTorch "
+                        "(out of core), or with --hints each memory hint's effect",
+                        description=__doc__.split("\n\n")[0])
+    p.add_argument("--caps", default="2048,4096",
+                   help="process RSS caps in MiB, comma list (default %(default)s)")
+    p.add_argument("--ooc-dir", default=None, help="disk node directory (default: a new "
+                   "directory in the system's temp dir)")
+    p.add_argument("--widths", default=None, help="n_embd values to search, comma list "
+                   f"(default {WIDTHS[0]} … {WIDTHS[-1]})")
+    p.add_argument("--max-width", type=int, default=None,
+                   help="widest n_embd nntile_lab tries out of core (default the widest)")
+    p.add_argument("--speeds", default="1,2,4", help="throughput at these multiples of the "
+                   "cap (in-memory peak), comma list (default %(default)s)")
+    p.add_argument("--hint-set", default=None, help="memory hints of every nntile_lab point "
+                   f"(default {DEFAULTS.hints})")
+    p.add_argument("--hints", action="store_true", dest="hints_table",
+                   help="instead: out of core under --fraction of the planned peak, disk "
+                        "traffic and step time with no hints, all, and all but each one "
+                        "(model options below; default the main job)")
+    p.add_argument("--fraction", type=float, default=0.5,
+                   help="with --hints: StarPU's RAM cap as a fraction of the planned peak "
+                        "(default %(default)s)")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="with --hints: runs per hint set (default %(default)s)")
+    p.add_argument("--json", action="store_true",
+                   help="progress to stderr, one JSON object per point, the summary last")
+    add_arguments(p, HINT_GROUPS, titles={"model": "model (--hints only; default the main "
+                                          "job)"}, skip=HINT_SKIP)
+    p.set_defaults(func=_cli)
+    return p
+
+
+def _cli(args) -> int:
+    from nntile_lab.record import json_safe
+    from nntile_lab.spec import from_args
+
+    def progress(msg):
+        print(msg, file=sys.stderr if args.json else sys.stdout, flush=True)
+
+    if args.hints_table:
+        res = run_hints(from_args(args, HINT_GROUPS), fraction=args.fraction,
+                        ooc_dir=args.ooc_dir, repeats=args.repeats, progress=progress)
+        if args.json:
+            for row in res["table"]:
+                print(json.dumps(json_safe(row)))
+            print(json.dumps(json_safe({k: v for k, v in res.items() if k != "rows"})))
+        else:
+            print(report_hints(res))
+        return 0
+    caps = [int(c) for c in args.caps.split(",") if c.strip()]
+    widths = (tuple(int(w) for w in args.widths.split(",") if w.strip()) if args.widths
+              else WIDTHS)
+    kw = {"hints": args.hint_set} if args.hint_set is not None else {}
+    res = run(caps, ooc_dir=args.ooc_dir, widths=widths, progress=progress,
+              max_width=args.max_width,
+              speeds=tuple(int(k) for k in args.speeds.split(",") if k.strip()), **kw)
+    if args.json:
+        for row in res["rows"]:
+            print(json.dumps(json_safe(row)))
+        first = res["summary"][caps[0]]
+        print(json.dumps(json_safe({"cap_mb": caps[0], "caps_mb": caps,
+                                    "capacity_ratio": res["capacity_ratio"],
+                                    "throughput_at_2x": res["throughput_at_2x"],
+                                    "summary": res["summary"],
+                                    "torch_largest_params": first["torch_largest_params"],
+                                    "nntile_largest_params": first["nntile_largest_params"]})))
+    else:
+        print(report(res))
+    return 0
 
 
 def _fmt(x) -> str:

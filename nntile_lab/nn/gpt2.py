@@ -17,7 +17,7 @@ import numpy as np
 from nntile_lab import ops
 from nntile_lab.nn import priorities
 from nntile_lab.nn.config import GPT2Config
-from nntile_lab.nn.state import from_hf, from_hf_entry, hf_shapes, iter_init_state, to_hf
+from nntile_lab.nn.state import from_hf, from_hf_entry, hf_shapes, iter_init_chunks, to_hf
 from nntile_lab.runtime import Runtime
 from nntile_lab.tensor import TiledTensor, empty, empty_like, from_numpy
 
@@ -46,23 +46,33 @@ class GPT2:
         shapes = hf_shapes(c, split_qkv=True)
         self.params = {n: empty(shapes[n], tiles[n]) for n in shapes}
         self.grads = {n: empty_like(p) for n, p in self.params.items()}
-        for name, array in iter_init_state(c, seed):   # one tensor at a time in numpy
-            for n, part in from_hf_entry(name, array).items():
-                self.params[n].copy_from_numpy(part)
+        for name, row0, chunk in iter_init_chunks(c, seed):   # whole tile bands in numpy
+            for n, part in from_hf_entry(name, chunk).items():
+                self.params[n].copy_rows_from_numpy(part, row0)
 
     # ---- public API ------------------------------------------------------------
     def forward_backward(self, input_ids, labels, *, accumulate: bool = False,
                          grad_scale: float = 1.0) -> float:
         """Mean cross-entropy of the batch; its gradient (times ``grad_scale``) is
-        added to ``self.grads`` (zeroed first unless ``accumulate``)."""
-        if not accumulate:
+        added to ``self.grads`` (zeroed first unless ``accumulate``).
+
+        The runtime's memory hints (``Runtime(hints=...)``) change where tiles live, never
+        a result: with drop_grads each gradient is zeroed just before its block's
+        backward, not here."""
+        hints = self.runtime.hints
+        if accumulate and any(g.storage._dropped for g in self.grads.values()):
+            raise RuntimeError("accumulate=True after the optimizer dropped the gradients "
+                               "(the invalidate hint): the first micro-batch of a step must "
+                               "not accumulate")
+        lazy = "drop_grads" in hints and not accumulate
+        if not accumulate and not lazy:
             with self._stage(None, "backward", priorities.ZERO_GRAD):
                 for g in self.grads.values():
                     ops.fill(g, 0.0)
         ids, labels_t, pos = self._inputs(input_ids, labels)
         saved, x = self._forward(ids, pos, keep=True)
         loss, dlogits = self._head(x, labels_t, saved, grad_scale)
-        self._backward(ids, pos, saved, dlogits)
+        self._backward(ids, pos, saved, dlogits, zero_grads=lazy)
         return float(loss.to_numpy()[0])
 
     def loss(self, input_ids, labels) -> float:
@@ -122,13 +132,19 @@ class GPT2:
             x = ops.embedding(ids, p["transformer.wte.weight"])
             wpe = ops.embedding(pos, p["transformer.wpe.weight"])
             ops.add(wpe, x)
-            wpe.free()
-        saved = []
-        for i in range(self.config.n_layer):
+            _dead(wpe)
+        saved, hints, L = [], self.runtime.hints, self.config.n_layer
+        for i in range(L):
+            if "prefetch" in hints and i + 1 < L:   # the next block's weights, as this starts
+                for t in self._layer_params(i + 1).values():
+                    t.prefetch(after=x)
             with self._stage(i, "forward"):
                 acts, out = self._block_forward(i, x)
             if keep:
                 saved.append(acts)
+                if "wont_use" in hints and i + 1 < L:   # read again only in the backward
+                    for t in acts.values():
+                        t.wont_use(after=out)
             else:
                 _free(acts)
             x = out
@@ -147,14 +163,14 @@ class GPT2:
         for q in "qkv":
             y = _linear(a["ln1"], p[f"attn.{q}.weight"], p[f"attn.{q}.bias"])
             a[q] = ops.permute(y.split_axis(2, D), HEADS_FIRST)          # (B, H, T, D)
-            y.free()
+            _dead(y)
         scores = ops.gemm(a["q"], a["k"], trans_b=True, batch_ndim=2, alpha=1 / math.sqrt(D))
         ops.mask_causal(scores)
         a["att"] = ops.softmax(scores, axis=3)                           # (B, H, T, T)
-        scores.free()
+        _dead(scores)
         heads = ops.gemm(a["att"], a["v"], batch_ndim=2)                 # (B, H, T, D)
         a["o"] = ops.permute(heads, HEADS_FIRST).merge_axes(2)           # (B, T, E)
-        heads.free()
+        _dead(heads)
         a["h"] = h = _linear(a["o"], p["attn.c_proj.weight"], p["attn.c_proj.bias"])
         ops.add(x, h)                                                    # h = x + attn
         a["ln2"], a["m2"], a["r2"] = ops.layer_norm(h, p["ln_2.weight"], p["ln_2.bias"],
@@ -171,29 +187,53 @@ class GPT2:
             logits = ops.gemm(xf, self.params["transformer.wte.weight"], trans_b=True)
             loss, dlogits = ops.cross_entropy(logits, labels, grad=saved is not None,
                                               grad_scale=grad_scale)
-            logits.free()
+            _dead(logits)
         if saved is None:
-            xf.free()
+            _dead(xf)
         return loss, dlogits
 
     # ---- backward ----------------------------------------------------------------
-    def _backward(self, ids, pos, saved, dlogits):
-        p, g = self.params, self.grads
+    def _backward(self, ids, pos, saved, dlogits, zero_grads: bool = False):
+        """``zero_grads``: zero each gradient just before the first task that adds to it
+        (a fill ordered after the gradient flowing into its block), not all at once."""
+        p, g, hints = self.params, self.grads, self.runtime.hints
         top = saved.pop()
+        if zero_grads:
+            with self._stage(self.config.n_layer, "backward", priorities.ZERO_GRAD):
+                for n in ("transformer.wte.weight", "transformer.ln_f.weight",
+                          "transformer.ln_f.bias"):
+                    ops.fill(g[n], 0.0, after=dlogits)
         with self._stage(self.config.n_layer, "backward"):
             dxf = ops.gemm(dlogits, p["transformer.wte.weight"])
             with _weight_grads():
                 ops.gemm(dlogits, top["xf"], trans_a=True, ndim=2, beta=1.0,
                          out=g["transformer.wte.weight"])
-            dlogits.free()
+            _dead(dlogits)
             dx, _, _ = ops.layer_norm_backward(
                 top["x"], dxf, p["transformer.ln_f.weight"], top["mean"], top["inv_std"],
                 axis=2, dgamma=g["transformer.ln_f.weight"], dbeta=g["transformer.ln_f.bias"])
             _free(top)
-            dxf.free()
+            _dead(dxf)
         for i in reversed(range(self.config.n_layer)):
+            acts = saved.pop()
+            if "prefetch" in hints and i > 0:   # the block below, as this block starts
+                # (parameters only: StarPU 1.3 aborts when a tile with a prefetch and a
+                # wont_use push to disk in flight is unregistered, as activations are)
+                for t in self._layer_params(i - 1).values():
+                    t.prefetch(after=dx)
+            if zero_grads:
+                with self._stage(i, "backward", priorities.ZERO_GRAD):
+                    for t in self._layer_params(i, self.grads).values():
+                        ops.fill(t, 0.0, after=dx)
             with self._stage(i, "backward"):
-                dx = self._block_backward(i, saved.pop(), dx)
+                dx = self._block_backward(i, acts, dx)
+            if "wont_use" in hints:   # this block's weights and gradients: next needed by
+                for t in (*self._layer_params(i).values(),           # the optimizer
+                          *self._layer_params(i, self.grads).values()):
+                    t.wont_use(after=dx)
+        if zero_grads:
+            with self._stage(0, "backward", priorities.ZERO_GRAD):
+                ops.fill(g["transformer.wpe.weight"], 0.0, after=dx)
         with self._stage(0, "backward"), _weight_grads():
             ops.embedding_backward(ids, dx, g["transformer.wte.weight"])
             ops.embedding_backward(pos, dx, g["transformer.wpe.weight"])
@@ -206,38 +246,38 @@ class GPT2:
         dg = _linear_backward(a["g"], dout, p["mlp.c_proj.weight"], g["mlp.c_proj.weight"],
                               g["mlp.c_proj.bias"])
         df = ops.gelu_backward(a["f"], dg)
-        dg.free()
+        _dead(dg)
         dln2 = _linear_backward(a["ln2"], df, p["mlp.c_fc.weight"], g["mlp.c_fc.weight"],
                                 g["mlp.c_fc.bias"])
-        df.free()
+        _dead(df)
         dh = dout   # the residual's gradient, plus (in place) what flows through ln_2
         ops.layer_norm_backward(a["h"], dln2, p["ln_2.weight"], a["m2"], a["r2"], axis=2,
                                 dx=dh, dgamma=g["ln_2.weight"], dbeta=g["ln_2.bias"])
-        dln2.free()
+        _dead(dln2)
         # attention: h = x + c_proj(softmax(mask(q·kᵀ/√D))·v)
         do = _linear_backward(a["o"], dh, p["attn.c_proj.weight"], g["attn.c_proj.weight"],
                               g["attn.c_proj.bias"])
         dheads = ops.permute(do.split_axis(2, D), HEADS_FIRST)
-        do.free()
+        _dead(do)
         datt = ops.gemm(dheads, a["v"], trans_b=True, batch_ndim=2)
         dqkv = {"v": ops.gemm(a["att"], dheads, trans_a=True, batch_ndim=2)}
-        dheads.free()
+        _dead(dheads)
         dscores = ops.softmax_backward(a["att"], datt, axis=3)
-        datt.free()
+        _dead(datt)
         scale = 1 / math.sqrt(D)
         dqkv["q"] = ops.gemm(dscores, a["k"], batch_ndim=2, alpha=scale)
         dqkv["k"] = ops.gemm(dscores, a["q"], trans_a=True, batch_ndim=2, alpha=scale)
-        dscores.free()
+        _dead(dscores)
         dln1 = None
         for q in "qkv":
             dy = ops.permute(dqkv.pop(q), HEADS_FIRST).merge_axes(2)
             dln1 = _linear_backward(a["ln1"], dy, p[f"attn.{q}.weight"], g[f"attn.{q}.weight"],
                                     g[f"attn.{q}.bias"], dx=dln1)
-            dy.free()
+            _dead(dy)
         dx = dh    # likewise through ln_1
         ops.layer_norm_backward(a["x"], dln1, p["ln_1.weight"], a["m1"], a["r1"], axis=2,
                                 dx=dx, dgamma=g["ln_1.weight"], dbeta=g["ln_1.bias"])
-        dln1.free()
+        _dead(dln1)
         _free(a)
         return dx
 
@@ -271,7 +311,16 @@ def _weight_grads():
 
 
 def _free(tensors: dict) -> None:
-    for t in tensors.values():
+    _dead(*tensors.values())
+
+
+def _dead(*tensors: TiledTensor) -> None:
+    """Free temporaries once their last reader is submitted; with the invalidate hint
+    their contents are invalidated first (a tile with no home node is dropped by its
+    free anyway: measured, this changes nothing, and says so explicitly)."""
+    for t in tensors:
+        if "invalidate" in t.runtime.hints:
+            t.invalidate()
         t.free()
 
 

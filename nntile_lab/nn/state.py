@@ -4,6 +4,7 @@ matrices q, k, v (each tiled by whole heads); here they are joined and split.
 """
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
@@ -54,6 +55,70 @@ def iter_init_state(c: GPT2Config, seed: int = 0):
             std = 0.02 / np.sqrt(2 * c.n_layer) if name.endswith("c_proj.weight") else 0.02
             value = rng.normal(0.0, std, shape)
         yield name, value.astype(np.float32)
+
+
+# float32 bytes of one initialisation chunk: a model larger than memory is initialised
+# in row bands (whole tiles) of at most this size, not a parameter at a time (a 50257 × E
+# embedding in float64 is 1.2 GB at E = 3072)
+INIT_CHUNK_BYTES = 32 << 20
+
+
+def init_band_rows(c: GPT2Config) -> dict[str, int]:
+    """Rows of one tile band (axis 0) of every Hugging Face entry, as GPT2 tiles it."""
+    E = c.n_embd
+    et, it = c.tile("embd_tile", E), c.tile("inner_tile", c.n_inner)
+    vt, st = c.tile("vocab_tile", c.vocab_size), c.tile("seq_tile", c.n_positions)
+    ht = c.tile("head_tile", c.n_head) * c.head_size
+    out = {}
+    for name, shape in hf_shapes(c).items():
+        if name.startswith("transformer.wte"):
+            band = vt
+        elif name.startswith("transformer.wpe"):
+            band = st
+        elif len(shape) == 1:
+            band = shape[0]
+        elif "c_proj" in name:
+            band = ht if ".attn." in name else it
+        else:   # c_attn, c_fc: (E, ·)
+            band = et
+        out[name] = band
+    return out
+
+
+def init_chunk_rows(c: GPT2Config) -> dict[str, int]:
+    """Rows per initialisation chunk of every entry: whole tile bands, as many as fit in
+    INIT_CHUNK_BYTES (at least one band)."""
+    out = {}
+    for name, band in init_band_rows(c).items():
+        shape = hf_shapes(c)[name]
+        row_bytes = 4 * math.prod(shape[1:])
+        out[name] = min(shape[0], band * max(1, INIT_CHUNK_BYTES // (band * row_bytes)))
+    return out
+
+
+def init_chunk_elems(c: GPT2Config) -> int:
+    """Elements of the largest initialisation chunk (the planner's numpy staging)."""
+    shapes, rows = hf_shapes(c), init_chunk_rows(c)
+    return max(rows[n] * math.prod(shapes[n][1:]) for n in shapes)
+
+
+def iter_init_chunks(c: GPT2Config, seed: int = 0):
+    """``iter_init_state``'s values in row bands: ``(name, row0, float32 array)`` with
+    ``init_chunk_rows`` rows each. Same values: numpy's Generator draws a band of rows
+    as the matching part of the whole."""
+    rng = np.random.default_rng(seed)
+    rows = init_chunk_rows(c)
+    for name, shape in hf_shapes(c).items():
+        for r0 in range(0, shape[0], rows[name]):
+            sub = (min(rows[name], shape[0] - r0),) + tuple(shape[1:])
+            if ".ln_" in name or name.startswith("transformer.ln_f"):
+                value = np.ones(sub) if name.endswith("weight") else np.zeros(sub)
+            elif name.endswith("bias"):
+                value = np.zeros(sub)
+            else:
+                std = 0.02 / np.sqrt(2 * c.n_layer) if name.endswith("c_proj.weight") else 0.02
+                value = rng.normal(0.0, std, sub)
+            yield name, r0, value.astype(np.float32)
 
 
 def to_hf(params: dict[str, np.ndarray], c: GPT2Config) -> dict[str, np.ndarray]:

@@ -8,12 +8,22 @@ from nntile_lab.ops._common import check, need_dtype, no_alias, output, same_lay
 from nntile_lab.tensor import TiledTensor
 
 
-def fill(y: TiledTensor, value) -> TiledTensor:
-    """y[i] = value. Returns y."""
+def fill(y: TiledTensor, value, after: TiledTensor | None = None) -> TiledTensor:
+    """y[i] = value. Returns y. ``after`` (float32): the fill waits for the tasks
+    submitted so far that write ``after``'s last tile, so that ``y``'s tiles are
+    created just before they are used (out of core they are not evicted as zeros)."""
     h, sizes = y.handles, y.traits.tile_sizes
-    submit = lib.nl_submit_fill_i64 if y.dtype == np.int64 else lib.nl_submit_fill
-    for i in range(y.ntiles):
-        check(submit(h[i], sizes[i], value))
+    if after is not None:
+        need_dtype(after, np.float32, "after")
+        need_dtype(y, np.float32, "y")
+        trigger = after.handles[after.ntiles - 1]
+        for i in range(y.ntiles):
+            check(lib.nl_submit_fill_after(trigger, h[i], sizes[i], value))
+    else:
+        submit = lib.nl_submit_fill_i64 if y.dtype == np.int64 else lib.nl_submit_fill
+        for i in range(y.ntiles):
+            check(submit(h[i], sizes[i], value))
+    y.storage._dropped = False
     return y
 
 

@@ -31,6 +31,9 @@ class Optimizer:
 
     def grad_norm(self) -> float:
         """√(Σ over all gradients of g²), the global norm (waits for the gradients)."""
+        if any(g.storage._dropped for g in self.model.grads.values()):
+            raise RuntimeError("the gradients were dropped after the last update (the "
+                               "invalidate hint): compute new ones first")
         total = None
         with self.model.runtime.scope(phase="optimizer"):
             for g in self.model.grads.values():
@@ -45,10 +48,23 @@ class Optimizer:
         scale = 1.0 if clip_norm is None else min(1.0, clip_norm / (norm + 1e-6))
         self.steps += 1
         lr = self.lr if lr is None else lr
+        hints = self.model.runtime.hints
+        names = list(self.model.params)
         with self.model.runtime.scope(phase="optimizer"):
-            for name, p in self.model.params.items():
+            for j, name in enumerate(names):
+                p, g = self.model.params[name], self.model.grads[name]
                 wd = self.weight_decay if p.ndim >= 2 else 0.0
-                self._update(name, p, self.model.grads[name], lr, wd, scale)
+                self._update(name, p, g, lr, wd, scale)
+                if "prefetch" in hints and j + 1 < len(names):   # the next update's tiles,
+                    nxt = names[j + 1]                           # once this one is done
+                    state = [s[nxt] for s in self.state.values()] if self.steps > 1 else []
+                    for t in (self.model.params[nxt], self.model.grads[nxt], *state):
+                        t.prefetch(after=p)
+                if "invalidate" in hints:   # dead until the next step's zero fill (W mode)
+                    g.invalidate()
+                if "wont_use" in hints:     # read again at the next step's update
+                    for s in self.state.values():
+                        s[name].wont_use()
         return norm
 
     def _update(self, name, p, g, lr, wd, scale):
