@@ -87,6 +87,8 @@ def cases(d: dict) -> list[Case]:
     return [
         Case("fill", dict(n=act, value=1.0), {"y": act}),
         Case("fill_i64", dict(n=t, value=3), {"y": t}),
+        # drop_grads' zeroing: a fill whose first buffer only orders the task
+        Case("fill_after", dict(n=act, value=0.0), {"after": 1, "y": act}),
         Case("copy", dict(n=act), {"x": act, "y": act}),
         Case("copy_i64", dict(n=t), {"x": t, "y": t}),
         Case("axpby", dict(n=act, alpha=1.0, beta=1.0), {"x": act, "y": act}),

@@ -47,14 +47,19 @@ def iter_init_state(c: GPT2Config, seed: int = 0):
     than memory is initialised without holding all of it in numpy."""
     rng = np.random.default_rng(seed)
     for name, shape in hf_shapes(c).items():
-        if ".ln_" in name or name.startswith("transformer.ln_f"):
-            value = np.ones(shape) if name.endswith("weight") else np.zeros(shape)
-        elif name.endswith("bias"):
-            value = np.zeros(shape)
-        else:
-            std = 0.02 / np.sqrt(2 * c.n_layer) if name.endswith("c_proj.weight") else 0.02
-            value = rng.normal(0.0, std, shape)
-        yield name, value.astype(np.float32)
+        yield name, _init_values(c, name, shape, rng)
+
+
+def _init_values(c: GPT2Config, name: str, shape: tuple, rng) -> np.ndarray:
+    """The float32 initial values of ``name`` (or of a band of its rows, ``shape``)."""
+    if ".ln_" in name or name.startswith("transformer.ln_f"):
+        value = np.ones(shape) if name.endswith("weight") else np.zeros(shape)
+    elif name.endswith("bias"):
+        value = np.zeros(shape)
+    else:
+        std = 0.02 / np.sqrt(2 * c.n_layer) if name.endswith("c_proj.weight") else 0.02
+        value = rng.normal(0.0, std, shape)
+    return value.astype(np.float32)
 
 
 # float32 bytes of one initialisation chunk: a model larger than memory is initialised
@@ -111,14 +116,7 @@ def iter_init_chunks(c: GPT2Config, seed: int = 0):
     for name, shape in hf_shapes(c).items():
         for r0 in range(0, shape[0], rows[name]):
             sub = (min(rows[name], shape[0] - r0),) + tuple(shape[1:])
-            if ".ln_" in name or name.startswith("transformer.ln_f"):
-                value = np.ones(sub) if name.endswith("weight") else np.zeros(sub)
-            elif name.endswith("bias"):
-                value = np.zeros(sub)
-            else:
-                std = 0.02 / np.sqrt(2 * c.n_layer) if name.endswith("c_proj.weight") else 0.02
-                value = rng.normal(0.0, std, sub)
-            yield name, r0, value.astype(np.float32)
+            yield name, r0, _init_values(c, name, sub, rng)
 
 
 def to_hf(params: dict[str, np.ndarray], c: GPT2Config) -> dict[str, np.ndarray]:
