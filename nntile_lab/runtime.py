@@ -105,7 +105,7 @@ class Runtime:
                              f"{NO_PRIORITIES[scheduler]}; run it with priorities=False "
                              "(--priorities off)")
         self.ooc_backend = ooc_backend
-        self.hints = self._hints = parse_hints(hints)
+        self.hints = self._hints = parse_hints(hints, out_of_core=memory_limit_mb is not None)
         self.priorities = bool(priorities)
         self.scheduler, self.ncpu = scheduler, ncpu
         self.memory_limit_mb, self.ooc_dir, self.ooc_size_mb = memory_limit_mb, ooc_dir, ooc_size_mb

@@ -141,6 +141,8 @@ def test_hint_sets():
     with pytest.raises(ValueError, match="unknown hint"):
         ExperimentSpec(hints="invalidate,evict")
     assert ExperimentSpec(hints="none").runtime_kwargs()["hints"] == "none"
+    assert parse_hints("auto", out_of_core=False) == frozenset()
+    assert parse_hints("auto") == {"invalidate", "wont_use", "drop_grads"}
 
 
 def test_initialisation_in_bands_gives_the_same_values(monkeypatch, rt1):
