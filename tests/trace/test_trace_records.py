@@ -65,9 +65,10 @@ def test_critical_path_between_longest_task_and_makespan(rt):
     cp = metrics.critical_path(tr)
     assert cp["longest_task_us"] <= cp["length_us"] <= cp["makespan_us"]
     assert cp["makespan_us"] == pytest.approx(metrics.makespan_us(tr))
-    assert len(cp["tasks"]) == 3    # fill → gemm (k=0) → gemm (k=1): the longest chains
+    # the longest chains are fill → gemm (k=0) → gemm (k=1) and fill (a k=1 tile) → gemm
+    # (k=1); which weighs more depends on µs task durations, so either is right
     names = tr.tasks.set_index("task_id").loc[cp["tasks"], "name"].tolist()
-    assert names == ["fill", "gemm", "gemm"]
+    assert names in (["fill", "gemm", "gemm"], ["fill", "gemm"]), names
 
 
 def test_only_tasks_submitted_while_recording(rt):
