@@ -56,9 +56,7 @@ def _glue(op_id, row):
     bufs = list(_buffers(row))
     pairs = [(w, r) for _, wm, _, w, _ in bufs if wm == "STARPU_W"
              for _, rm, _, r, _ in bufs if rm == "STARPU_R"]
-    rw_modes = modes.replace("STARPU_W,", "STARPU_RW,")
-    if modes.endswith("STARPU_W"):
-        rw_modes = rw_modes[: -len("STARPU_W")] + "STARPU_RW"
+    rw_modes = ", ".join("STARPU_RW" if m == "STARPU_W" else m for _, m, _, _, _ in bufs)
     twin = (f"""static struct starpu_codelet nl_cl_{n}_rw = {{
     .cpu_funcs = {{nl_cpu_{n}}}, .cpu_funcs_name = {{"nl_cpu_{n}"}},
     .nbuffers = {nbuf}, .modes = {{{rw_modes}}}, .model = &nl_model_{n}, .name = "{n}"}};

@@ -33,8 +33,8 @@ TILE_DEFAULTS = {"batch_tile": 4, "seq_tile": None, "embd_tile": None, "inner_ti
 GROUPS = ("model", "data", "tiles", "runtime", "train", "run", "bench")
 # Memory hints the model and optimizer give StarPU (see README "Out of core"):
 #   invalidate   dead contents dropped, never written back: gradients once their
-#                optimizer update has read them, temporaries and saved activations
-#                after their last reader (before the free that would drop them anyway)
+#                optimizer update has read them (temporaries need nothing: their free
+#                drops them unwritten)
 #   wont_use     tiles not needed soon evicted first and pushed to disk in idle time:
 #                a block's saved activations after its forward, its parameters and
 #                gradients after its backward, optimizer state after its update
