@@ -40,7 +40,8 @@ GROUPS = ("model", "data", "tiles", "runtime", "train", "run", "bench")
 #                gradients after its backward, optimizer state after its update
 #   prefetch     the next stage's tiles brought into RAM when the current stage starts:
 #                the next block's parameters (forward), the previous block's parameters
-#                and saved activations (backward)
+#                (backward; not its saved activations: StarPU 1.3 aborts when a tile with
+#                a prefetch and a wont_use in flight is unregistered)
 #   drop_grads   gradients created (a W-mode zero fill) just before their block's
 #                backward instead of all at the step's start: never held, evicted and
 #                read back as zeros through the forward

@@ -93,9 +93,9 @@ def init_band_rows(c: GPT2Config) -> dict[str, int]:
 def init_chunk_rows(c: GPT2Config) -> dict[str, int]:
     """Rows per initialisation chunk of every entry: whole tile bands, as many as fit in
     INIT_CHUNK_BYTES (at least one band)."""
-    out = {}
+    out, shapes = {}, hf_shapes(c)
     for name, band in init_band_rows(c).items():
-        shape = hf_shapes(c)[name]
+        shape = shapes[name]
         row_bytes = 4 * math.prod(shape[1:])
         out[name] = min(shape[0], band * max(1, INIT_CHUNK_BYTES // (band * row_bytes)))
     return out
