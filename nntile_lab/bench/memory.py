@@ -111,10 +111,11 @@ def torch_point(spec: ExperimentSpec) -> dict:
 
 
 def measure(spec: ExperimentSpec, system: str = "nntile", timeout: float = 1800) -> dict:
-    """``measure_point`` (or ``torch_point``) of ``spec`` in a fresh process; a failed or
-    killed run gives ``{"error": ...}``."""
+    """``measure_point`` (or ``torch_point``) of ``spec`` in a fresh process, with the
+    process's wall time (``wall_s``); a failed or killed run gives ``{"error": ...}``."""
     cmd = [sys.executable, "-m", "nntile_lab.bench.memory", "--point", system,
            json.dumps(spec.to_dict())]
+    t0 = time.perf_counter()
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -122,7 +123,8 @@ def measure(spec: ExperimentSpec, system: str = "nntile", timeout: float = 1800)
     if out.returncode:
         tail = (out.stderr or out.stdout).strip().splitlines()[-1:] or [f"rc {out.returncode}"]
         return {"error": tail[0]}
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return {**json.loads(out.stdout.strip().splitlines()[-1]),
+            "wall_s": time.perf_counter() - t0}
 
 
 def _largest(widths, fits, start: int | None = None,
@@ -194,9 +196,7 @@ def run(caps_mb=(2048, 4096), *, ooc_dir: str | None = None, widths=WIDTHS,
             spec = fam(e)
             if memory.estimate(spec).peak_bytes > 4 * cap * MIB:   # hopeless: skip the run
                 return None
-            t0 = time.perf_counter()
             res = measure(spec, "torch")
-            res["wall_s"] = time.perf_counter() - t0
             ok = "error" not in res and res["peak_rss_bytes"] <= cap * MIB
             progress(f"cap {cap} MiB torch E={e}: {res}")
             rows.append({"cap_mb": cap, "system": "torch", "n_embd": e,
@@ -216,9 +216,7 @@ def run(caps_mb=(2048, 4096), *, ooc_dir: str | None = None, widths=WIDTHS,
             except ValueError as exc:
                 progress(f"cap {cap} MiB nntile E={e}: {exc}")
                 return None
-            t0 = time.perf_counter()
             res = measure(spec)
-            res["wall_s"] = time.perf_counter() - t0
             ok = "error" not in res and res["peak_rss_bytes"] <= cap * MIB
             progress(f"cap {cap} MiB nntile E={e}: {res}")
             rows.append({"cap_mb": cap, "system": "nntile_ooc", "n_embd": e,
