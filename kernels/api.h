@@ -74,3 +74,4 @@ double nl_time_stream(int kind, int64_t n, float *a, const float *b, const float
                       int64_t calls);
 double nl_time_vexp(int64_t n, const float *x, float *y, int64_t calls);
 const char *nl_build_isa(void);
+const char *nl_build_cflags(void);

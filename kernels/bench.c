@@ -95,6 +95,9 @@ double nl_time_vexp(int64_t n, const float *x, float *y, int64_t calls)
     return now() - t0;
 }
 
+/* the architecture flags the kernels were compiled with (NNTILE_LAB_CFLAGS at build time) */
+const char *nl_build_cflags(void) { return NL_CFLAGS; }
+
 /* the widest vector ISA the kernels were compiled for (NNTILE_LAB_CFLAGS) */
 const char *nl_build_isa(void)
 {

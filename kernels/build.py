@@ -2,6 +2,7 @@
 the codelets generated from codelets.py, against Debian's StarPU 1.3 and
 scipy-openblas32 (a BLAS that is safe when several workers call it at once)."""
 import glob
+import json
 import os
 import shlex
 import subprocess
@@ -78,6 +79,7 @@ with open(os.path.join(HERE, "cpu", "prototypes.h"), "w") as f:
 # `nntile-lab bench kernels`). Unlike -ffast-math these change no result: no
 # reassociation, NaN, infinities and signed zeros as IEEE has them.
 VALUE_SAFE = ["-fno-trapping-math", "-fno-math-errno"]
+ARCH_FLAGS = os.environ.get("NNTILE_LAB_CFLAGS", "-march=native")
 
 sources = ([os.path.join(HERE, n) for n in ("core.c", "mpi.c", "bench.c")]
            + sorted(glob.glob(os.path.join(HERE, "cpu", "*.c"))))
@@ -89,9 +91,11 @@ ffibuilder.set_source(
     sources=[os.path.relpath(s) for s in sources],
     include_dirs=[HERE, _openblas_include()] + [f[2:] for f in cflags if f.startswith("-I")]
     + (mpi[0] if mpi else []),
-    define_macros=[("NL_HAVE_MPI", "1")] if mpi else [],
+    # the flags the kernels were built with, for the benchmarks' records (nl_build_cflags)
+    define_macros=([("NL_HAVE_MPI", "1")] if mpi else [])
+    + [("NL_CFLAGS", json.dumps(ARCH_FLAGS))],
     extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wno-unused-function"] + VALUE_SAFE
-    + shlex.split(os.environ.get("NNTILE_LAB_CFLAGS", "-march=native")),
+    + shlex.split(ARCH_FLAGS),
     extra_link_args=(mpi[1] if mpi else []) + _pkg_config("--libs"),
 )
 

@@ -5,6 +5,7 @@ import ast
 import importlib.util
 import json
 import math
+import os
 import pathlib
 import re
 import shutil
@@ -88,6 +89,8 @@ def test_run_json_is_consistent(capsys):
     res = json.loads(capsys.readouterr().out)
     assert {"config", "dims", "machine", "roofs", "kernels", "below_target", "build_isa",
             "cflags"} <= res.keys()
+    # the flags the extension was built with (this test process built nothing: the set-up's)
+    assert res["cflags"] == os.environ.get("NNTILE_LAB_CFLAGS", "-march=native")
     assert [k["name"] for k in res["kernels"]] == [n for n in _codelet_names() if n in only]
     assert all(v > 0 for v in res["roofs"].values())
     for k in res["kernels"]:

@@ -26,7 +26,6 @@ import argparse
 import dataclasses
 import json
 import math
-import os
 import statistics
 
 import numpy as np
@@ -302,7 +301,7 @@ def run(config: str = "main", repeats: int = 7, only: list[str] | None = None) -
                for name in rows if not only or name in only]
     return {"config": config, "dims": CONFIGS[config], "repeats": repeats,
             "build_isa": ffi.string(lib.nl_build_isa()).decode(),
-            "cflags": os.environ.get("NNTILE_LAB_CFLAGS", "-march=native (default)"),
+            "cflags": ffi.string(lib.nl_build_cflags()).decode(),   # as built, not as now
             "machine": machine(),
             "roofs": {"sgemm_gflops_1thread": roofs["gflops"], "exp_gexps_8lanes": roofs["gexps"],
                       **{k: v for k, v in roofs.items() if k.startswith("stream")}},
