@@ -56,6 +56,8 @@ void nl_hint_tiles(int64_t n, starpu_data_handle_t *handles, int kind);
 int nl_hint_after(starpu_data_handle_t trigger, int64_t n, starpu_data_handle_t *handles,
                   int kind);
 int nl_malloc_fixed_threshold(int bytes);
+void nl_buffer_cache(int64_t cap);
+void nl_buffer_cache_stats(int64_t *out);
 /* StarPU-MPI (kernels/mpi.c; -ENOSYS when built without MPI headers) */
 int nl_mpi_available(void);
 int nl_mpi_init(int *rank, int *size);

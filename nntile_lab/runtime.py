@@ -66,6 +66,10 @@ class Runtime:
     ``priorities``: models tag their tasks with priorities from the task graph
     (``nntile_lab.nn.priorities``); prio, lws, dmdas and dmdasd honour them, eager, ws
     and dm/dmda ignore them, heteroprio cannot take them (a priority is its bucket).
+    ``buffer_cache_mb``: in memory, freed tile buffers (of ≥ 256 KiB) are kept, up to
+    this many MiB, for the next tile of the same size (None: a quarter of the machine's
+    RAM; 0: off) — a model frees its temporaries every step and fresh pages fault on
+    first touch. Off out of core, where the cap bounds the process.
     """
 
     OOC_BACKENDS = ("o_direct", "unistd")
@@ -78,7 +82,7 @@ class Runtime:
                  ooc_dir: str | None = DEFAULTS.ooc_dir,
                  ooc_size_mb: int = DEFAULTS.ooc_size_mb, profiling: bool = False,
                  ooc_backend: str = "o_direct", priorities: bool = DEFAULTS.priorities,
-                 hints: str | None = DEFAULTS.hints):
+                 hints: str | None = DEFAULTS.hints, buffer_cache_mb: int | None = None):
         valid = scheduler_names()
         if scheduler not in valid:
             raise ValueError(f"unknown scheduler {scheduler!r}; valid ones: {', '.join(valid)}")
@@ -104,6 +108,16 @@ class Runtime:
             raise ValueError(f"scheduler={scheduler!r} cannot take task priorities: "
                              f"{NO_PRIORITIES[scheduler]}; run it with priorities=False "
                              "(--priorities off)")
+        if buffer_cache_mb is not None and (not isinstance(buffer_cache_mb, int)
+                                            or isinstance(buffer_cache_mb, bool)
+                                            or buffer_cache_mb < 0):
+            raise ValueError(f"buffer_cache_mb={buffer_cache_mb!r} must be an integer ≥ 0 "
+                             "(MiB; 0 turns the cache off), or None for a quarter of RAM")
+        if memory_limit_mb is not None:
+            buffer_cache_mb = 0
+        elif buffer_cache_mb is None:
+            buffer_cache_mb = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") >> 22
+        self.buffer_cache_mb = buffer_cache_mb
         self.ooc_backend = ooc_backend
         self.hints = self._hints = parse_hints(hints, out_of_core=memory_limit_mb is not None)
         self.priorities = bool(priorities)
@@ -129,12 +143,14 @@ class Runtime:
                "STARPU_DISK_SWAP": None, "STARPU_SILENT": os.environ.get("STARPU_SILENT", "1")}
         saved = {k: os.environ.get(k) for k in env}
         with deferred_interrupts():   # StarPU up and the runtime marked so, or neither
+            lib.nl_buffer_cache(self.buffer_cache_mb << 20)   # before StarPU allocates
             try:
                 _set_env(env)
                 ret = lib.nl_init(self.scheduler.encode(), self.ncpu, int(self.profiling))
             finally:
                 _set_env(saved)
             if ret:
+                lib.nl_buffer_cache(0)
                 raise RuntimeError(f"starpu_init failed with code {ret} ({os.strerror(-ret)})")
             Runtime._active = self
             self.alive = True
@@ -184,6 +200,7 @@ class Runtime:
                     mpi.shutdown()
                     self.mpi = None
                 lib.starpu_shutdown()
+                lib.nl_buffer_cache(0)   # the kept buffers go back to the system
             finally:
                 self.alive = False
                 Runtime._active = None
@@ -262,6 +279,13 @@ class Runtime:
         out = ffi.new("int64_t[4]")
         lib.nl_disk_counters(out, int(reset))
         return dict(zip(("bytes_read", "bytes_written", "reads", "writes"), out))
+
+    def buffer_cache(self) -> dict:
+        """The tile-buffer cache (``buffer_cache_mb``): allocations of ≥ 256 KiB served
+        from it (``hits``) and not (``misses``), and the bytes it keeps now."""
+        out = ffi.new("int64_t[3]")
+        lib.nl_buffer_cache_stats(out)
+        return dict(zip(("hits", "misses", "kept_bytes"), out))
 
     def check_alive(self) -> None:
         if not self.alive:
