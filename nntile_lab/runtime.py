@@ -66,6 +66,9 @@ class Runtime:
     ``priorities``: models tag their tasks with priorities from the task graph
     (``nntile_lab.nn.priorities``); prio, lws, dmdas and dmdasd honour them, eager, ws
     and dm/dmda ignore them, heteroprio cannot take them (a priority is its bucket).
+    None (the default): on, except under heteroprio. Measured on 2 cores with lws, they
+    cut a step by 4.6 % (main job) and 5.6 % (E 1024): the head's dx chain over the
+    vocabulary no longer waits behind weight-gradient products.
     ``buffer_cache_mb``: in memory, freed tile buffers (of ≥ 256 KiB) are kept, up to
     this many MiB, for the next tile of the same size (None: a quarter of the machine's
     RAM; 0: off) — a model frees its temporaries every step and fresh pages fault on
@@ -81,7 +84,7 @@ class Runtime:
                  memory_limit_mb: int | None = DEFAULTS.memory_limit_mb,
                  ooc_dir: str | None = DEFAULTS.ooc_dir,
                  ooc_size_mb: int = DEFAULTS.ooc_size_mb, profiling: bool = False,
-                 ooc_backend: str = "o_direct", priorities: bool = DEFAULTS.priorities,
+                 ooc_backend: str = "o_direct", priorities: bool | None = DEFAULTS.priorities,
                  hints: str | None = DEFAULTS.hints, buffer_cache_mb: int | None = None):
         valid = scheduler_names()
         if scheduler not in valid:
@@ -120,7 +123,8 @@ class Runtime:
         self.buffer_cache_mb = buffer_cache_mb
         self.ooc_backend = ooc_backend
         self.hints = self._hints = parse_hints(hints, out_of_core=memory_limit_mb is not None)
-        self.priorities = bool(priorities)
+        self.priorities = (scheduler not in NO_PRIORITIES if priorities is None
+                           else bool(priorities))
         self.scheduler, self.ncpu = scheduler, ncpu
         self.memory_limit_mb, self.ooc_dir, self.ooc_size_mb = memory_limit_mb, ooc_dir, ooc_size_mb
         self.profiling = profiling

@@ -9,13 +9,15 @@ Derived values (None in the spec, resolved where used, so ``replace`` keeps them
 ``n_inner`` → 4·n_embd (``flops.inner_size``), ``n_positions`` → seq_len, ``warmup`` →
 steps // 10, ``weight_decay`` → 0.1 for adam/adamw and 0 for sgd.
 
-Default tiles (batch 4, inner 512, head 2, vocab 8192) are capped at their dimension, and
+Default tiles (batch 512 tokens' worth, inner 512, head 2, vocab 8192) are capped at their
+dimension, and
 stay "default" through ``replace``: ``spec.replace(vocab_size=100).vocab_tile == 100``.
 A tile given explicitly is checked: larger than its dimension, or < 1, is an error naming
 the field and the valid range. None means the whole dimension.
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import hashlib
 import json
@@ -27,9 +29,16 @@ OPTIMIZERS = ("adamw", "adam", "sgd")
 TILE_FIELDS = ("batch_tile", "seq_tile", "embd_tile", "inner_tile", "head_tile", "vocab_tile")
 # Tiles for fields left out, capped at each dimension: enough tasks in the big products
 # (vocabulary head, MLP) to keep 2-4 workers busy. Measured on 2 cores, L4/E256/T128/B8:
-# 124 GFLOP/s against 46 with whole-dimension tiles.
-TILE_DEFAULTS = {"batch_tile": 4, "seq_tile": None, "embd_tile": None, "inner_tile": 512,
+# 124 GFLOP/s against 46 with whole-dimension tiles. The batch tile (None here) holds
+# TOKENS_PER_TILE tokens: TOKENS_PER_TILE // seq_len sequences, at least one. A step with
+# one token tile runs every product that accumulates over k (MLP and attention output,
+# the head's dx over the vocabulary) as one serial chain on one worker: at E 1024, T 256,
+# B 4, two tiles of 512 tokens took 2.15–2.20 s per step against 2.34–2.36 s with one.
+TOKENS_PER_TILE = 512
+TILE_DEFAULTS = {"batch_tile": None, "seq_tile": None, "embd_tile": None, "inner_tile": 512,
                  "head_tile": 2, "vocab_tile": 8192}
+TILE_DEFAULT_HELP = {"batch_tile": f"{TOKENS_PER_TILE} tokens: {TOKENS_PER_TILE} // seq_len "
+                                   "sequences, at least 1"}
 GROUPS = ("model", "data", "tiles", "runtime", "train", "run", "bench")
 # Memory hints the model and optimizer give StarPU (see README "Out of core"):
 #   invalidate   dead contents dropped, never written back: gradients once their
@@ -88,7 +97,7 @@ def _f(default, group: str, help: str, kind=None, choices=None):
 
 
 def _tile(name: str, dim: str):
-    d = TILE_DEFAULTS[name]
+    d = TILE_DEFAULT_HELP.get(name, TILE_DEFAULTS[name])
     return _f(_DEFAULT, "tiles", f"tile along {dim} (default {d if d else 'whole'}"
               + (f", capped at {dim}" if d else "") + ")", int)
 
@@ -123,8 +132,10 @@ class ExperimentSpec:
     ooc_dir: str | None = _f(None, "runtime", "out-of-core disk node directory "
                              "(needs memory_limit_mb)", str)
     ooc_size_mb: int = _f(65536, "runtime", "disk node size (MiB)", int)
-    priorities: bool = _f(False, "runtime", "task priorities from the task graph (critical "
-                          "path first; prio, lws, dmdas, dmdasd honour them)", bool)
+    priorities: bool | None = _f(None, "runtime", "task priorities from the task graph "
+                                 "(critical path first; prio, lws, dmdas, dmdasd honour them) "
+                                 "(default: on, except under heteroprio, which cannot take "
+                                 "them)", bool)
     hints: str | None = _f("auto", "runtime",
                            "memory hints, a comma set of " + ", ".join(HINTS)
                            + " ('all', 'none'); they matter out of core", str)
@@ -190,7 +201,8 @@ class ExperimentSpec:
             dim_name, dim = dims[name]
             if v is _DEFAULT:
                 auto.add(name)
-                d = TILE_DEFAULTS[name]
+                d = (max(1, TOKENS_PER_TILE // self.seq_len) if name == "batch_tile"
+                     else TILE_DEFAULTS[name])
                 object.__setattr__(self, name, None if d is None else min(d, dim))
             elif v is not None and not 1 <= v <= dim:
                 raise ValueError(f"{name}={v} (--{_opt(name)}) must be from 1 to {dim_name}="
@@ -239,8 +251,8 @@ class ExperimentSpec:
         kw = {"scheduler": self.scheduler, "ncpu": self.ncpu,
               "memory_limit_mb": self.memory_limit_mb, "ooc_dir": self.ooc_dir,
               "ooc_size_mb": self.ooc_size_mb, "hints": self.hints}
-        if self.priorities:
-            kw["priorities"] = True
+        if self.priorities is not None:
+            kw["priorities"] = self.priorities
         return kw
 
     def schedule(self):
@@ -350,9 +362,9 @@ def add_arguments(parser, groups=GROUPS, titles: dict | None = None, skip=()) ->
             helptext = f.metadata["help"]
             if "default" not in helptext:
                 helptext += f" (default {default})"
-            if f.metadata["type"] is bool:
-                g.add_argument(f"--{_opt(f.name)}", action="store_true", default=None,
-                               help=helptext)
+            if f.metadata["type"] is bool:   # --name / --no-name; None: the default
+                g.add_argument(f"--{_opt(f.name)}", action=argparse.BooleanOptionalAction,
+                               default=None, help=helptext)
                 continue
             g.add_argument(f"--{_opt(f.name)}", type=f.metadata["type"], default=None,
                            choices=f.metadata["choices"], help=helptext.replace("%", "%%"),

@@ -81,7 +81,12 @@ def test_tasks_carry_their_stage_priority():
 def test_heteroprio_refuses_priorities_clearly():
     with pytest.raises(ValueError, match="heteroprio.*priorities=False"):
         nl.Runtime(scheduler="heteroprio", priorities=True)
-    with nl.Runtime(scheduler="heteroprio", ncpu=1) as rt:   # without them it runs
+    with nl.Runtime(scheduler="heteroprio", ncpu=1) as rt:   # by default it runs without
+        assert not rt.priorities
+    for sched in ("lws", "dmdas", "eager"):                   # the others take them
+        with nl.Runtime(scheduler=sched, ncpu=1) as rt:
+            assert rt.priorities
+    with nl.Runtime(scheduler="lws", ncpu=1, priorities=False) as rt:
         assert not rt.priorities
 
 

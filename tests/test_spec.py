@@ -84,6 +84,10 @@ def test_default_tiles_stay_default_through_replace():
         100, 2, 1, 256)
     back = small.replace(vocab_size=50257, batch=8, n_head=4)
     assert back.vocab_tile == 8192 and back.batch_tile == 4 and back.head_tile == 2
+    # the batch tile holds 512 tokens' worth of sequences (at least one, at most batch)
+    for seq_len, batch, tile in [(128, 8, 4), (256, 4, 2), (256, 1, 1), (1024, 8, 1),
+                                 (64, 4, 4), (64, 16, 8), (100, 16, 5)]:
+        assert back.replace(seq_len=seq_len, batch=batch).batch_tile == tile, (seq_len, batch)
     pinned = small.replace(vocab_tile=50)          # given: kept and checked
     assert pinned.replace(vocab_size=60).vocab_tile == 50
     with pytest.raises(ValueError, match=r"vocab_tile=50 \(--vocab-tile\) must be from 1 to "
