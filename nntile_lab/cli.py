@@ -118,6 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from nntile_lab.bench.memory import register_cli as register_bench_memory
     register_bench_memory(bsub)
+    from nntile_lab.bench.depth import register_cli as register_bench_depth
+    register_bench_depth(bsub)
     from nntile_lab.data.prepare import register_cli as register_prepare
     from nntile_lab.dist.cli import register_cli as register_proxy
     from nntile_lab.figures.cli import register_cli as register_figures

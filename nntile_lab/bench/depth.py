@@ -1,0 +1,136 @@
+"""Deep models as fast as shallow ones: throughput per FLOP of a deeper GPT-2 against a
+shallower one, in memory and out of core (``nntile-lab bench depth``).
+
+The paper saw its 8-layer models run slower per FLOP than its 4-layer ones once memory
+was short. Here every (depth, mode) point runs ``repeats`` times, each in its own process
+(the sweep engine), the depths interleaved within a repeat so that a slow minute of a
+shared machine hits both; ratio = GFLOP/s of the deeper model / GFLOP/s of the shallower
+one within a repeat, median and min–max over repeats. Out of core, each model gets a RAM
+cap at ``ooc_fraction`` of its own planned peak (the same pressure relative to its size)
+and a disk node, as in ``bench schedulers``.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from nntile_lab.bench.schedulers import default_ooc_dir, out_of_core
+from nntile_lab.spec import ExperimentSpec
+
+IN_MEMORY, OUT_OF_CORE = "in memory", "out of core"
+
+
+def points(base: ExperimentSpec, layers=(4, 8), repeats: int = 3,
+           ooc_fraction: float | None = 0.5, ooc_dir: str | None = None) -> list:
+    """Every point, repeat by repeat, the depths side by side."""
+    if repeats < 1:
+        raise ValueError(f"repeats={repeats!r} must be ≥ 1")
+    layers = list(layers)
+    if len(layers) != 2 or any(not isinstance(n, int) or n < 1 for n in layers) \
+            or layers[0] >= layers[1]:
+        raise ValueError(f"layers={layers!r} must be two depths, shallow first (e.g. 4,8)")
+    out = []
+    for r in range(repeats):
+        for n in layers:
+            spec = base.replace(n_layer=n, memory_limit_mb=None, ooc_dir=None,
+                                seed=base.seed + r)
+            out.append(spec)
+            if ooc_fraction:
+                out.append(out_of_core(spec, ooc_fraction, ooc_dir or default_ooc_dir()))
+    return out
+
+
+def _mode(cap) -> str:
+    return IN_MEMORY if cap is None or pd.isna(cap) else OUT_OF_CORE
+
+
+def summarize(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per (mode, depth): median GFLOP/s, step time and idle share over repeats,
+    the RAM cap; and per mode the deeper/shallower ratio (``ratio``, ``ratio_min``,
+    ``ratio_max``) on the deeper model's row."""
+    df = df.assign(mode=[_mode(c) for c in df["memory_limit_mb"]])
+    rows = []
+    for (mode, n), g in df.groupby(["mode", "n_layer"], sort=False):
+        good = g[g["error"].isna() & g["gflops"].notna()]
+        rows.append({"mode": mode, "n_layer": int(n), "repeats": len(good),
+                     "memory_limit_mb": g["memory_limit_mb"].iloc[0],
+                     "gflops": good["gflops"].median() if len(good) else None,
+                     "step_ms": 1e3 * good["step_time_s"].median() if len(good) else None,
+                     "idle": good["idle_share"].median() if len(good) else None,
+                     "error": None if len(good) else g["error"].iloc[0]})
+    out = pd.DataFrame(rows)
+    for mode, g in df.groupby("mode", sort=False):
+        depths = sorted(g["n_layer"].unique())
+        per = g.pivot_table(index="seed", columns="n_layer", values="gflops")
+        if len(depths) == 2 and set(depths) <= set(per.columns):
+            r = (per[depths[1]] / per[depths[0]]).dropna()
+            deep = (out["mode"] == mode) & (out["n_layer"] == depths[1])
+            out.loc[deep, ["ratio", "ratio_min", "ratio_max"]] = (
+                [r.median(), r.min(), r.max()] if len(r) else [None] * 3)
+    return out
+
+
+def table(summary: pd.DataFrame) -> str:
+    lines = ["| mode | layers | RAM cap MiB | GFLOP/s (median) | step ms | idle | "
+             "per-FLOP ratio to the shallower (min–max) |", "|---|---|---|---|---|---|---|"]
+    for r in summary.itertuples():
+        cap = "—" if pd.isna(r.memory_limit_mb) else f"{int(r.memory_limit_mb)}"
+        if r.error is not None:
+            lines.append(f"| {r.mode} | {r.n_layer} | {cap} | failed: {r.error} | | | |")
+            continue
+        ratio = ("" if pd.isna(getattr(r, "ratio", float("nan"))) else
+                 f"**{r.ratio:.3f}** ({r.ratio_min:.3f}–{r.ratio_max:.3f})")
+        lines.append(f"| {r.mode} | {r.n_layer} | {cap} | {r.gflops:.1f} | {r.step_ms:.0f} | "
+                     f"{r.idle:.1%} | {ratio} |")
+    return "\n".join(lines)
+
+
+def run(base: ExperimentSpec, layers=(4, 8), repeats: int = 3, ooc_fraction=0.5,
+        ooc_dir=None, cache_dir=None, isolate: bool = True, progress: bool = True):
+    """``(summary, every point's row)``."""
+    from nntile_lab.sweep import run as sweep_run
+    df = sweep_run(points(base, layers, repeats, ooc_fraction, ooc_dir), cache_dir,
+                   isolate=isolate, progress=progress, keep_traces=False)
+    return summarize(df), df
+
+
+def register_cli(bsub) -> None:
+    from nntile_lab.spec import add_arguments
+    p = bsub.add_parser("depth", help="throughput per FLOP of a deeper model against a "
+                        "shallower one (8 vs 4 layers), in memory and out of core")
+    add_arguments(p, ("model", "data", "tiles", "runtime", "bench"),
+                  skip=("n_layer", "memory_limit_mb", "ooc_dir", "ooc_size_mb"))
+    p.add_argument("--layers", default="4,8", help="the two depths (default %(default)s)")
+    p.add_argument("--repeats", type=int, default=3, help="runs per point (default 3)")
+    p.add_argument("--ooc-fraction", type=float, default=0.5,
+                   help="out-of-core RAM cap as a fraction of each model's planned peak "
+                        "(default 0.5)")
+    p.add_argument("--no-ooc", action="store_true", help="in memory only")
+    p.add_argument("--ooc-dir", default=None, help="disk node directory (default a "
+                   "directory in the system's temp dir)")
+    p.add_argument("--in-process", action="store_true", help="run points in this process")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cli)
+
+
+def _cli(args) -> int:
+    import json
+    import sys
+
+    from nntile_lab.record import json_safe
+    from nntile_lab.spec import from_args
+    try:
+        layers = [int(x) for x in args.layers.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"--layers {args.layers!r}: give two integers, e.g. 4,8") from None
+    base = from_args(args, ("model", "data", "tiles", "runtime", "bench"))
+    summary, df = run(base, layers, args.repeats, None if args.no_ooc else args.ooc_fraction,
+                      args.ooc_dir, isolate=not args.in_process, progress=not args.no_progress)
+    for m in df.attrs.get("messages", []):
+        print(f"nntile-lab bench depth: {m}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(json_safe({"base": base.to_dict(), "summary": summary.to_dict("records"),
+                                    "points": df.to_dict("records")}), default=str))
+    else:
+        print(table(summary))
+    return 0 if summary["error"].isna().all() else 1
