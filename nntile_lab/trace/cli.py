@@ -120,7 +120,7 @@ def _trace(args) -> int:
     peak = None
     if not args.no_peak:
         from nntile_lab.peak import peak_gflops
-        peak = peak_gflops()
+        peak = peak_gflops(at_least=float(tr.steps["gflops"].max()) if len(tr.steps) else None)
     summary = write_outputs(tr, args.out, peak, tokens_per_step)
     from nntile_lab.record import write_record
     write_record(os.path.join(args.out, "run.json"), spec,
