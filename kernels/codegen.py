@@ -63,6 +63,20 @@ def _glue(op_id, row):
 """ if pairs else "")
     pick = (f"({' || '.join(f'{w} == {r}' for w, r in pairs)}) ? &nl_cl_{n}_rw : &nl_cl_{n}"
             if pairs else f"&nl_cl_{n}")
+    # ``overwrite`` true (beta == 0): a twin whose RW tiles are W — StarPU would otherwise
+    # zero-fill a fresh tile before the task (measured: 1.7 ms before each 16 MiB logits
+    # gemm of the main job) or read an evicted one back, to have it overwritten unread.
+    # Not when an RW tile is also an input (then the kernel reads it).
+    if row.overwrite:
+        w_modes = ", ".join("STARPU_W" if m == "STARPU_RW" else m for _, m, _, _, _ in bufs)
+        aliased = [(w, r) for _, wm, _, w, _ in bufs if wm == "STARPU_RW"
+                   for _, rm, _, r, _ in bufs if rm == "STARPU_R"]
+        alias_free = " && ".join(f"{w} != {r}" for w, r in aliased) or "1"
+        twin += f"""static struct starpu_codelet nl_cl_{n}_w = {{
+    .cpu_funcs = {{nl_cpu_{n}}}, .cpu_funcs_name = {{"nl_cpu_{n}"}},
+    .nbuffers = {nbuf}, .modes = {{{w_modes}}}, .model = &nl_model_{n}, .name = "{n}"}};
+"""
+        pick = f"(({row.overwrite}) && {alias_free}) ? &nl_cl_{n}_w : {pick}"
     return f"""
 struct nl_args_{n} {{
 {fields}}};

@@ -9,6 +9,8 @@ Row fields:
            other RWC accesses; dtype f32 unless ``:i64``)
   args     the scalar arguments packed into the task, ``i64 m, f32 alpha``
   flops    a C expression of the args: the task's flop count (traces, GFLOP/s)
+  overwrite  a C condition on the args under which the RW tiles are written without
+           being read (e.g. ``beta == 0``); the task then takes them in W mode
 
 The kernel's C signature is ``void nl_<name>(args..., buffers...)``: plain C
 with no StarPU in it, so a kernel can be read and tested on its own.
@@ -22,6 +24,10 @@ class Codelet:
     buffers: str
     args: str
     flops: str
+    # a C condition on the args under which the kernel writes its RW tiles without
+    # reading them (beta == 0: the BLAS rule): such a task takes them in W mode, so
+    # StarPU neither zero-fills a fresh tile first nor, out of core, reads an evicted one
+    overwrite: str = ""
 
 
 CODELETS = [
@@ -33,54 +39,72 @@ CODELETS = [
     Codelet("fill_after", "R after, W y", "i64 n, f32 value", "0"),
     Codelet("copy", "R x, W y", "i64 n", "0"),
     Codelet("copy_i64", "R:i64 x, W:i64 y", "i64 n", "0"),
-    Codelet("axpby", "R x, RW y", "i64 n, f32 alpha, f32 beta", "3*n"),
+    Codelet("axpby", "R x, RW y", "i64 n, f32 alpha, f32 beta", "3*n",
+            overwrite="beta == 0"),
     Codelet("scale", "R x, W y", "i64 n, f32 alpha", "n"),
     Codelet("mul", "R a, R b, W y", "i64 n, f32 alpha", "2*n"),
     Codelet("gelu", "R x, W y", "i64 n", "15*n"),
-    Codelet("gelu_backward", "R x, R dy, RW dx", "i64 n, f32 beta", "25*n"),
+    Codelet("gelu_backward", "R x, R dy, RW dx", "i64 n, f32 beta", "25*n",
+            overwrite="beta == 0"),
     # axis.c: reductions and broadcasts along an axis of an (m, k, n) tile
-    Codelet("sum_slice", "R x, RW s", "i64 m, i64 k, i64 n, f32 alpha, f32 beta", "m*k*n + 3*m*n"),
+    Codelet("sum_slice", "R x, RW s", "i64 m, i64 k, i64 n, f32 alpha, f32 beta", "m*k*n + 3*m*n",
+            overwrite="beta == 0"),
     Codelet("sumsq_slice", "R x, RW s", "i64 m, i64 k, i64 n, f32 alpha, f32 beta",
-            "2*m*k*n + 3*m*n"),
+            "2*m*k*n + 3*m*n",
+            overwrite="beta == 0"),
     Codelet("sumprod_slice", "R a, R b, RW s", "i64 m, i64 k, i64 n, f32 alpha, f32 beta",
-            "2*m*k*n + 3*m*n"),
+            "2*m*k*n + 3*m*n",
+            overwrite="beta == 0"),
     Codelet("max_slice", "R x, RW s", "i64 m, i64 k, i64 n, i32 accumulate", "m*k*n"),
-    Codelet("sum_fiber", "R x, RW f", "i64 m, i64 k, i64 n, f32 alpha, f32 beta", "m*k*n + 3*k"),
-    Codelet("sumsq_all", "R x, RW s", "i64 n, f32 alpha, f32 beta", "2*n + 3"),
-    Codelet("add_slice", "R s, RW x", "i64 m, i64 k, i64 n, f32 alpha, f32 beta", "3*m*k*n"),
+    Codelet("sum_fiber", "R x, RW f", "i64 m, i64 k, i64 n, f32 alpha, f32 beta", "m*k*n + 3*k",
+            overwrite="beta == 0"),
+    Codelet("sumsq_all", "R x, RW s", "i64 n, f32 alpha, f32 beta", "2*n + 3",
+            overwrite="beta == 0"),
+    Codelet("add_slice", "R s, RW x", "i64 m, i64 k, i64 n, f32 alpha, f32 beta", "3*m*k*n",
+            overwrite="beta == 0"),
     Codelet("mul_slice", "R s, RW x", "i64 m, i64 k, i64 n", "m*k*n"),
-    Codelet("add_fiber", "R f, RW x", "i64 m, i64 k, i64 n, f32 alpha, f32 beta", "3*m*k*n"),
+    Codelet("add_fiber", "R f, RW x", "i64 m, i64 k, i64 n, f32 alpha, f32 beta", "3*m*k*n",
+            overwrite="beta == 0"),
     Codelet("mul_fiber", "R f, RW x", "i64 m, i64 k, i64 n", "m*k*n"),
     # norm.c: softmax and layer norm (flops count exp, sqrt and a division as one each)
     Codelet("softmax_sumexp", "R x, R mx, RW s", "i64 m, i64 k, i64 n, f32 beta",
-            "3*m*k*n + 2*m*n"),
+            "3*m*k*n + 2*m*n",
+            overwrite="beta == 0"),
     Codelet("softmax_apply", "R x, R mx, R s, W y", "i64 m, i64 k, i64 n", "3*m*k*n + m*n"),
     Codelet("softmax_tile", "R x, W y", "i64 m, i64 k, i64 n", "5*m*k*n + m*n"),
     Codelet("softmax_backward_sums", "R y, R dy, RW sums", "i64 m, i64 k, i64 n, i32 accumulate",
             "3*m*k*n + 8*m*n"),
     Codelet("softmax_backward", "R y, R dy, R sums, RW dx", "i64 m, i64 k, i64 n, f32 beta",
-            "4*m*k*n + 3*m*n"),
+            "4*m*k*n + 3*m*n",
+            overwrite="beta == 0"),
     Codelet("softmax_backward_tile", "R y, R dy, RW dx", "i64 m, i64 k, i64 n, f32 beta",
-            "7*m*k*n + m*n"),
+            "7*m*k*n + m*n",
+            overwrite="beta == 0"),
     Codelet("layer_norm_invstd", "R x, R mean, RW s",
-            "i64 m, i64 k, i64 n, f32 alpha, f32 beta, f32 eps, i32 finish", "3*m*k*n + 6*m*n"),
+            "i64 m, i64 k, i64 n, f32 alpha, f32 beta, f32 eps, i32 finish", "3*m*k*n + 6*m*n",
+            overwrite="beta == 0"),
     Codelet("layer_norm_apply", "R x, R mean, R inv_std, R gamma, R bias, W y",
             "i64 m, i64 k, i64 n", "4*m*k*n"),
     Codelet("layer_norm_tile", "R x, R gamma, R bias, W y, W mean, W inv_std",
             "i64 m, i64 k, i64 n, f32 eps", "8*m*k*n + 6*m*n"),
     Codelet("layer_norm_backward_sums", "R x, R dy, R gamma, R mean, R inv_std, RW sums",
-            "i64 m, i64 k, i64 n, f32 alpha, f32 beta", "6*m*k*n + 6*m*n"),
+            "i64 m, i64 k, i64 n, f32 alpha, f32 beta", "6*m*k*n + 6*m*n",
+            overwrite="beta == 0"),
     Codelet("layer_norm_backward_dx",
             "R x, R dy, R gamma, R mean, R inv_std, R sums, RW dx",
-            "i64 m, i64 k, i64 n, f32 beta", "9*m*k*n"),
+            "i64 m, i64 k, i64 n, f32 beta", "9*m*k*n",
+            overwrite="beta == 0"),
     Codelet("layer_norm_backward_tile", "R x, R dy, R gamma, R mean, R inv_std, RW dx",
-            "i64 m, i64 k, i64 n, f32 beta", "15*m*k*n + 2*m*n"),
+            "i64 m, i64 k, i64 n, f32 beta", "15*m*k*n + 2*m*n",
+            overwrite="beta == 0"),
     Codelet("layer_norm_backward_fiber", "R x, R dy, R mean, R inv_std, RW dgamma, RW dbias",
-            "i64 m, i64 k, i64 n, f32 beta_gamma, f32 beta_bias", "6*m*k*n + 6*k"),
+            "i64 m, i64 k, i64 n, f32 beta_gamma, f32 beta_bias", "6*m*k*n + 6*k",
+            overwrite="beta_gamma == 0 && beta_bias == 0"),
     # gemm.c
     Codelet("gemm", "R a, R b, RW c",
             "i64 batch, i64 m, i64 n, i64 k, i32 trans_a, i32 trans_b, f32 alpha, f32 beta",
-            "2.0*batch*m*n*k"),
+            "2.0*batch*m*n*k",
+            overwrite="beta == 0"),
     # embedding.c
     Codelet("embedding", "R:i64 ids, R table, RWC out",
             "i64 n, i64 e, i64 voff, i64 vrows, i64 vocab, i32 check", "0"),

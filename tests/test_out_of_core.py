@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 import nntile_lab as nl
+from nntile_lab import ops
 from nntile_lab.optim import AdamW
 from nntile_lab.train.checkpoint import load_checkpoint
 from nntile_lab.train.schedule import WarmupCosine
@@ -96,3 +97,29 @@ def test_in_place_ops_read_their_evicted_input(tmp_path):
             want = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
             assert np.allclose(t.to_numpy(), want, rtol=1e-5), k
         assert rt.disk_traffic()["bytes_read"] > 0
+
+
+@pytest.mark.parametrize("beta", [0.0, 1.0])
+def test_an_output_overwritten_with_beta_zero_is_not_read_back(tmp_path, beta):
+    """gemm into an evicted 8 MiB tile: with beta = 0 the task takes it in W mode (the
+    codelet table's ``overwrite``), so nothing of it is read back from disk; with
+    beta = 1 it must be (and the sum is right either way)."""
+    with nl.Runtime(memory_limit_mb=16, ooc_dir=str(tmp_path), ooc_size_mb=256, ncpu=1,
+                    scheduler="eager", hints="none") as rt:
+        c = ops.fill(nl.empty((1024, 2048), (1024, 2048)), 1.0)          # 8 MiB, one tile
+        others = [ops.fill(nl.empty((1024, 2048), (1024, 2048)), 2.0) for _ in range(2)]
+        rt.wait()                                                        # c went to disk
+        for t in others:
+            t.free()
+        a = ops.fill(nl.empty((1024, 8)), 0.5)
+        b = ops.fill(nl.empty((8, 2048)), 0.25)
+        rt.wait()
+        rt.disk_traffic(reset=True)
+        ops.gemm(a, b, beta=beta, out=c)
+        rt.wait()
+        read = rt.disk_traffic()["bytes_read"]
+        np.testing.assert_array_equal(c.to_numpy(), np.full((1024, 2048), 1.0 + beta))
+    if beta == 0:
+        assert read < (1 << 20), read
+    else:
+        assert read >= (8 << 20), read
