@@ -26,7 +26,10 @@ def machine() -> dict:
     return machine_facts() | {"date": datetime.datetime.now().isoformat(timespec="seconds"),
                               "python": platform.python_version(),
                               "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
-                              "blas_kernels": blas_kernels()}
+                              "blas_kernels": blas_kernels(),
+                              # PyTorch's ISA: MKL's and ATen's/inductor's (AVX2 runs)
+                              "mkl_enable_instructions": os.environ.get("MKL_ENABLE_INSTRUCTIONS"),
+                              "aten_cpu_capability": os.environ.get("ATEN_CPU_CAPABILITY")}
 
 
 def numpy_blas_threads() -> int | None:
