@@ -101,17 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
                                                 "8 layers)"}, skip=SCHEDULER_VARIED)
     sc.add_argument("--schedulers", default=",".join(_sched_default()),
                     help="comma list (default %(default)s)")
-    sc.add_argument("--repeats", type=int, default=3, help="runs per cell (default 3)")
-    sc.add_argument("--ooc-fraction", type=float, default=0.5,
-                    help="out-of-core RAM cap as a fraction of the planned peak (default 0.5)")
-    sc.add_argument("--no-ooc", action="store_true", help="in memory only")
-    sc.add_argument("--ooc-dir", default=None, help="disk node directory (default a "
-                    "directory in the system's temp dir)")
+    from nntile_lab.bench.schedulers import add_run_options
+    add_run_options(sc, "cell", "the planned peak")
     sc.add_argument("--cache", metavar="DIR", help="point cache (as for nntile-lab sweep)")
-    sc.add_argument("--in-process", action="store_true", help="run points in this process")
     sc.add_argument("--out", metavar="DIR", help="write schedulers.png, .md and .json here")
-    sc.add_argument("--json", action="store_true", help="print one JSON object")
-    sc.add_argument("--no-progress", action="store_true", help="no progress bar")
     sc.set_defaults(func=_bench_schedulers)
     from nntile_lab.bench.kernels import register_cli as register_bench_kernels
     register_bench_kernels(bsub)

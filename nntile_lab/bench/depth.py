@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from nntile_lab.bench.schedulers import default_ooc_dir, out_of_core
+from nntile_lab.bench.schedulers import add_run_options, default_ooc_dir, out_of_core
 from nntile_lab.spec import ExperimentSpec
 
 IN_MEMORY, OUT_OF_CORE = "in memory", "out of core"
@@ -100,16 +100,7 @@ def register_cli(bsub) -> None:
     add_arguments(p, ("model", "data", "tiles", "runtime", "bench"),
                   skip=("n_layer", "memory_limit_mb", "ooc_dir", "ooc_size_mb"))
     p.add_argument("--layers", default="4,8", help="the two depths (default %(default)s)")
-    p.add_argument("--repeats", type=int, default=3, help="runs per point (default 3)")
-    p.add_argument("--ooc-fraction", type=float, default=0.5,
-                   help="out-of-core RAM cap as a fraction of each model's planned peak "
-                        "(default 0.5)")
-    p.add_argument("--no-ooc", action="store_true", help="in memory only")
-    p.add_argument("--ooc-dir", default=None, help="disk node directory (default a "
-                   "directory in the system's temp dir)")
-    p.add_argument("--in-process", action="store_true", help="run points in this process")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_run_options(p, "point", "each model's planned peak")
     p.set_defaults(func=_cli)
 
 

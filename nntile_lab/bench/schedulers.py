@@ -61,6 +61,22 @@ def out_of_core(spec: ExperimentSpec, fraction: float, ooc_dir: str) -> Experime
                         ooc_size_mb=max(math.ceil(1.2 * plan.peak_bytes / MiB), 64))
 
 
+def add_run_options(parser, repeats_of: str, peak_of: str) -> None:
+    """The options ``bench schedulers`` and ``bench depth`` share: repeats, the
+    out-of-core cap and disk node, where points run, and the output form."""
+    parser.add_argument("--repeats", type=int, default=3,
+                        help=f"runs per {repeats_of} (default 3)")
+    parser.add_argument("--ooc-fraction", type=float, default=0.5,
+                        help=f"out-of-core RAM cap as a fraction of {peak_of} (default 0.5)")
+    parser.add_argument("--no-ooc", action="store_true", help="in memory only")
+    parser.add_argument("--ooc-dir", default=None, help="disk node directory (default a "
+                        "directory in the system's temp dir)")
+    parser.add_argument("--in-process", action="store_true",
+                        help="run points in this process")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
 def mode_of(row) -> str:
     cap = row["memory_limit_mb"]
     if cap is None or (isinstance(cap, float) and math.isnan(cap)):
