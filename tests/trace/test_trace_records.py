@@ -40,7 +40,8 @@ def test_tiled_gemm_records_exactly_its_tasks(rt):
     assert (t["end_us"] <= tr.duration_us).all()
     acc = tr.accesses
     assert len(acc) == 8 * 1 + 8 * 3
-    assert acc[acc["task_id"].isin(gemm["task_id"])]["mode"].tolist() == [1, 1, 3] * 8
+    # per c tile: the first k tile overwrites c (beta = 0: W), the second accumulates (RW)
+    assert acc[acc["task_id"].isin(gemm["task_id"])]["mode"].tolist() == [1, 1, 2, 1, 1, 3] * 4
 
 
 def test_dependencies_are_respected(rt):
