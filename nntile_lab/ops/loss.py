@@ -4,19 +4,25 @@ from __future__ import annotations
 import math
 
 from nntile_lab._lib import lib
-from nntile_lab.ops._common import check, need_dtype
+from nntile_lab.ops._common import check, need_dtype, no_alias, output
 from nntile_lab.tensor import TiledTensor, empty
 
 
 def cross_entropy(logits: TiledTensor, labels: TiledTensor, *, grad: bool = False,
-                  grad_scale: float = 1.0) -> tuple[TiledTensor, TiledTensor | None]:
+                  grad_scale: float = 1.0, out: TiledTensor | None = None
+                  ) -> tuple[TiledTensor, TiledTensor | None]:
     """loss = mean over tokens s of (logsumexp_v logits[s, v] − logits[s, labels[s]]).
 
     ``logits`` is float32 with shape S + (V,), ``labels`` int64 with shape S and
     the same tiles on S. Returns ``(loss, dlogits)``: ``loss`` a (1,) tensor, and
     with ``grad`` a new tensor laid out like ``logits``:
     dlogits[s, v] = grad_scale · (softmax(logits[s])[v] − [v == labels[s]]) / ntokens
-    (else None). A label outside [0, V) raises TaskError at the next wait.
+    (else None). A label outside [0, V) raises TaskError at the next wait. ``out``
+    (with ``grad``): where dlogits goes, laid out like ``logits``; it may be ``logits``
+    itself — the gradient then overwrites the logits: one logits-sized tensor instead of
+    two at the step's largest moment. (Measured on the main job: peak RSS −34 MiB, but the
+    step +4 %: the kernel runs ~30 % slower in place on this CPU, so the model keeps them
+    apart.)
 
     Stable in float32: every (token tile, vocabulary tile) pair gets its own task
     computing (max, Σ exp(x − max), picked logit), all in parallel; cheap merges
@@ -47,9 +53,14 @@ def cross_entropy(logits: TiledTensor, labels: TiledTensor, *, grad: bool = Fals
             check(lib.nl_submit_cross_entropy_merge(hs[si * nv], hs[xi], n))
         check(lib.nl_submit_cross_entropy_loss(hs[si * nv], loss.handles[0], n,
                                                1.0 / ntokens, int(si == 0)))
+    if out is not None and not grad:
+        raise ValueError("cross_entropy: out= is where the gradient goes; pass grad=True "
+                         "with it")
+    no_alias("cross_entropy", {"out": out}, {"logits": logits, "labels": labels},
+             in_place=("logits",))
     dlogits = None
     if grad:
-        dlogits = empty(logits.shape, logits.tile_shape)
+        dlogits = output(out, logits, "out")
         hd, scale = dlogits.handles, grad_scale / ntokens
         for xi in range(tx.ntiles):
             si = xi // nv

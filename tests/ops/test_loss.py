@@ -45,6 +45,24 @@ def test_loss_and_gradient_vs_torch(rt, case, grad_scale, shift):
     assert rel_err(dlogits.to_numpy(), dwant) <= 1e-5
 
 
+@given(loss_case(), st.floats(0.1, 4))
+def test_gradient_written_over_the_logits(rt, case, grad_scale):
+    """``out=logits``: the same bits as a separate gradient, the loss unchanged."""
+    shape, tiles, vocab, vt = case
+    logits = (3 * RNG.standard_normal(shape + (vocab,))).astype(np.float32)
+    labels = RNG.integers(0, vocab, shape)
+    tl = nl.from_numpy(labels, tiles)
+    loss, dsep = nl.ops.cross_entropy(nl.from_numpy(logits, tiles + (vt,)), tl, grad=True,
+                                      grad_scale=grad_scale)
+    tx = nl.from_numpy(logits, tiles + (vt,))
+    loss2, d = nl.ops.cross_entropy(tx, tl, grad=True, grad_scale=grad_scale, out=tx)
+    assert d is tx
+    assert np.array_equal(d.to_numpy(), dsep.to_numpy())
+    assert np.array_equal(loss2.to_numpy(), loss.to_numpy())
+    _, dwant = reference(logits, labels, grad_scale)
+    assert rel_err(d.to_numpy(), dwant) <= 1e-5
+
+
 def test_many_vocabulary_tiles(rt1):
     logits = RNG.standard_normal((4, 6, 1000)).astype(np.float32)
     labels = RNG.integers(0, 1000, (4, 6))
@@ -77,3 +95,10 @@ def test_bad_inputs_raise_clear_errors(rt1):
         nl.ops.cross_entropy(nl.zeros((3, 5), (3, 5)), labels)
     with pytest.raises(ValueError, match="labels' shape and tiles"):
         nl.ops.cross_entropy(nl.zeros((4, 5), (2, 5)), labels)
+    logits = nl.zeros((3, 5), (2, 5))
+    with pytest.raises(ValueError, match="pass grad=True"):
+        nl.ops.cross_entropy(logits, labels, out=logits)
+    with pytest.raises(ValueError, match="shapes/tiles differ"):
+        nl.ops.cross_entropy(logits, labels, grad=True, out=nl.zeros((3, 5), (3, 5)))
+    with pytest.raises(ValueError, match="out shares its tiles with logits"):
+        nl.ops.cross_entropy(logits, labels, grad=True, out=logits.split_axis(1, 5))
