@@ -14,6 +14,7 @@
 #include <starpu.h>
 
 #include "api.h"
+#include "cpu/fastexp.h"
 
 static double now(void)
 {
@@ -52,13 +53,16 @@ double nl_time_stream(int kind, int64_t n, float *a, const float *b, const float
     return now() - t0;
 }
 
-/* The exp roof: kernels/cpu/fastexp.h's nl_expf (same constants, same operations),
- * written with GCC vector extensions on 8 lanes so that it is vectorised whatever the
- * auto-vectoriser does with the kernels: the throughput that a kernel sitting on exp
- * can reach at AVX2 width (gcc also emits 256-bit vectors for AVX-512 machines unless
- * told otherwise). y[i] = exp(x[i]) over n floats (n a multiple of 8). */
+/* The exp roof: kernels/cpu/fastexp.h's nl_expf (its range reduction and polynomial are
+ * the same code, NL_EXP_REDUCED), written with GCC vector extensions on 8 lanes so that
+ * it is vectorised whatever the auto-vectoriser does with the kernels: the throughput
+ * that a kernel sitting on exp can reach at AVX2 width (gcc also emits 256-bit vectors
+ * for AVX-512 machines unless told otherwise). y[i] = exp(x[i]) over n floats (n a
+ * multiple of 8). */
 typedef float v8f __attribute__((vector_size(32)));
 typedef int32_t v8i __attribute__((vector_size(32)));
+
+NL_EXP_REDUCED(v8f, v_exp_reduced)
 
 static inline v8f vsel(v8i m, v8f a, v8f b) { return (v8f)((m & (v8i)a) | (~m & (v8i)b)); }
 
@@ -67,15 +71,7 @@ static inline v8f v_expf(v8f x)
     const v8f lo = (v8f){0} - 87.33654f, hi = (v8f){0} + 88.0f;
     v8f xc = vsel(x < lo, lo, x);
     xc = vsel(xc > hi, hi, xc);
-    v8f kf = (xc * 1.44269504f + 12582912.0f) - 12582912.0f;
-    v8f r = xc - kf * 0.693359375f - kf * -2.12194440e-4f;
-    v8f p = (v8f){0} + 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
+    v8f kf, p = v_exp_reduced(xc, &kf);
     v8i two_k = (__builtin_convertvector(kf, v8i) + 127) << 23;
     return (v8f)((v8i)(p * (v8f)two_k) & ~(x < lo));
 }

@@ -903,10 +903,10 @@ static int cache_free(unsigned node, void *a, size_t size, int flags)
     (void)node; (void)flags;
     if (a && size >= CACHE_MIN) {   /* starpu_free() passes size 0: freed below */
         pthread_mutex_lock(&cache_lock);
-        int slot = -1;
+        int slot = -1;   /* the class of this size, else an empty one; none when full */
         for (int i = 0; i < CACHE_CLASSES && cache_kept + size <= cache_cap; i++) {
             if (cache[i].size == size) { slot = i; break; }
-            if (slot < 0 && !cache[i].head) slot = i;   /* an empty class to reuse */
+            if (slot < 0 && !cache[i].head) slot = i;
         }
         if (slot >= 0) {
             cache[slot].size = size;

@@ -67,7 +67,7 @@ class Runtime:
     (``nntile_lab.nn.priorities``); prio, lws, dmdas and dmdasd honour them, eager, ws
     and dm/dmda ignore them, heteroprio cannot take them (a priority is its bucket).
     None (the default): on, except under heteroprio. Measured on 2 cores with lws, they
-    cut a step by 4.6 % (main job) and 5.6 % (E 1024): the head's dx chain over the
+    cut a step by 4.5 % (main job) and 5.6 % (E 1024): the head's dx chain over the
     vocabulary no longer waits behind weight-gradient products.
     ``buffer_cache_mb``: in memory, freed tile buffers (of ≥ 256 KiB) are kept, up to
     this many MiB, for the next tile of the same size (None: a quarter of the machine's
@@ -110,7 +110,7 @@ class Runtime:
         if priorities and scheduler in NO_PRIORITIES:
             raise ValueError(f"scheduler={scheduler!r} cannot take task priorities: "
                              f"{NO_PRIORITIES[scheduler]}; run it with priorities=False "
-                             "(--priorities off)")
+                             "(--no-priorities)")
         if buffer_cache_mb is not None and (not isinstance(buffer_cache_mb, int)
                                             or isinstance(buffer_cache_mb, bool)
                                             or buffer_cache_mb < 0):

@@ -113,11 +113,7 @@ void nl_cross_entropy_backward(int64_t n, int64_t vt, int64_t voff, float scale,
          * the logits, ops.cross_entropy(out=logits)) */
         int64_t c = labels[i] - voff;
         float xc = c >= 0 && c < vt ? row[c] : 0.0f;
-        if (d == row)   /* one pointer: vectorised without gcc's alias check, whose
-                         * fallback for overlapping arrays is the scalar loop */
-            for (int64_t j = 0; j < vt; j++) d[j] = k * nl_expf(d[j] - m);
-        else
-            for (int64_t j = 0; j < vt; j++) d[j] = k * nl_expf(row[j] - m);
+        for (int64_t j = 0; j < vt; j++) d[j] = k * nl_expf(row[j] - m);
         /* the label's entry is scale·(p − 1): with p near 1, k·e − scale in float would
          * cancel to a few correct digits, so it is formed in double as −scale·(s − e)/s */
         if (c >= 0 && c < vt) {

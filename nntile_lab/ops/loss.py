@@ -34,6 +34,12 @@ def cross_entropy(logits: TiledTensor, labels: TiledTensor, *, grad: bool = Fals
     if (logits.shape[:-1] != labels.shape or logits.tile_shape[:-1] != labels.tile_shape):
         raise ValueError(f"cross_entropy: logits {logits!r} must be labels' shape and tiles "
                          f"plus a vocabulary axis; labels are {labels!r}")
+    if out is not None and not grad:
+        raise ValueError("cross_entropy: out= is where the gradient goes; pass grad=True "
+                         "with it")
+    no_alias("cross_entropy", {"out": out}, {"logits": logits, "labels": labels},
+             in_place=("logits",))
+    dlogits = output(out, logits, "out") if grad else None
     hx, hl = logits.handles, labels.handles
     tx, tl = logits.traits, labels.traits
     vocab, nv = logits.shape[-1], logits.grid_shape[-1]
@@ -53,14 +59,7 @@ def cross_entropy(logits: TiledTensor, labels: TiledTensor, *, grad: bool = Fals
             check(lib.nl_submit_cross_entropy_merge(hs[si * nv], hs[xi], n))
         check(lib.nl_submit_cross_entropy_loss(hs[si * nv], loss.handles[0], n,
                                                1.0 / ntokens, int(si == 0)))
-    if out is not None and not grad:
-        raise ValueError("cross_entropy: out= is where the gradient goes; pass grad=True "
-                         "with it")
-    no_alias("cross_entropy", {"out": out}, {"logits": logits, "labels": labels},
-             in_place=("logits",))
-    dlogits = None
     if grad:
-        dlogits = output(out, logits, "out")
         hd, scale = dlogits.handles, grad_scale / ntokens
         for xi in range(tx.ntiles):
             si = xi // nv

@@ -96,8 +96,10 @@ def test_bad_inputs_raise_clear_errors(rt1):
     with pytest.raises(ValueError, match="labels' shape and tiles"):
         nl.ops.cross_entropy(nl.zeros((4, 5), (2, 5)), labels)
     logits = nl.zeros((3, 5), (2, 5))
-    with pytest.raises(ValueError, match="pass grad=True"):
+    before = rt1.ntensors
+    with pytest.raises(ValueError, match="pass grad=True") as refused:
         nl.ops.cross_entropy(logits, labels, out=logits)
+    assert rt1.ntensors == before, refused   # refused before any tensor or task
     with pytest.raises(ValueError, match="shapes/tiles differ"):
         nl.ops.cross_entropy(logits, labels, grad=True, out=nl.zeros((3, 5), (3, 5)))
     with pytest.raises(ValueError, match="out shares its tiles with logits"):
