@@ -1,6 +1,9 @@
 """cffi (API mode) build of nntile_lab._ext: the runtime glue, the C kernels and
 the codelets generated from codelets.py, against Debian's StarPU 1.3 and
-scipy-openblas32 (a BLAS that is safe when several workers call it at once)."""
+scipy-openblas32 (a BLAS that is safe when several workers call it at once).
+
+One module per CPU variant (nntile_lab/cpu_variant.py: x86-64-v4 and x86-64-v3, or the
+flags in NNTILE_LAB_CFLAGS): ``ffibuilder_<name>`` each, listed by setup.py."""
 import glob
 import json
 import os
@@ -13,6 +16,10 @@ from cffi import FFI
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import codegen  # noqa: E402
+
+# the variant table is the package's (pure Python, no extension needed to read it)
+sys.path.insert(0, os.path.dirname(HERE))
+from nntile_lab.cpu_variant import build_variants  # noqa: E402
 
 
 def _pkg_config(*args):
@@ -60,10 +67,6 @@ def _read(name):
         return f.read()
 
 
-ffibuilder = FFI()
-ffibuilder.cdef("typedef struct _starpu_data_state *starpu_data_handle_t;\n"
-                + _read("api.h") + codegen.generate_cdef() + _read("starpu_cdef.h"))
-
 # every kernel file includes this: the compiler checks each kernel's signature
 # against its row in the table (generated, not committed)
 with open(os.path.join(HERE, "cpu", "prototypes.h"), "w") as f:
@@ -79,25 +82,39 @@ with open(os.path.join(HERE, "cpu", "prototypes.h"), "w") as f:
 # `nntile-lab bench kernels`). Unlike -ffast-math these change no result: no
 # reassociation, NaN, infinities and signed zeros as IEEE has them.
 VALUE_SAFE = ["-fno-trapping-math", "-fno-math-errno"]
-ARCH_FLAGS = os.environ.get("NNTILE_LAB_CFLAGS", "-march=native")
 
 sources = ([os.path.join(HERE, n) for n in ("core.c", "mpi.c", "bench.c")]
            + sorted(glob.glob(os.path.join(HERE, "cpu", "*.c"))))
 cflags = _pkg_config("--cflags")
 mpi = _mpi_flags()
-ffibuilder.set_source(
-    "nntile_lab._ext",
-    '#include <starpu.h>\n#include "api.h"\n' + codegen.generate_c(),
-    sources=[os.path.relpath(s) for s in sources],
-    include_dirs=[HERE, _openblas_include()] + [f[2:] for f in cflags if f.startswith("-I")]
-    + (mpi[0] if mpi else []),
-    # the flags the kernels were built with, for the benchmarks' records (nl_build_cflags)
-    define_macros=([("NL_HAVE_MPI", "1")] if mpi else [])
-    + [("NL_CFLAGS", json.dumps(ARCH_FLAGS))],
-    extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wno-unused-function"] + VALUE_SAFE
-    + shlex.split(ARCH_FLAGS),
-    extra_link_args=(mpi[1] if mpi else []) + _pkg_config("--libs"),
-)
+CDEF = ("typedef struct _starpu_data_state *starpu_data_handle_t;\n"
+        + _read("api.h") + codegen.generate_cdef() + _read("starpu_cdef.h"))
+
+
+def builder(variant: str, arch_flags: str) -> FFI:
+    """The cffi builder of ``nntile_lab._ext.<variant>``, compiled with ``arch_flags``."""
+    ffi = FFI()
+    ffi.cdef(CDEF)
+    ffi.set_source(
+        f"nntile_lab._ext.{variant}",
+        '#include <starpu.h>\n#include "api.h"\n' + codegen.generate_c(),
+        sources=[os.path.relpath(s) for s in sources],
+        include_dirs=[HERE, _openblas_include()] + [f[2:] for f in cflags if f.startswith("-I")]
+        + (mpi[0] if mpi else []),
+        # the flags the kernels were built with, for the benchmarks' records (nl_build_cflags)
+        define_macros=([("NL_HAVE_MPI", "1")] if mpi else [])
+        + [("NL_CFLAGS", json.dumps(arch_flags))],
+        extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wno-unused-function"] + VALUE_SAFE
+        + shlex.split(arch_flags),
+        extra_link_args=(mpi[1] if mpi else []) + _pkg_config("--libs"),
+    )
+    return ffi
+
+
+VARIANTS = build_variants()
+for _name, _flags in VARIANTS.items():
+    globals()[f"ffibuilder_{_name}"] = builder(_name, _flags)
 
 if __name__ == "__main__":
-    ffibuilder.compile(verbose=True)
+    for _name in VARIANTS:
+        globals()[f"ffibuilder_{_name}"].compile(verbose=True)

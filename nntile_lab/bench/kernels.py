@@ -278,7 +278,7 @@ def measure_case(case: Case, row: dict, roofs: dict, repeats: int, stream_cache:
 
 def run(config: str = "main", repeats: int = 7, only: list[str] | None = None) -> dict:
     """Every codelet of the compiled table (or ``only`` those) timed against the roofs."""
-    from nntile_lab._lib import ffi, lib
+    from nntile_lab._lib import VARIANT, ffi, lib
     from nntile_lab.bench.common import machine
     rows = {r["name"]: r for r in table()}
     by_name = {c.name: c for c in cases(CONFIGS[config])}
@@ -302,6 +302,7 @@ def run(config: str = "main", repeats: int = 7, only: list[str] | None = None) -
     return {"config": config, "dims": CONFIGS[config], "repeats": repeats,
             "build_isa": ffi.string(lib.nl_build_isa()).decode(),
             "cflags": ffi.string(lib.nl_build_cflags()).decode(),   # as built, not as now
+            "variant": VARIANT,   # which build ran (nntile_lab.cpu_variant)
             "machine": machine(),
             "roofs": {"sgemm_gflops_1thread": roofs["gflops"], "exp_gexps_8lanes": roofs["gexps"],
                       **{k: v for k, v in roofs.items() if k.startswith("stream")}},
@@ -313,8 +314,8 @@ def run(config: str = "main", repeats: int = 7, only: list[str] | None = None) -
 def report(res: dict) -> str:
     m, r = res["machine"], res["roofs"]
     lines = [f"kernels of {res['config']} tiles {res['dims']} on {m['cpu']} "
-             f"({', '.join(m['isa'])}), kernels built for {res['build_isa']} "
-             f"(NNTILE_LAB_CFLAGS: {res['cflags']}), {m['date']}, median of {res['repeats']}",
+             f"({', '.join(m['isa'])}), kernels: variant {res['variant']} built for "
+             f"{res['build_isa']} ({res['cflags']}), {m['date']}, median of {res['repeats']}",
              f"roofs, one core: sgemm {r['sgemm_gflops_1thread']:.1f} GFLOP/s, exp "
              f"{r['exp_gexps_8lanes']:.2f} G/s (8 lanes), STREAM triad "
              f"{r['stream_triad_gbs_dram']:.1f} GB/s (DRAM) {r['stream_triad_gbs_l2']:.1f} GB/s "
