@@ -271,28 +271,3 @@ def _disk_problem(ooc_dir: str, need: int) -> str:
         return (f"the out-of-core directory {ooc_dir!r} has {free // MIB} MiB free, the "
                 f"overflow needs {need // MIB} MiB: free space or pick another --ooc-dir")
     return ""
-
-
-# ---- the ``plan`` CLI command --------------------------------------------------------
-PLAN_GROUPS = ("model", "data", "tiles", "runtime")
-
-
-def register_cli(subparsers):
-    """``nntile-lab plan [model options] --memory-limit-mb N [--ooc-dir D] [--json]``."""
-    from nntile_lab.spec import OPTIMIZERS, add_arguments
-    p = subparsers.add_parser("plan", help="will a training run fit in memory (or with disk)?",
-                              description=__doc__.split("\n\n")[0])
-    add_arguments(p, PLAN_GROUPS)
-    p.add_argument("--optimizer", choices=OPTIMIZERS, default=None, help="default adamw")
-    p.add_argument("--json", action="store_true", help="print the plan as one JSON object")
-    p.set_defaults(func=_plan_cli)
-    return p
-
-
-def _plan_cli(args) -> int:
-    import json
-
-    from nntile_lab.spec import from_args
-    plan = estimate(from_args(args, PLAN_GROUPS), optimizer=args.optimizer)
-    print(json.dumps(plan.to_dict()) if args.json else plan.report())
-    return 1 if plan.verdict == "cannot_run" else 0

@@ -24,6 +24,7 @@ import json
 from dataclasses import dataclass, field, fields
 
 from nntile_lab import flops
+from nntile_lab.errors import UsageError
 
 OPTIMIZERS = ("adamw", "adam", "sgd")
 TILE_FIELDS = ("batch_tile", "seq_tile", "embd_tile", "inner_tile", "head_tile", "vocab_tile")
@@ -379,8 +380,14 @@ def given(args, groups=GROUPS) -> dict:
 
 
 def from_args(args, groups=GROUPS, base: dict | None = None) -> ExperimentSpec:
-    """A spec from parsed options over ``base`` values (e.g. a checkpoint's) and defaults."""
-    return ExperimentSpec.from_dict((base or {}) | given(args, groups))
+    """A spec from parsed options over ``base`` values (e.g. a checkpoint's) and defaults.
+    A value the spec refuses is a usage error (``nntile-lab`` exits 2)."""
+    try:
+        return ExperimentSpec.from_dict((base or {}) | given(args, groups))
+    except UsageError:
+        raise
+    except (ValueError, TypeError) as exc:
+        raise UsageError(str(exc)) from exc
 
 
 # The one set of defaults as an object: GPT2Config, Runtime, train(), the memory planner and

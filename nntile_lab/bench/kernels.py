@@ -22,9 +22,7 @@ slows a repeat down), the kernels' median and best are both reported.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
 import math
 import statistics
 
@@ -333,23 +331,3 @@ def report(res: dict) -> str:
     lines.append("below 50 % of roof (GEMM excepted): " + (", ".join(res["below_target"])
                                                            or "none"))
     return "\n".join(lines)
-
-
-def _cli(args) -> int:
-    res = run(args.config, args.repeats, args.only.split(",") if args.only else None)
-    print(json.dumps(res) if args.json else report(res))
-    return 0
-
-
-def register_cli(bsub) -> None:
-    """``nntile-lab bench kernels`` under ``nntile-lab bench``."""
-    k = bsub.add_parser("kernels", help="every codelet's C kernel against the memory and "
-                        "compute roofs measured in the same run (one core)",
-                        formatter_class=argparse.RawDescriptionHelpFormatter,
-                        description=__doc__)
-    k.add_argument("--config", choices=sorted(CONFIGS), default="main",
-                   help="tile sizes: the main job's (default) or a bigger model's")
-    k.add_argument("--repeats", type=int, default=7, help="timed repeats (median; default 7)")
-    k.add_argument("--only", metavar="OPS", help="comma list of codelets (default all)")
-    k.add_argument("--json", action="store_true", help="print one JSON object")
-    k.set_defaults(func=_cli)

@@ -2,6 +2,7 @@
 messages; ``nntile-lab collectives``: benchmark MPI collectives and fit the α-β model."""
 from __future__ import annotations
 
+import argparse
 import json
 
 
@@ -58,7 +59,23 @@ def register_cli(subparsers):
     c.add_argument("--timeout", type=float, default=600)
     c.add_argument("--json", action="store_true", help="print one JSON object")
     c.set_defaults(func=_collectives_cli)
+    # one rank of a replay / of the collective benchmark, started by mpirun
+    for name, target in (("_replay-rank", _replay_rank), ("_collectives-rank", _coll_rank)):
+        r = subparsers.add_parser(name, help=argparse.SUPPRESS)
+        r.add_argument("job", help="the job as JSON")
+        r.add_argument("out", help="where rank 0 writes its result")
+        r.set_defaults(func=target)
     return p
+
+
+def _replay_rank(args) -> int:
+    from nntile_lab.dist import replay
+    return replay.rank_main(args.job, args.out)
+
+
+def _coll_rank(args) -> int:
+    from nntile_lab.dist import collectives
+    return collectives.rank_main(args.job, args.out)
 
 
 def _ops():

@@ -191,7 +191,8 @@ def launch(build_kwargs: dict, *, iterations: int = 3, warmup: int = 1, scale: i
         out = os.path.join(tmp, "result.json")
         job = json.dumps({"build": build_kwargs, "iterations": iterations, "warmup": warmup,
                           "scale": scale})
-        cmd = mpirun_command(world, [sys.executable, "-m", "nntile_lab.dist.replay", job, out])
+        cmd = mpirun_command(world, [sys.executable, "-m", "nntile_lab.cli", "_replay-rank",
+                                     job, out])
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                                   start_new_session=True)
@@ -205,8 +206,9 @@ def launch(build_kwargs: dict, *, iterations: int = 3, warmup: int = 1, scale: i
             return json.load(f)
 
 
-def _main(argv: list[str]) -> int:
-    job, out = json.loads(argv[0]), argv[1]
+def rank_main(job_json: str, out: str) -> int:
+    """One rank of the replay (``nntile-lab _replay-rank JOB OUT`` under mpirun)."""
+    job = json.loads(job_json)
     from mpi4py import MPI
 
     from nntile_lab.dist.proxies import build
@@ -224,6 +226,3 @@ def _main(argv: list[str]) -> int:
         os.replace(tmp, out)
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))

@@ -47,14 +47,14 @@ def run_point(plan: FigurePlan, system: str, n_layer: int, n_embd: int) -> dict:
 
 
 def _run_process(plan, system, n_layer, n_embd, base, *, out_of_core: bool) -> dict:
-    from nntile_lab.figures.point import RESULT_MARK  # not at import: `-m …point` runs it
+    from nntile_lab.figures.point import RESULT_MARK
     base = base | {"out_of_core": out_of_core}
     arg = json.dumps({"system": system, "n_layer": n_layer, "n_embd": n_embd,
                       "plan": plan.to_dict(), "out_of_core": out_of_core})
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
     try:
-        proc = subprocess.run([sys.executable, "-m", "nntile_lab.figures.point", arg],
+        proc = subprocess.run([sys.executable, "-m", "nntile_lab.cli", "_figures-point", arg],
                               capture_output=True, text=True, env=env,
                               timeout=plan.point_timeout_s)
     except subprocess.TimeoutExpired:

@@ -49,7 +49,14 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true", help="print one JSON object")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_cli)
+    w = subparsers.add_parser("_sweep-point", help=argparse.SUPPRESS)   # reads its job on stdin
+    w.set_defaults(func=lambda args: _point())
     return p
+
+
+def _point() -> int:
+    from nntile_lab.sweep import worker
+    return worker.main()
 
 
 def specs_from_args(args):
