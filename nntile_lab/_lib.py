@@ -21,7 +21,10 @@ _HOW = ("nntile_lab's compiled extension could not be loaded ({why}).\n"
 def built_variants() -> list[str]:
     """The variants of the extension this install has."""
     names = [cpu_variant.CUSTOM, cpu_variant.GENERIC, *cpu_variant.X86_64]
-    return [n for n in names if importlib.util.find_spec(f"nntile_lab._ext.{n}") is not None]
+    try:
+        return [n for n in names if importlib.util.find_spec(f"nntile_lab._ext.{n}")]
+    except ImportError:   # nntile_lab._ext itself cannot be imported
+        return []
 
 
 _BUILT = built_variants()

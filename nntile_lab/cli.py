@@ -63,7 +63,10 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     known = {n for names in COMMANDS.values() for n in names}
     parser = build_parser(argv[0] if argv and argv[0] in known else None)
-    args = parser.parse_args(argv)        # usage errors: argparse prints them and exits 2
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:             # --help (0), or a usage error argparse printed (2)
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     try:
         code = args.func(args)
     except KeyboardInterrupt as exc:      # Ctrl-C: the shell's code for SIGINT, no traceback

@@ -139,7 +139,7 @@ def register_cli(subparsers) -> None:
     o = bsub.add_parser("trace-overhead", help="what tracing costs: a GPT-2 step with and "
                         "without a Trace, and per tiny task")
     o.add_argument("--repeats", type=_positive, default=7)
-    o.add_argument("--steps", type=_positive, default=3)
+    o.add_argument("--steps", type=_positive, default=None, help="steps per run (default 3)")
     o.add_argument("--scheduler", default=None,
                    help=f"StarPU scheduling policy (default {DEFAULTS.scheduler})")
     o.add_argument("--big", action="store_true", help="the main job's model (spec defaults)")
@@ -279,7 +279,7 @@ def _trace_overhead(args) -> int:
     spec = overhead.BIG if args.big else overhead.SMALL
     if args.scheduler:
         spec = spec.replace(scheduler=args.scheduler)
-    res = overhead.measure(spec, args.repeats, args.steps, bound=args.bound)
+    res = overhead.measure(spec, args.repeats, args.steps or 3, bound=args.bound)
     tiny = overhead.per_task_us(repeats=args.repeats, scheduler=spec.scheduler)
     if args.json:
         print(json.dumps({"step": res, "tiny_tasks": tiny}))

@@ -113,9 +113,15 @@ def _proxy_cli(args) -> int:
         except ValueError:
             raise ValueError(f"--extrapolate {args.extrapolate!r}: a comma list of node "
                              "counts, e.g. 1,2,4,8") from None
-        links = [ex.link(n, args.latency_us, args.bandwidth_gbs)
-                 for n in args.interconnect.split(",") if n]
-        rows = ex.extrapolate(kw, nodes, links)
+        try:
+            links = [ex.link(n, args.latency_us, args.bandwidth_gbs)
+                     for n in args.interconnect.split(",") if n]
+        except ValueError as exc:
+            raise ValueError(f"--interconnect {args.interconnect}: {exc}") from exc
+        try:
+            rows = ex.extrapolate(kw, nodes, links)
+        except ValueError as exc:   # node counts that do not fit the layout: the option's fault
+            raise ValueError(f"--extrapolate {args.extrapolate}: {exc}") from exc
         if args.plot:
             ex.plot(rows, args.plot, f"{args.model} {args.config or ''}: extrapolated")
         print(json.dumps(rows) if args.json else ex.report(rows))
