@@ -41,7 +41,7 @@ TILE_DEFAULTS = {"batch_tile": None, "seq_tile": None, "embd_tile": None, "inner
 TILE_DEFAULT_HELP = {"batch_tile": f"{TOKENS_PER_TILE} tokens: {TOKENS_PER_TILE} // seq_len "
                                    "sequences, at least 1"}
 GROUPS = ("model", "data", "tiles", "runtime", "train", "run", "bench")
-# Memory hints the model and optimizer give StarPU (see README "Out of core"):
+# Memory hints the model and optimizer give StarPU (docs/out-of-core.md):
 #   invalidate   dead contents dropped, never written back: gradients once their
 #                optimizer update has read them (temporaries need nothing: their free
 #                drops them unwritten)
