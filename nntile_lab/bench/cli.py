@@ -259,6 +259,8 @@ def _memory_point(args) -> int:
 def _depth(args) -> int:
     from nntile_lab.bench import depth
     layers = _ints("--layers", args.layers, count=2)
+    if not 1 <= layers[0] < layers[1]:
+        raise UsageError(f"--layers {args.layers}: give two depths, shallow first, e.g. 4,8")
     base = from_args(args, DEPTH_GROUPS)
     summary, df = depth.run(base, layers, args.repeats,
                             None if args.no_ooc else args.ooc_fraction, args.ooc_dir,
