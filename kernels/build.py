@@ -115,6 +115,12 @@ VARIANTS = build_variants()
 for _name, _flags in VARIANTS.items():
     globals()[f"ffibuilder_{_name}"] = builder(_name, _flags)
 
+# An in-place build (pip install -e .) must not leave a module of another variant set next to
+# the new ones: one built earlier with NNTILE_LAB_CFLAGS would be loaded, with old kernels.
+for _stale in glob.glob(os.path.join(os.path.dirname(HERE), "nntile_lab", "_ext", "*.so")):
+    if os.path.basename(_stale).split(".")[0] not in VARIANTS:
+        os.remove(_stale)
+
 if __name__ == "__main__":
     for _name in VARIANTS:
         globals()[f"ffibuilder_{_name}"].compile(verbose=True)

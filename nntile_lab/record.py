@@ -21,6 +21,7 @@ import math
 import os
 import platform
 import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -149,7 +150,9 @@ def versions() -> dict:
         own = _dist_version("nntile_lab")
     return {"nntile_lab": own, "python": platform.python_version(), "numpy": np.__version__,
             "starpu": starpu_version(), "blas": blas(), "torch": _dist_version("torch"),
-            "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE")}
+            "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
+            # which build of the kernels ran (nntile_lab.cpu_variant), if they were loaded
+            "kernels": getattr(sys.modules.get("nntile_lab._lib"), "VARIANT", None)}
 
 
 def environment() -> dict:
