@@ -1,7 +1,9 @@
 """One build for every x86-64 CPU: which variant of the kernels loads, and the refusals."""
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -73,3 +75,27 @@ def test_this_machine_loads_its_best_build_and_the_override_switches_it():
         assert proc.stdout.split() == ["v4", "avx512f"], proc.stderr
     proc = _loaded({cv.ENV: "v9"})
     assert proc.returncode == 1 and "NNTILE_LAB_CPU_VARIANT='v9'" in proc.stderr
+
+
+def _instructions(variant: str) -> str:
+    from nntile_lab import _lib
+    path = Path(_lib.EXT_FILE).with_name(f"{variant}.abi3.so")
+    assert path.exists(), f"no {variant} build in {path.parent}"
+    return subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(path)], check=True,
+                          capture_output=True, text=True).stdout
+
+
+# AVX-512's registers: zmm, the mask registers k0-k7, and xmm/ymm 16-31 (EVEX only)
+AVX512 = re.compile(r"%zmm\d|%k[0-7]\b|%[xy]mm(1[6-9]|2\d|3[01])\b")
+
+
+def test_the_avx2_build_has_no_avx512_instruction():
+    """What makes the wheel safe on an AVX2-only CPU: its v3 module uses AVX2 (ymm) and no
+    AVX-512 register anywhere; the v4 module does use them (so the check can see them)."""
+    from nntile_lab import _lib
+    if set(_lib.built_variants()) != {"v3", "v4"}:
+        pytest.fail(f"this install has builds {_lib.built_variants()}, not v3 and v4 "
+                    "(NNTILE_LAB_CFLAGS set at build time?)")
+    v3, v4 = _instructions("v3"), _instructions("v4")
+    assert "%ymm" in v3 and not AVX512.search(v3)
+    assert AVX512.search(v4)
