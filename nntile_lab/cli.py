@@ -22,6 +22,7 @@ import argparse
 import importlib
 import sys
 
+import nntile_lab
 from nntile_lab.errors import UsageError
 
 # module -> the subcommands its register_cli adds (in --help's order)
@@ -44,6 +45,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nntile-lab", description=__doc__.split("\n\n")[0],
                                      epilog="exit status: 0 done, 1 failed, 2 usage error, "
                                      "130 interrupted; --json prints JSON Lines, result last")
+    parser.add_argument("--version", action="version",
+                        version=f"nntile-lab {nntile_lab.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module, names in COMMANDS.items():
         if command is None or command in names:

@@ -43,6 +43,12 @@ def test_one_way_to_register_and_no_other_entry_point():
             f"{path} starts `python -m` on a module other than nntile_lab.cli"
 
 
+def test_version(capsys):
+    import nntile_lab
+    assert cli.main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith(f"nntile-lab {nntile_lab.__version__}")
+
+
 def test_hidden_commands_stay_out_of_help(capsys):
     assert cli.main(["--help"]) == 0
     out = capsys.readouterr().out
