@@ -46,10 +46,11 @@ class _Record:
         return [getattr(self, f.name) for f in fields(self)]
 
     def free(self) -> None:
-        # a tile StarPU allocated (no home node) is dropped by its free, never written
-        # back to disk, so no invalidate hint is needed first
+        """Free every tensor (a view's whole storage) once the tasks using it are done.
+        A tile StarPU allocated (no home node) is dropped by its free, never written
+        back to disk, so no invalidate hint is needed first."""
         for t in self.tensors():
-            t.free()
+            t.storage.free()
 
 
 @dataclass
@@ -114,4 +115,4 @@ class Activations:
 
     def free(self) -> None:
         for t in self.tensors():
-            t.free()
+            t.storage.free()
