@@ -241,9 +241,8 @@ class GPT2:
             logits = s.temp(ops.gemm(acts.head.xf, self.w.wte, trans_b=True))  # (B, T, V)
             loss, dlogits = ops.cross_entropy(logits, acts.batch.labels, grad=step.backward,
                                               grad_scale=grad_scale)
-            if not step.backward:   # forward only: nothing is kept
-                s.drop(acts.head)
-                s.drop(acts.batch)
+            s.save(acts.head, after=loss)
+            s.save(acts.batch, after=loss)
         return loss, dlogits
 
     def _backward(self, acts: Activations, dlogits: TiledTensor, step: StepPolicy) -> None:

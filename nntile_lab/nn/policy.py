@@ -58,7 +58,7 @@ class Stage:
     def __init__(self, policy: StepPolicy):
         self._policy = policy
         self._frees: list = []
-        self._saved = None
+        self._saved: list = []   # (record, the stage's output)
 
     def temp(self, t: TiledTensor) -> TiledTensor:
         """``t``, freed when the stage ends (a view: its whole storage)."""
@@ -74,7 +74,7 @@ class Stage:
         """``record`` is what this stage keeps for the backward; ``after`` is the stage's
         output. Without a backward it is freed instead."""
         if self._policy.backward:
-            self._saved = (record, after)
+            self._saved.append((record, after))
         else:
             self.drop(record)
 
@@ -126,10 +126,10 @@ class StepPolicy:
                 t.prefetch(after=x)
         with self._stage(i, "forward") as stage:
             yield stage
-        if stage._saved is not None and "wont_use" in self.hints and i + 1 < self.n_layer:
-            record, out = stage._saved
-            for t in record.tensors():
-                t.wont_use(after=out)
+        if "wont_use" in self.hints and i + 1 < self.n_layer:
+            for record, out in stage._saved:
+                for t in record.tensors():
+                    t.wont_use(after=out)
 
     def head_forward(self):
         """The final layer norm, the tied head and the loss."""
