@@ -232,7 +232,6 @@ class GPT2:
         ops.layer_norm_backward(a.x, s.temp(dln1), p.ln_1.weight, a.ln1_mean, a.ln1_inv_std,
                                 axis=2, dx=dx, dgamma=g.ln_1.weight,
                                 dbeta=g.ln_1.bias)                       # dx += ∂ln_1
-        s.drop(a)
 
     # ---- the tied head: loss = cross_entropy(ln_f(x)·wteᵀ, labels) --------------------
     def _head(self, acts: Activations, step: StepPolicy, grad_scale: float):
@@ -247,23 +246,19 @@ class GPT2:
 
     def _backward(self, acts: Activations, dlogits: TiledTensor, step: StepPolicy) -> None:
         w, g, top = self.w, self.g, acts.head
-        with step.head_backward(dlogits) as s:
+        with step.head_backward(dlogits, top) as s:
             dxf = s.temp(ops.gemm(dlogits, w.wte))                       # dxf = dlogits·wte
             with s.weight_grads():                                       # dwte += dlogitsᵀ·xf
                 ops.gemm(dlogits, top.xf, trans_a=True, ndim=2, beta=1.0, out=g.wte)
-            s.temp(dlogits)
             dx, _, _ = ops.layer_norm_backward(top.x, dxf, w.ln_f.weight, top.mean,
                                                top.inv_std, axis=2, dgamma=g.ln_f.weight,
-                                               dbeta=g.ln_f.bias)
-            s.drop(top)
+                                               dbeta=g.ln_f.bias)        # dx = ∂ln_f
         for i in reversed(range(self.config.n_layer)):
-            with step.block_backward(i, dx) as s:
+            with step.block_backward(i, dx, acts.blocks[i]) as s:
                 self._block_backward(w.blocks[i], g.blocks[i], acts.blocks[i], dx, s)
-        with step.embedding_backward(dx) as s:                           # dwte[ids] += dx
-            ops.embedding_backward(acts.batch.ids, dx, g.wte)            # dwpe[pos] += dx
-            ops.embedding_backward(acts.batch.pos, dx, g.wpe)
-            s.temp(dx)
-            s.drop(acts.batch)
+        with step.embedding_backward(dx, acts.batch):                    # weight grads only
+            ops.embedding_backward(acts.batch.ids, dx, g.wte)            # dwte[ids] += dx
+            ops.embedding_backward(acts.batch.pos, dx, g.wpe)            # dwpe[pos] += dx
 
     # ---- inputs ----------------------------------------------------------------------
     def _batch(self, input_ids, labels) -> Batch:

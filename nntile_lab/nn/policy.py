@@ -136,29 +136,41 @@ class StepPolicy:
         return self._stage(self.n_layer, "forward")
 
     # ---- backward --------------------------------------------------------------------
-    def head_backward(self, dlogits: TiledTensor):
+    @contextmanager
+    def head_backward(self, dlogits: TiledTensor, saved):
+        """The head's backward from ``dlogits``; then ``dlogits`` and the head's record
+        ``saved`` are dead (freed at the end). It adds first to wte's and ln_f's
+        gradients (wte's again in the embeddings' backward)."""
         g = self.grads
-        return self._stage(self.n_layer, "backward",
-                           zero=[g.wte, *g.ln_f.tensors()], after=dlogits)
+        with self._stage(self.n_layer, "backward", zero=[g.wte, *g.ln_f.tensors()],
+                         after=dlogits) as stage:
+            stage.temp(dlogits)
+            stage.drop(saved)
+            yield stage
 
     @contextmanager
-    def block_backward(self, i: int, dx: TiledTensor):
-        """Block ``i``'s backward; ``dx`` the gradient flowing in (and out: in place)."""
+    def block_backward(self, i: int, dx: TiledTensor, saved):
+        """Block ``i``'s backward; ``dx`` the gradient flowing in (and out: in place);
+        the block's record ``saved`` is dead after it (freed at the end)."""
         if "prefetch" in self.hints and i > 0:
             for t in self.params.blocks[i - 1].tensors():
                 t.prefetch(after=dx)
         with self._stage(i, "backward", zero=self.grads.blocks[i].tensors(),
                          after=dx) as stage:
+            stage.drop(saved)
             yield stage
         if "wont_use" in self.hints:
             for t in (*self.params.blocks[i].tensors(), *self.grads.blocks[i].tensors()):
                 t.wont_use(after=dx)
 
     @contextmanager
-    def embedding_backward(self, dx: TiledTensor):
-        """The embeddings' gradients: weight gradients only."""
+    def embedding_backward(self, dx: TiledTensor, batch):
+        """The embeddings' gradients, weight gradients only; the last stage of the step:
+        ``dx`` and the ``batch`` record are freed at its end."""
         stage_scope = self._stage(0, "backward", zero=[self.grads.wpe], after=dx)
         with stage_scope as stage, stage.weight_grads():
+            stage.temp(dx)
+            stage.drop(batch)
             yield stage
 
     # ---- scopes ------------------------------------------------------------------------
