@@ -267,7 +267,7 @@ def _py_function(op):
     if len(lay) > 1:
         body += f'    same_layout({", ".join(lay)}, names="{name}")\n'
     if out not in lay:
-        body += f"    {out} = output({out}, {first}" + (f', "{out}")\n' if out != "out" else ")\n")
+        body += f'    {out} = output({out}, {first}, "{name}: {out}")\n'
     body += f'    need_dtype({out}, np.float32, "{name}: {out}")\n'
     body += (f'    no_alias("{name}", {{"{out}": {out}}}, '
              f"{{{', '.join(f'{chr(34)}{i}{chr(34)}: {i}' for i in inputs)}}},\n"
