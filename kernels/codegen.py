@@ -234,6 +234,10 @@ def _q(names):
     return ", ".join(f'"{n}"' for n in names)
 
 
+def _and(items):
+    return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else items[0]
+
+
 def _tuple(names):
     names = list(names)
     return f"({_q(names)}{',' if len(names) == 1 else ''})"
@@ -255,7 +259,7 @@ def _py_function(op):
     how = (f"``{out}`` is updated in place" if in_place_out
            else f"``{out}`` None makes a new tensor")
     text = (f"Element-wise: one ``{op['row']}`` task per tile. "
-            + ", ".join(f"``{t}``" for t in lay + ([] if out in lay else [out]))
+            + _and([f"``{t}``" for t in lay + ([] if out in lay else [out])])
             + f" share shape and tiles (float32); {how}; "
             f"``{out}`` may be " + " or ".join(f"``{i}``" for i in inputs)
             + f" itself. Returns ``{out}``. Generated from the codelet table "
@@ -269,9 +273,11 @@ def _py_function(op):
     if out not in lay:
         body += f'    {out} = output({out}, {first}, "{name}: {out}")\n'
     body += f'    need_dtype({out}, np.float32, "{name}: {out}")\n'
-    body += (f'    no_alias("{name}", {{"{out}": {out}}}, '
-             f"{{{', '.join(f'{chr(34)}{i}{chr(34)}: {i}' for i in inputs)}}},\n"
-             f"             in_place={_tuple(inputs)})\n")
+    alias = (f'    no_alias("{name}", {{"{out}": {out}}}, '
+             f"{{{', '.join(f'{chr(34)}{i}{chr(34)}: {i}' for i in inputs)}}}, "
+             f"in_place={_tuple(inputs)})")
+    body += (alias if len(alias) <= 100 else alias.replace(", in_place", ",\n" + " " * 13
+                                                            + "in_place")) + "\n"
     hs = [f"h{b}" for b in op["buffers"]]
     body += (f"    {', '.join(hs)} = {', '.join(f'{b}.handles' for b in op['buffers'])}\n"
              f"    sizes = {first}.traits.tile_sizes\n")
@@ -299,7 +305,7 @@ def generate_python():
             "from nntile_lab.ops._common import check, need_dtype, no_alias, output, "
             "same_layout\n"
             "from nntile_lab.tensor import TiledTensor\n\n"
-            f"__all__ = [{_q(op['name'] for op in ops)}]\n\n\n"
+            + "__all__ = [\n" + "".join(f'    "{op["name"]}",\n' for op in ops) + "]\n\n\n"
             "class ElementwiseOp(NamedTuple):\n"
             '    """What a generated op is: its name, its codelet, its tensor parameters '
             "(inputs,\n    output, whether the output is read: RW), its scalar parameters, "

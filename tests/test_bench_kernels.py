@@ -111,6 +111,7 @@ def test_run_json_is_consistent(capsys):
 def test_report_flags_kernels_below_half():
     res = K.run(repeats=1, only=["fill", "copy"])
     res["kernels"][0].update(fraction=0.3, below_target=True)
+    res["kernels"][1].update(fraction=0.9, below_target=False)   # not as timed on a busy machine
     res["below_target"] = ["fill"]
     lines = K.report(res).splitlines()
     assert [ln for ln in lines if ln.startswith("fill ")][0].endswith("<-- below 50 %")
