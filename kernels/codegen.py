@@ -190,6 +190,11 @@ def _py_params(row):
     return name, params
 
 
+def bufs_in(bufs):
+    """The names of the R buffers of a row's buffers (as _buffers yields them)."""
+    return [b for _, _, _, b, ro in bufs if ro]
+
+
 def elementwise_ops():
     """Per element-wise row: its Python op as a dict (name, row, inputs, output, whether
     the output is RW, scalars, params, doc, exps, width), checked against the row."""
@@ -220,8 +225,15 @@ def elementwise_ops():
         if mode == "STARPU_W" and defaults[output] != "None":
             raise TableError(f"{where}: the W output {output} needs the default None "
                              "(a new tensor)")
+        if defaults[output] not in (None, "None") or any(defaults[i] is not None
+                                                          for i in bufs_in(bufs)):
+            raise TableError(f"{where}: only the output may have a default, and only None")
+        if not row.doc:
+            raise TableError(f"{where}: give its formula as doc=, the op's docstring")
+        if row.width not in ("embd", "inner"):
+            raise TableError(f"{where}: width={row.width!r} is neither 'embd' nor 'inner'")
         ops.append({"name": name, "row": row.name, "buffers": [b for _, _, _, b, _ in bufs],
-                    "inputs": [b for _, _, _, b, ro in bufs if ro], "output": output,
+                    "inputs": bufs_in(bufs), "output": output,
                     "rw": mode == "STARPU_RW", "scalars": args[1:], "params": params,
                     "doc": row.doc, "exps": row.exps, "width": row.width})
     names = [op["name"] for op in ops]

@@ -75,6 +75,10 @@ BAD_ROWS = [
     (dict(buffers="R x, W out, W out2"), r"writes exactly one buffer"),
     (dict(buffers="R:i64 x, W out"), r"buffers are float32"),
     (dict(args="i64 m"), r"first argument is 'i64 n'"),
+    (dict(py="relu(x=None, out=None)"), r"only the output may have a default"),
+    (dict(py="relu(x, out=x)"), r"the W output out needs the default None"),
+    (dict(doc=""), r"give its formula as doc="),
+    (dict(width="mlp"), r"width='mlp' is neither 'embd' nor 'inner'"),
 ]
 
 
