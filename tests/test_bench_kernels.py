@@ -18,6 +18,7 @@ import scipy_openblas32  # the build's BLAS headers, for gemm.c's assembly
 from nntile_lab import cli
 from nntile_lab._lib import ffi, lib
 from nntile_lab.bench import kernels as K
+from nntile_lab.spec import DEFAULTS
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -170,3 +171,20 @@ def test_hot_kernels_use_full_width_float_vectors(march, reg, lanes):
         assert fn in bodies, f"{fn} is not defined in kernels/cpu/*.c"
         packed = re.findall(PACKED + reg, bodies[fn], re.M)
         assert len(packed) >= least, f"{fn} has no {lanes}-lane float code with -march={march}"
+
+
+def test_tile_sizes_are_the_specs():
+    """The main job's tiles come from the spec's defaults: a change there moves the cases."""
+    d = DEFAULTS
+    assert K.CONFIGS["main"] == K.tile_dims(d)
+    main = K.CONFIGS["main"]
+    assert main["tokens"] == d.batch_tile * d.seq_len and main["embd"] == d.n_embd
+    assert main["inner"] == d.inner_tile and main["vocab_tile"] == d.vocab_tile
+    assert main["heads"] * main["head_size"] == d.head_tile * d.n_embd // d.n_head
+    wide = K.tile_dims(d.replace(n_embd=384, n_head=6, inner_tile=768))
+    by_name = {c.name: c for c in K.cases(wide)}
+    t = wide["tokens"]
+    assert by_name["gemm"].args == dict(batch=1, m=t, n=768, k=384, trans_a=0, trans_b=0,
+                                        alpha=1.0, beta=0.0)
+    assert by_name["gelu"].args == {"n": t * 768}             # an MLP tile ("inner")
+    assert by_name["axpby"].sizes == {"x": t * 384, "y": t * 384}   # residual stream ("embd")
