@@ -92,6 +92,7 @@ def elementwise_cases(d: dict) -> list[Case]:
     """A case per element-wise op generated from the codelet table: every buffer a tile
     of the row's width (the residual stream's or the MLP's), the scalars at the op's
     defaults (1.0 where it has none), the exps of the row's formula."""
+    # the ops load the compiled extension: importing this module must not (--help, readers)
     from nntile_lab import ops
     from nntile_lab.ops._generated import OPS
     out = []
