@@ -1,12 +1,16 @@
 """Running what an ``ExperimentSpec`` describes: the model and optimizer it builds, and
 training steps under a trace (``nntile-lab trace``, the sweeps).
 
+Also the one training step (``train_step``: gradient accumulation and the optimizer
+update) that the training loop (``train.trainer``) and ``step_function`` share.
+
 The layer between the spec and its users: ``train.cli``, ``trace.cli``, ``bench`` and
 ``sweep`` import this module, it imports the model, optimizer and trace recorder, and none
 of those imports a CLI (so there is no import cycle).
 """
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
@@ -21,12 +25,9 @@ def build(spec: ExperimentSpec):
     from nntile_lab.optim import SGD, Adam, AdamW
 
     model = GPT2(spec.gpt2_config(), seed=spec.seed)
-    wd = spec.weight_decay_resolved
-    if spec.optimizer == "sgd":
-        opt = SGD(model, lr=spec.lr, momentum=0.9, weight_decay=wd)
-    else:
-        cls = AdamW if spec.optimizer == "adamw" else Adam
-        opt = cls(model, lr=spec.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=wd)
+    cls = {"adamw": AdamW, "adam": Adam, "sgd": SGD}[spec.optimizer]
+    # the other hyper-parameters (betas, eps, momentum) are the classes' defaults: spec's
+    opt = cls(model, lr=spec.lr, weight_decay=spec.weight_decay_resolved)
     return model, opt, spec.schedule()
 
 
@@ -57,18 +58,46 @@ def train_split(data):
     return load_split(Path(data) if data else prepare_default_corpus(), "train")
 
 
+# ---- the one training step: the training loop's (train.trainer) and step_function's
+class NonFiniteValue(FloatingPointError):
+    """The loss or the gradient norm of a step is NaN or infinite."""
+
+    def __init__(self, what: str, value: float):
+        self.what, self.value = what, value
+        super().__init__(f"{what} is {value}")
+
+
+def train_step(model, optimizer, batches, rng, *, batch: int, seq_len: int, grad_accum: int,
+               lr: float, clip_norm: float | None) -> tuple[float, float]:
+    """``grad_accum`` micro-batches of ``batch × seq_len`` tokens drawn from ``batches``
+    (``sample_batch(batch, seq_len, rng)``), each gradient scaled by 1/grad_accum and
+    added up, then ``optimizer.step(lr, clip_norm)``.
+
+    Returns the mean loss and the pre-clip gradient norm (NaN when the optimizer reports
+    none). Raises ``NonFiniteValue`` for a NaN or infinite loss, before the update, or
+    gradient norm."""
+    loss = 0.0
+    for micro in range(grad_accum):
+        ids, labels = batches.sample_batch(batch, seq_len, rng)
+        loss += model.forward_backward(ids, labels, accumulate=micro > 0,
+                                       grad_scale=1.0 / grad_accum) / grad_accum
+    if not math.isfinite(loss):
+        raise NonFiniteValue("the training loss", loss)
+    norm = optimizer.step(lr, clip_norm)
+    grad_norm = math.nan if norm is None else float(norm)   # None: not reported
+    if norm is not None and not math.isfinite(grad_norm):
+        raise NonFiniteValue("the gradient norm", grad_norm)
+    return loss, grad_norm
+
+
 def step_function(spec: ExperimentSpec, rt, model, optimizer, schedule, batches):
     """``step(k)``: one optimizer step ``k`` (0-based) of ``grad_accum`` micro-batches,
     waiting for its tasks (so a timer around it measures the whole step)."""
     rng = np.random.default_rng(spec.seed)
-    clip = spec.clip or None
 
     def step(k: int) -> None:
-        for micro in range(spec.grad_accum):
-            ids, labels = batches.sample_batch(spec.batch, spec.seq_len, rng)
-            model.forward_backward(ids, labels, accumulate=micro > 0,
-                                   grad_scale=1.0 / spec.grad_accum)
-        optimizer.step(schedule(k), clip)
+        train_step(model, optimizer, batches, rng, batch=spec.batch, seq_len=spec.seq_len,
+                   grad_accum=spec.grad_accum, lr=schedule(k), clip_norm=spec.clip or None)
         rt.wait()
     return step
 

@@ -8,9 +8,11 @@ V vocab, N parameters, fp32 = 4 bytes):
   parameters        4·N
   gradients         4·N
   optimizer_state   4·N·slots (AdamW/Adam: m and v; SGD with momentum: one buffer)
-  activations       saved for the backward pass, all layers:
-                    L·(8·BTE + 2·BTF + B·H·T² + 4·BT) + 2·BTE + 2·BT  (floats)
-                    + 3·BT int64 (token ids, labels, positions)
+  activations       what the forward keeps for the backward: the model's own records
+                    (``nn.activations``: the batch's token ids, labels and positions,
+                    every block's ``BlockActivations``, the head's), sized field by
+                    field from their declared shapes — L·(8·BTE + 2·BTF + B·H·T² +
+                    4·BT) + 2·BTE + 2·BT floats and 3·BT int64 today
   temporaries       the largest set alive at once besides those: the head's logits
                     and their gradient, 1.5·BTV (logits tiles are freed as their
                     gradient tiles appear; the factor is measured), against one
@@ -43,6 +45,7 @@ import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
 
+from nntile_lab.nn.activations import Activations
 from nntile_lab.nn.config import GPT2Config
 from nntile_lab.nn.state import init_chunk_elems
 from nntile_lab.rss import peak_rss_bytes, rss_bytes  # noqa: F401  (memory.peak_rss_bytes)
@@ -127,15 +130,13 @@ def _resolve(spec, batch, seq_len, optimizer, memory_limit_mb, ooc_dir, ooc_size
 
 def categories(cfg: GPT2Config, batch: int, seq_len: int, optimizer: str = "adamw") -> dict:
     """Bytes per category at the peak of a training step (see the module docstring)."""
-    B, T, E, F, H, V, L = (batch, seq_len, cfg.n_embd, cfg.n_inner, cfg.n_head,
-                           cfg.vocab_size, cfg.n_layer)
+    B, T, E, F, H, V = batch, seq_len, cfg.n_embd, cfg.n_inner, cfg.n_head, cfg.vocab_size
     n = cfg.num_params(with_positions=True)
     BT, BTE, BTF, BHTT = B * T, B * T * E, B * T * F, B * H * T * T
-    saved = L * (8 * BTE + 2 * BTF + BHTT + 4 * BT) + 2 * BTE + 2 * BT
     temps = max(3 * BT * V // 2, 2 * BHTT + 3 * BTE, 2 * BTF + 2 * BTE)
     return {"parameters": F32 * n, "gradients": F32 * n,
             "optimizer_state": F32 * n * OPTIMIZER_SLOTS[optimizer],
-            "activations": F32 * saved + I64 * 3 * BT,
+            "activations": Activations.nbytes(cfg, B, T),
             "temporaries": F32 * temps}
 
 

@@ -236,3 +236,43 @@ def test_run_record(tmp_path):
     assert rec["machine"]["cores"] == os.cpu_count() and rec["machine"]["memory_gib"] > 0
     assert rec["format"] == 1 and rec["kind"] == "train" and "isa" in rec["machine"]
     assert rec["date"][:2] == "20"
+
+
+def test_train_and_step_function_take_the_same_steps(data, tmp_path):
+    """One step loop: ``train`` and ``experiment.step_function`` (traces, sweeps,
+    benchmarks) run the same gradient-accumulation step, so from the same weights, data
+    and seed they reach the same weights (torch on one thread: bitwise)."""
+    from nntile_lab.data.bins import load_split
+    from nntile_lab.experiment import step_function
+    from nntile_lab.spec import ExperimentSpec
+
+    schedule = WarmupCosine(1e-2, 1, 3, 1e-3)
+    model, opt = make()
+    run(data, tmp_path, model, opt, steps=3, grad_accum=3, schedule=schedule, eval_every=0,
+        seed=7)
+
+    class NoRuntime:
+        def wait(self):
+            pass
+
+    spec = ExperimentSpec(batch=BATCH, seq_len=SEQ, grad_accum=3, seed=7)
+    other, other_opt = make()
+    step = step_function(spec, NoRuntime(), other, other_opt, schedule,
+                         load_split(data, "train"))
+    for k in range(3):
+        step(k)
+    for k, v in model.state_dict().items():
+        assert np.array_equal(other.state_dict()[k], v), k
+
+
+def test_a_non_finite_loss_stops_the_step_before_the_update(data):
+    from nntile_lab.data.bins import load_split
+    from nntile_lab.experiment import NonFiniteValue, train_step
+    model = NaNAfter(calls=1)
+    opt = TorchAdamW(model, lr=1e-2)
+    before = model.state_dict()
+    with pytest.raises(NonFiniteValue, match="the training loss is nan"):
+        train_step(model, opt, load_split(data, "train"), np.random.default_rng(0),
+                   batch=BATCH, seq_len=SEQ, grad_accum=2, lr=1e-2, clip_norm=1.0)
+    for k, v in model.state_dict().items():
+        assert np.array_equal(before[k], v), k
