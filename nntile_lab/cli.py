@@ -114,9 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
     from nntile_lab.bench.depth import register_cli as register_bench_depth
     register_bench_depth(bsub)
     from nntile_lab.data.prepare import register_cli as register_prepare
-    from nntile_lab.dist.cli import register_cli as register_proxy
     from nntile_lab.figures.cli import register_cli as register_figures
     from nntile_lab.memory import register_cli as register_plan
+    from nntile_lab.proxies.cli import register_cli as register_proxy
     from nntile_lab.sweep.cli import register_cli as register_sweep
     from nntile_lab.trace.cli import register_cli as register_trace
     from nntile_lab.train.cli import register_cli as register_train

@@ -160,8 +160,8 @@ class Runtime:
             self.alive = True
             Runtime._generations += 1
             self.generation = Runtime._generations
-        self.mpi = None   # StarPU-MPI under mpirun (nntile_lab.dist.mpi)
-        from nntile_lab.dist.mpi import attach
+        self.mpi = None   # StarPU-MPI under mpirun (nntile_lab.parallel.mpi)
+        from nntile_lab.parallel.mpi import attach
         try:
             self.mpi = attach()
         except BaseException:

@@ -101,7 +101,7 @@ class TiledTensor:
         lib.nl_register_tiles(n, ffi.new("int64_t[]", traits.tile_sizes),
                               self.dtype.itemsize, handles)
         self._handles = handles
-        self._owners = None   # owner rank of each tile under StarPU-MPI (nntile_lab.dist.mpi)
+        self._owners = None   # owner rank of each tile under StarPU-MPI (nntile_lab.parallel.mpi)
         if getattr(self.runtime, "mpi", None) is not None:
             self.runtime.mpi.register(self)
 

@@ -94,10 +94,10 @@ def run_cli(args: argparse.Namespace) -> int:
     from nntile_lab.train.trainer import train
 
     if getattr(args, "ranks", 1) != 1:
-        from nntile_lab.dist.launch import relaunch_train
+        from nntile_lab.parallel.launch import relaunch_train
         return relaunch_train(args)
     args = resolve(args)
-    from nntile_lab.dist.launch import for_this_rank
+    from nntile_lab.parallel.launch import for_this_rank
     args = for_this_rank(args)
     spec = args.spec
     out = Path(args.out)

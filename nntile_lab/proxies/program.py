@@ -120,7 +120,7 @@ class Message:
 
 
 @dataclass
-class Plan:
+class CommPlan:
     model: str
     config: str
     layout: Layout

@@ -30,8 +30,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from nntile_lab.dist.plan import (
-    FLOAT_BYTES, P2P, Collective, Compute, Layout, Plan, Wait, summarize,
+from nntile_lab.proxies.program import (
+    FLOAT_BYTES,
+    P2P,
+    Collective,
+    CommPlan,
+    Compute,
+    Layout,
+    Wait,
+    summarize,
 )
 
 MODELS = ("gpt2", "gpt3", "cosmoflow", "dlrm")
@@ -103,7 +110,7 @@ def config(model: str, name: str | None = None):
 def build(model: str, config_name: str | None = None, *, data: int = 1, tensor: int = 1,
           pipeline: int = 1, seq_len: int | None = None, micro_batch: int | None = None,
           grad_accum: int | None = None, bucket: str = "param", tflops: float = 100.0,
-          mem_gbs: float = 1500.0) -> Plan:
+          mem_gbs: float = 1500.0) -> CommPlan:
     """The plan of one training iteration of ``model`` (see the module docstring)."""
     cfg = config(model, config_name)
     name = config_name or DEFAULT_CONFIG[model]
@@ -186,7 +193,21 @@ def _buckets(ready: list, bucket: str) -> list[list]:
     return out
 
 
-def _gpt(model, name, cfg: Transformer, lay: Layout, accum, bucket, flops_s) -> Plan:
+def _free_gradients(prog: list, done_at: dict, freed: int, k: int) -> int:
+    """Backward freed ``k`` more gradients (``freed`` so far): append the non-blocking data
+    all-reduce of every bucket that is now complete (``done_at``: count -> buckets); return
+    the new count."""
+    for _ in range(k):
+        freed += 1
+        for g in done_at.get(freed, []):
+            lbl = (f"data all-reduce: {g[0][0]}" if len(g) == 1
+                   else f"data all-reduce: bucket of {len(g)}")
+            prog.append(Collective(lbl, "allreduce", sum(c for _, c in g), "data",
+                                   blocking=False))
+    return freed
+
+
+def _gpt(model, name, cfg: Transformer, lay: Layout, accum, bucket, flops_s) -> CommPlan:
     _check_positive(seq_len=cfg.seq_len, micro_batch=cfg.micro_batch, grad_accum=accum)
     if cfg.seq_len > cfg.n_positions:
         raise ValueError(f"--seq-len {cfg.seq_len} exceeds the config's n_positions "
@@ -207,7 +228,7 @@ def _gpt(model, name, cfg: Transformer, lay: Layout, accum, bucket, flops_s) -> 
         s, _, _ = lay.coords(rank)
         first, last = s == 0, s == p - 1
         prog = []
-        for mb in range(accum):
+        for _ in range(accum):
             if not first:
                 prog.append(P2P("pipeline activations", act, "pipeline", recvs=(s - 1,)))
             for _ in range(per_stage):
@@ -239,19 +260,10 @@ def _gpt(model, name, cfg: Transformer, lay: Layout, accum, bucket, flops_s) -> 
                 prog.append(P2P("pipeline activation gradients", act, "pipeline",
                                 recvs=(s + 1,)))
             freed = 0
-
-            def free(k, prog=prog, final=final):
-                nonlocal freed
-                for _ in range(k):
-                    freed += 1
-                    for g in done_at.get(freed, []) if final else []:
-                        lbl = (f"data all-reduce: {g[0][0]}" if len(g) == 1
-                               else f"data all-reduce: bucket of {len(g)}")
-                        prog.append(Collective(lbl, "allreduce", sum(c for _, c in g), "data",
-                                               blocking=False))
+            complete = done_at if final else {}   # gradients are reduced after the last one
             if last:
                 prog.append(Compute("head backward", 2 * head_fwd / flops_s))
-                free(len(params["head"]))
+                freed = _free_gradients(prog, complete, freed, len(params["head"]))
             for _ in range(per_stage):
                 half = 2 * layer_fwd / flops_s / 2
                 nb = len(params["block"])
@@ -260,14 +272,14 @@ def _gpt(model, name, cfg: Transformer, lay: Layout, accum, bucket, flops_s) -> 
                 if t > 1:
                     prog.append(Collective("tensor all-reduce (backward)", "allreduce", act,
                                            "tensor"))
-                free(nb // 2)
+                freed = _free_gradients(prog, complete, freed, nb // 2)
                 prog.append(Compute("layer backward (attention)", half))
                 if t > 1:
                     prog.append(Collective("tensor all-reduce (backward)", "allreduce", act,
                                            "tensor"))
-                free(nb - nb // 2)
+                freed = _free_gradients(prog, complete, freed, nb - nb // 2)
             if first:
-                free(len(params["embedding"]))
+                freed = _free_gradients(prog, complete, freed, len(params["embedding"]))
             else:
                 prog.append(P2P("pipeline activation gradients", act, "pipeline",
                                 sends=(s - 1,)))
@@ -283,7 +295,7 @@ def _gpt(model, name, cfg: Transformer, lay: Layout, accum, bucket, flops_s) -> 
     if p > 1:
         notes.append("the tied embedding's gradient is all-reduced on the first and last stage "
                      "(the first↔last sync of Megatron is not modelled)")
-    return Plan(model, name, lay, summarize(programs, describe), programs, notes,
+    return CommPlan(model, name, lay, summarize(programs, describe), programs, notes,
                 {"n_layer": cfg.n_layer, "n_embd": e, "seq_len": cfg.seq_len,
                  "micro_batch": cfg.micro_batch, "grad_accum": accum, "bucket": bucket,
                  "parameters": n_params, "layer_forward_gflop": layer_fwd / 1e9})
@@ -316,7 +328,7 @@ def cosmoflow_parameters(cfg: CNN3D) -> tuple[list[int], list[int]]:
     return conv, dense
 
 
-def _cosmoflow(name, cfg: CNN3D, lay: Layout, flops_s) -> Plan:
+def _cosmoflow(name, cfg: CNN3D, lay: Layout, flops_s) -> CommPlan:
     if lay.pipeline != 1:
         raise ValueError("cosmoflow has no pipeline layout: use --data and --tensor "
                          "(spatial shards)")
@@ -337,14 +349,14 @@ def _cosmoflow(name, cfg: CNN3D, lay: Layout, flops_s) -> Plan:
         me = lay.group_rank("tensor", rank)
         peers = tuple(me ^ x for x in partners)
 
-        def halo(label, channels, side):
+        def halo(label, channels, side, peers):
             n = b * channels * side * (side // split) * ((k - 1) // 2)
             return P2P(label, n, "tensor", sends=peers, recvs=peers)
         prog = []
         for i in range(n_conv):
             s_in = cfg.side // 2 ** i
             if i >= 1 and peers:
-                prog.append(halo(f"conv{i} halo (forward)", chans[i], s_in))
+                prog.append(halo(f"conv{i} halo (forward)", chans[i], s_in, peers))
             fl = 2 * b * s_in ** 3 * chans[i] * chans[i + 1] * k ** 3 / t
             prog.append(Compute(f"conv{i} forward", fl / flops_s))
         for j in range(len(cfg.dense)):
@@ -365,7 +377,7 @@ def _cosmoflow(name, cfg: CNN3D, lay: Layout, flops_s) -> Plan:
         for i in reversed(range(n_conv)):
             s_in = cfg.side // 2 ** i
             if i >= 1 and peers:
-                prog.append(halo(f"conv{i} halo (backward)", chans[i + 1], s_in))
+                prog.append(halo(f"conv{i} halo (backward)", chans[i + 1], s_in, peers))
             fl = 4 * b * s_in ** 3 * chans[i] * chans[i + 1] * k ** 3 / t
             prog.append(Compute(f"conv{i} backward", fl / flops_s))
             if lay.world > 1:
@@ -376,7 +388,7 @@ def _cosmoflow(name, cfg: CNN3D, lay: Layout, flops_s) -> Plan:
         programs[rank] = _tag_p2p(prog)
     notes = ["conv0's input halo comes with the data loading (as in dnn-distributed)",
              "halo: the shard's face (S × S/split), (k-1)/2 = 1 cell deep, per neighbour"]
-    return Plan("cosmoflow", name, lay, summarize(programs, lambda r: "all"), programs, notes,
+    return CommPlan("cosmoflow", name, lay, summarize(programs, lambda r: "all"), programs, notes,
                 {"side": cfg.side, "micro_batch": b, "spatial_shards": t,
                  "parameters": sum(conv_g) + sum(dense_g)})
 
@@ -393,7 +405,7 @@ def dlrm_top_widths(cfg: Recommender) -> tuple:
     return (f * (f - 1) // 2 + cfg.bottom[-1],) + tuple(cfg.top)
 
 
-def _dlrm(name, cfg: Recommender, lay: Layout, flops_s, bytes_s) -> Plan:
+def _dlrm(name, cfg: Recommender, lay: Layout, flops_s, bytes_s) -> CommPlan:
     if lay.tensor != 1 or lay.pipeline != 1:
         raise ValueError("dlrm: embeddings are model-parallel over all ranks and the MLPs "
                          "data-parallel; give only --data N")
@@ -431,6 +443,6 @@ def _dlrm(name, cfg: Recommender, lay: Layout, flops_s, bytes_s) -> Plan:
         prog.append(Wait())
     programs = {r: list(prog) for r in range(p)}
     notes = [f"{len(cfg.tables)} tables over {p} rank(s): {owned} on the busiest"]
-    return Plan("dlrm", name, lay, summarize(programs, lambda r: "all"), programs, notes,
+    return CommPlan("dlrm", name, lay, summarize(programs, lambda r: "all"), programs, notes,
                 {"global_batch": cfg.global_batch, "dim": cfg.dim, "tables": len(cfg.tables),
                  "bottom_mlp_parameters": bottom, "top_mlp_parameters": top})

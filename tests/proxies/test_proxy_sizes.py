@@ -1,27 +1,27 @@
 """Derived message sizes against dnn-distributed's hard-coded constants (floats)."""
 import pytest
 
-from nntile_lab.dist import proxies
-from nntile_lab.dist.plan import P2P, Collective, Layout
+from nntile_lab.proxies import models
+from nntile_lab.proxies.program import P2P, Collective, Layout
 
 
 def test_gpt2_large_gradients_and_p2p():
     # dnn-distributed's gpt-2.cpp: "GPT-2 large, micro-batch 1, seq_length 632", 4 stages
-    plan = proxies.build("gpt2", "large", seq_len=632, micro_batch=1, pipeline=4, data=2)
+    plan = models.build("gpt2", "large", seq_len=632, micro_batch=1, pipeline=4, data=2)
     grads = set(plan.counts("allreduce"))
     assert {64328960, 1310720, 4915200, 1638400, 6553600, 3840, 5120, 1280} == grads
     assert plan.counts("p2p") == [808960, 808960]           # activations and their gradients
     # one transformer block's 12 gradients, as in its intermediate_layer_grad_sizes
-    block = sorted(c for _, c in proxies.gpt_parameters(proxies.config("gpt2", "large"))["block"])
+    block = sorted(c for _, c in models.gpt_parameters(models.config("gpt2", "large"))["block"])
     assert block == sorted([1280, 4915200, 1638400, 1280, 6553600, 6553600, 1280, 3840, 1280,
                             1280, 5120, 1280])
     # its MESSAGE_AGGREGATION sizes are per-stage sums with ONE layer per stage
-    emb = sum(c for _, c in proxies.gpt_parameters(proxies.config("gpt2", "large"))["embedding"])
+    emb = sum(c for _, c in models.gpt_parameters(models.config("gpt2", "large"))["embedding"])
     assert emb + sum(block) == 85317120 and sum(block) == 19677440
 
 
 def test_gpt2_stage_bucket_is_the_stage_sum():
-    plan = proxies.build("gpt2", "large", seq_len=632, pipeline=4, data=2, bucket="stage")
+    plan = models.build("gpt2", "large", seq_len=632, pipeline=4, data=2, bucket="stage")
     per_stage = 36 // 4
     block = 19677440
     assert sorted(plan.counts("allreduce")) == sorted(
@@ -31,7 +31,7 @@ def test_gpt2_stage_bucket_is_the_stage_sum():
 
 
 def test_gpt3_175b_tensor4():
-    plan = proxies.build("gpt3", "175b", seq_len=2048, micro_batch=1, tensor=4, pipeline=2,
+    plan = models.build("gpt3", "175b", seq_len=2048, micro_batch=1, tensor=4, pipeline=2,
                          data=2, bucket="layer")
     e = 12288
     assert set(plan.counts("allreduce", "tensor all-reduce")) == {25165824}
@@ -42,20 +42,20 @@ def test_gpt3_175b_tensor4():
     biases = 3 * e // 4 + 4 * e // 4 + 2 * e + 4 * e
     layer = [c for c in plan.counts("allreduce", "bucket of 12")]
     assert set(layer) == {452984832 + biases}
-    weights = sum(c for n, c in proxies.gpt_parameters(proxies.config("gpt3", "175b"), 4)["block"]
+    weights = sum(c for n, c in models.gpt_parameters(models.config("gpt3", "175b"), 4)["block"]
                   if n.endswith("weight") and not n.startswith("ln"))
     assert weights == 452984832
 
 
 def test_dlrm_reference():
-    plan = proxies.build("dlrm", "reference", data=4)
+    plan = models.build("dlrm", "reference", data=4)
     assert set(plan.counts("allreduce", "bottom")) == {49536}
     assert set(plan.counts("allreduce", "top")) == {728065}      # 138-512-512-512-256-1
     assert set(plan.counts("alltoall")) == {262144}             # 2048 × 128 × 1 table per rank
 
 
 def test_cosmoflow_reference():
-    plan = proxies.build("cosmoflow", "reference", tensor=4, data=2)
+    plan = models.build("cosmoflow", "reference", tensor=4, data=2)
     fwd = plan.counts("p2p", "(forward)")
     bwd = plan.counts("p2p", "(backward)")
     # backward halos (output gradient, C_out channels, shard face S × S/2, 1 cell deep) equal
@@ -70,12 +70,12 @@ def test_cosmoflow_reference():
     assert plan.counts("allreduce") == [1050737, 3539456, 884992, 221312, 55360, 3488]
 
 
-@pytest.mark.parametrize("model", proxies.MODELS)
+@pytest.mark.parametrize("model", models.MODELS)
 def test_every_send_has_a_matching_receive(model):
     lay = {"gpt2": dict(data=2, pipeline=3), "gpt3": dict(tensor=2, pipeline=2, data=2),
            "cosmoflow": dict(tensor=4, data=2), "dlrm": dict(data=2)}[model]
     cfg = {"gpt2": "small", "gpt3": "small"}.get(model)
-    plan = proxies.build(model, cfg, grad_accum=3 if model.startswith("gpt") else None,
+    plan = models.build(model, cfg, grad_accum=3 if model.startswith("gpt") else None,
                          **lay)
     sends, recvs = [], []
     collectives = {}
@@ -98,14 +98,14 @@ def test_every_send_has_a_matching_receive(model):
 
 def test_bad_layouts_name_the_option():
     with pytest.raises(ValueError, match="--pipeline 5"):
-        proxies.build("gpt2", "large", pipeline=5)
+        models.build("gpt2", "large", pipeline=5)
     with pytest.raises(ValueError, match="--tensor 3"):
-        proxies.build("cosmoflow", tensor=3)
+        models.build("cosmoflow", tensor=3)
     with pytest.raises(ValueError, match="--config 'huge'"):
-        proxies.build("gpt2", "huge")
+        models.build("gpt2", "huge")
     with pytest.raises(ValueError, match="data=0"):
         Layout(data=0)
     with pytest.raises(ValueError, match="--bucket"):
-        proxies.build("gpt2", "small", data=2, bucket="big")
+        models.build("gpt2", "small", data=2, bucket="big")
     with pytest.raises(ValueError, match="--seq-len 2048"):
-        proxies.build("gpt2", "small", seq_len=2048)
+        models.build("gpt2", "small", seq_len=2048)

@@ -17,31 +17,16 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 
-from nntile_lab.dist.plan import P2P, Collective, Compute, Plan, Wait, event_bytes
+import numpy as np
 
-
-def mpirun_command(n: int, argv: list[str], *, extra_env: dict | None = None) -> list[str]:
-    """The mpirun line for ``n`` local ranks of ``argv`` (oversubscribed; as root allowed)."""
-    mpirun = shutil.which("mpirun")
-    if mpirun is None:
-        raise RuntimeError("mpirun not found: install Open MPI (apt-get install openmpi-bin "
-                           "libopenmpi-dev, or scripts/setup.sh test)")
-    cmd = [mpirun, "-n", str(n), "--oversubscribe"]
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        cmd.append("--allow-run-as-root")
-    for k, v in (extra_env or {}).items():
-        cmd += ["-x", f"{k}={v}"]
-    return cmd + list(argv)
-
-
-def under_mpirun() -> bool:
-    return "OMPI_COMM_WORLD_SIZE" in os.environ or "PMI_SIZE" in os.environ
+from nntile_lab.parallel.mpirun import mpirun_command
+from nntile_lab.proxies.models import build
+from nntile_lab.proxies.program import P2P, Collective, CommPlan, Compute, Wait, event_bytes
 
 
 def _buffers(prog: list, scale: int, group_size):
@@ -66,11 +51,10 @@ def _buffers(prog: list, scale: int, group_size):
     return send, recv
 
 
-def replay(plan: Plan, *, iterations: int = 3, warmup: int = 1, scale: int = 1,
+def replay(plan: CommPlan, *, iterations: int = 3, warmup: int = 1, scale: int = 1,
            memory_fraction: float = 0.25) -> dict | None:
     """Run ``plan`` on MPI.COMM_WORLD; rank 0 returns the report, the others None."""
-    import numpy as np
-    from mpi4py import MPI
+    from mpi4py import MPI  # optional (test extra); only ranks under mpirun need it
 
     world = MPI.COMM_WORLD
     lay = plan.layout
@@ -185,13 +169,12 @@ def report(res: dict) -> str:
 def launch(build_kwargs: dict, *, iterations: int = 3, warmup: int = 1, scale: int = 1,
            timeout: float = 600) -> dict:
     """Start mpirun on the plan's world size and return rank 0's report."""
-    from nntile_lab.dist.proxies import build
     world = build(**build_kwargs).layout.world     # validates before starting MPI
     with tempfile.TemporaryDirectory(prefix="nntile_proxy_") as tmp:
         out = os.path.join(tmp, "result.json")
         job = json.dumps({"build": build_kwargs, "iterations": iterations, "warmup": warmup,
                           "scale": scale})
-        cmd = mpirun_command(world, [sys.executable, "-m", "nntile_lab.dist.replay", job, out])
+        cmd = mpirun_command(world, [sys.executable, "-m", "nntile_lab.proxies.replay", job, out])
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                                   start_new_session=True)
@@ -207,9 +190,7 @@ def launch(build_kwargs: dict, *, iterations: int = 3, warmup: int = 1, scale: i
 
 def _main(argv: list[str]) -> int:
     job, out = json.loads(argv[0]), argv[1]
-    from mpi4py import MPI
-
-    from nntile_lab.dist.proxies import build
+    from mpi4py import MPI  # optional (test extra); only ranks under mpirun need it
     try:
         res = replay(build(**job["build"]), iterations=job["iterations"],
                      warmup=job["warmup"], scale=job["scale"])

@@ -11,8 +11,8 @@ rank keeps of a reduce-scatter, a rank's whole all-to-all buffer, one p2p messag
     alltoall        (P−1)·α + (P−1)/P · n·β
 
 ``fit`` finds α and β per operation from measured (n, t) points by least squares on the
-relative error (each row divided by its t, so 8 B and 64 MiB weigh alike); ``check`` gives
-the relative error on the fitted points and on held-out sizes.
+relative error (each row divided by its t, so 8 B and 64 MiB weigh alike);
+``relative_errors`` gives the relative error on the fitted points and on held-out sizes.
 """
 from __future__ import annotations
 
@@ -23,6 +23,10 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import numpy as np
+
+from nntile_lab.parallel.mpirun import mpirun_command
 
 OPS = ("p2p", "allreduce", "allgather", "reduce_scatter", "alltoall")
 MiB = 2 ** 20
@@ -64,8 +68,7 @@ def measure(ops=OPS, sizes=None, *, min_time: float = 0.02, min_repeats: int = 5
     The time is the minimum over repeats (at least ``min_repeats``, until ``min_time``): on a
     shared, oversubscribed machine a preempted rank adds tens of ms to single repeats, which
     a median of few repeats does not filter out."""
-    import numpy as np
-    from mpi4py import MPI
+    from mpi4py import MPI  # optional (test extra); only ranks under mpirun need it
 
     comm = MPI.COMM_WORLD
     p, rank = comm.size, comm.rank
@@ -85,28 +88,12 @@ def measure(ops=OPS, sizes=None, *, min_time: float = 0.02, min_repeats: int = 5
             if op == "alltoall":
                 n = max(p, n - n % p)
 
-            def once():
-                if op == "p2p":   # ping-pong between ranks 0 and 1: half the round trip
-                    if rank == 0:
-                        comm.Send(sbuf[:n], dest=1)
-                        comm.Recv(rbuf[:n], source=1)
-                    elif rank == 1:
-                        comm.Recv(rbuf[:n], source=0)
-                        comm.Send(sbuf[:n], dest=0)
-                elif op == "allreduce":
-                    comm.Allreduce(sbuf[:n], rbuf[:n], MPI.SUM)
-                elif op == "allgather":
-                    comm.Allgather(sbuf[:n], rbuf[:n * p])
-                elif op == "reduce_scatter":
-                    comm.Reduce_scatter_block(sbuf[:n * p], rbuf[:n], MPI.SUM)
-                else:
-                    comm.Alltoall(sbuf[:n], rbuf[:n])
-            once()  # warm-up (connections, registration)
+            _once(comm, op, n, sbuf, rbuf)  # warm-up (connections, registration)
             times = []
             while True:
                 comm.Barrier()
                 t0 = time.perf_counter()
-                once()
+                _once(comm, op, n, sbuf, rbuf)
                 dt = time.perf_counter() - t0
                 # every rank takes the slowest rank's time, and agrees on when to stop
                 dt = comm.allreduce(dt, op=MPI.MAX)
@@ -120,14 +107,35 @@ def measure(ops=OPS, sizes=None, *, min_time: float = 0.02, min_repeats: int = 5
     return rows if rank == 0 else None
 
 
+def _once(comm, op: str, n: int, sbuf, rbuf) -> None:
+    """One ``op`` of ``n`` floats per rank on ``comm`` (an mpi4py communicator)."""
+    from mpi4py import MPI  # optional (test extra); only ranks under mpirun need it
+
+    p, rank = comm.size, comm.rank
+    if op == "p2p":   # ping-pong between ranks 0 and 1: half the round trip
+        if rank == 0:
+            comm.Send(sbuf[:n], dest=1)
+            comm.Recv(rbuf[:n], source=1)
+        elif rank == 1:
+            comm.Recv(rbuf[:n], source=0)
+            comm.Send(sbuf[:n], dest=0)
+    elif op == "allreduce":
+        comm.Allreduce(sbuf[:n], rbuf[:n], MPI.SUM)
+    elif op == "allgather":
+        comm.Allgather(sbuf[:n], rbuf[:n * p])
+    elif op == "reduce_scatter":
+        comm.Reduce_scatter_block(sbuf[:n * p], rbuf[:n], MPI.SUM)
+    else:
+        comm.Alltoall(sbuf[:n], rbuf[:n])
+
+
 def run(ranks: int, ops=OPS, sizes=None, *, timeout: float = 600) -> list:
     """Start mpirun with ``ranks`` local ranks and return the measured rows."""
-    from nntile_lab.dist.replay import mpirun_command
     sizes = sizes or default_sizes()
     with tempfile.TemporaryDirectory(prefix="nntile_coll_") as tmp:
         out = os.path.join(tmp, "rows.json")
         job = json.dumps({"ops": list(ops), "sizes": list(sizes)})
-        cmd = mpirun_command(ranks, [sys.executable, "-m", "nntile_lab.dist.collectives",
+        cmd = mpirun_command(ranks, [sys.executable, "-m", "nntile_lab.proxies.collectives",
                                      job, out])
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
@@ -157,8 +165,7 @@ def spikes(rows: list, factor: float = 4.0) -> list:
 
 def fit(rows: list) -> dict:
     """{op: {"alpha": s, "beta": s/byte, "ranks": P}} by relative least squares per op,
-    without the :func:`spikes` (they stay in :func:`check`)."""
-    import numpy as np
+    without the :func:`spikes` (they stay in :func:`relative_errors`)."""
     out = {}
     bad = {id(r) for r in spikes(rows)}
     for op in sorted({r["op"] for r in rows}):
@@ -184,7 +191,7 @@ def predict(model: dict, op: str, nbytes: float, ranks: int | None = None) -> fl
     return cost(op, nbytes, ranks or m["ranks"], m["alpha"], m["beta"])
 
 
-def check(model: dict, rows: list) -> dict:
+def relative_errors(model: dict, rows: list) -> dict:
     """Per op: median and max |predicted − measured| / measured over ``rows``."""
     out = {}
     for op in model:
@@ -208,8 +215,8 @@ def split(rows: list) -> tuple[list, list]:
 def fit_and_check(rows: list) -> dict:
     fit_rows, held = split(rows)
     model = fit(fit_rows)
-    return {"model": model, "fitted": check(model, fit_rows), "held_out": check(model, held),
-            "rows": rows}
+    return {"model": model, "fitted": relative_errors(model, fit_rows),
+            "held_out": relative_errors(model, held), "rows": rows}
 
 
 def report(res: dict) -> str:
@@ -218,14 +225,15 @@ def report(res: dict) -> str:
     for op, m in res["model"].items():
         f, h = res["fitted"].get(op, {}), res["held_out"].get(op, {})
         lines.append(f"{op:<15} {m['ranks']:>5} {m['alpha'] * 1e6:>9.2f} "
-                     f"{m['bandwidth_gbs']:>8.2f} {f.get('median', 0):>8.0%}/{f.get('max', 0):<8.0%}"
+                     f"{m['bandwidth_gbs']:>8.2f} "
+                     f"{f.get('median', 0):>8.0%}/{f.get('max', 0):<8.0%}"
                      f" {h.get('median', 0):>8.0%}/{h.get('max', 0):<8.0%}")
     return "\n".join(lines)
 
 
 def plot(res: dict, path: str) -> str:
     """Measured points (fitted: filled, held out: hollow) and the model's lines, log-log."""
-    import matplotlib
+    import matplotlib  # heavy: only a plot loads pyplot (the ranks and the CLI's text never do)
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fit_rows, held = split(res["rows"])
@@ -242,12 +250,12 @@ def plot(res: dict, path: str) -> str:
            title="collectives: measured (filled: fitted, hollow: held out) and α-β model")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    _save(fig, path)
+    save_figure(fig, path)
     plt.close(fig)
     return path
 
 
-def _save(fig, path: str):
+def save_figure(fig, path: str):
     """Atomic write of a figure (the format from the file name)."""
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
@@ -263,7 +271,7 @@ def _save(fig, path: str):
 
 def _main(argv: list[str]) -> int:
     job, out = json.loads(argv[0]), argv[1]
-    from mpi4py import MPI
+    from mpi4py import MPI  # optional (test extra); only ranks under mpirun need it
     try:
         rows = measure(job["ops"], job["sizes"])
     except Exception as exc:

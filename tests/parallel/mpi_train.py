@@ -26,7 +26,7 @@ SPEC = ExperimentSpec(n_layer=2, n_head=2, n_embd=32, vocab_size=96, seq_len=16,
 
 
 def distribution(name, size):
-    from nntile_lab.dist.mpi import BlockCyclic, OnRank, TileCyclic
+    from nntile_lab.parallel.mpi import BlockCyclic, OnRank, TileCyclic
     if name in ("tile-cyclic", "data-parallel"):
         return TileCyclic()
     if name == "weights-2d":
@@ -76,7 +76,7 @@ def main(argv=None) -> int:
             seq = (start + np.arange(SPEC.seq_len + 1)) % SPEC.vocab_size
             ids, labels = seq[:, :-1], seq[:, 1:]
             if args.distribution == "data-parallel" and rt.mpi:
-                from nntile_lab.dist.mpi import BlockCyclic
+                from nntile_lab.parallel.mpi import BlockCyclic
                 with rt.mpi.distribute(BlockCyclic(axes=(0,))):   # batch-major activations
                     losses.append(model.forward_backward(ids, labels))
             else:

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 
+from nntile_lab.proxies import collectives as coll
+from nntile_lab.proxies import extrapolate as ex
+from nntile_lab.proxies import models, replay
+
 
 def register_cli(subparsers):
-    from nntile_lab.dist.proxies import CONFIGS, MODELS
     p = subparsers.add_parser(
         "proxy", help="communication of one training iteration of GPT-2/GPT-3/CosmoFlow/DLRM",
         description=__doc__ + " Without --dry-run the plan is replayed with mpi4py under "
         "mpirun on data·tensor·pipeline local ranks.")
-    p.add_argument("model", choices=MODELS)
-    names = sorted({n for c in CONFIGS.values() for n in c})
+    p.add_argument("model", choices=models.MODELS)
+    names = sorted({n for c in models.CONFIGS.values() for n in c})
     p.add_argument("--config", default=None, metavar="NAME",
                    help=f"model config ({', '.join(names)}; default: gpt2 large, gpt3 175b, "
                         "reference)")
@@ -33,12 +36,11 @@ def register_cli(subparsers):
                    help="replay every message with 1/N of its floats (big models on one node)")
     p.add_argument("--timeout", type=float, default=600, help="seconds before the replay fails")
     p.add_argument("--dry-run", action="store_true", help="print the plan; start no MPI")
-    from nntile_lab.dist.extrapolate import INTERCONNECTS
     x = p.add_argument_group("extrapolation (α-β model; no MPI)")
     x.add_argument("--extrapolate", default=None, metavar="N,N,...",
                    help="node counts (one rank each; data = N / (tensor·pipeline))")
     x.add_argument("--interconnect", default="infiniband-hdr,ethernet-100g",
-                   help=f"comma list of {', '.join(INTERCONNECTS)}")
+                   help=f"comma list of {', '.join(ex.INTERCONNECTS)}")
     x.add_argument("--latency-us", type=float, default=None, help="override the link latency")
     x.add_argument("--bandwidth-gbs", type=float, default=None,
                    help="override the link bandwidth (GB/s)")
@@ -51,7 +53,7 @@ def register_cli(subparsers):
                               "all-to-all and p2p under mpirun, fit α-β per operation on every "
                               "other size and check it on the sizes between.")
     c.add_argument("--ranks", type=int, default=2, help="local ranks (default 2)")
-    c.add_argument("--ops", default=",".join(_ops()), help="comma list (default: all)")
+    c.add_argument("--ops", default=",".join(coll.OPS), help="comma list (default: all)")
     c.add_argument("--min-bytes", type=int, default=8)
     c.add_argument("--max-bytes", type=int, default=64 * 2**20, help="default 64 MiB")
     c.add_argument("--plot", default=None, metavar="FILE", help="write measured vs model")
@@ -61,13 +63,7 @@ def register_cli(subparsers):
     return p
 
 
-def _ops():
-    from nntile_lab.dist.collectives import OPS
-    return OPS
-
-
 def _collectives_cli(args) -> int:
-    from nntile_lab.dist import collectives as coll
     if args.ranks < 2:
         raise ValueError(f"--ranks {args.ranks}: the benchmark needs at least 2 ranks")
     rows = coll.run(args.ranks, [o for o in args.ops.split(",") if o],
@@ -87,10 +83,8 @@ def build_kwargs(args) -> dict:
 
 
 def _proxy_cli(args) -> int:
-    from nntile_lab.dist import proxies, replay
     kw = build_kwargs(args)
     if args.extrapolate:
-        from nntile_lab.dist import extrapolate as ex
         try:
             nodes = [int(n) for n in args.extrapolate.split(",") if n]
         except ValueError:
@@ -104,7 +98,7 @@ def _proxy_cli(args) -> int:
         print(json.dumps(rows) if args.json else ex.report(rows))
         return 0
     if args.dry_run:
-        plan = proxies.build(**kw)
+        plan = models.build(**kw)
         print(json.dumps(plan.to_dict()) if args.json else plan.report())
         return 0
     res = replay.launch(kw, iterations=args.iterations, scale=args.scale,

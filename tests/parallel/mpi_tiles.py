@@ -7,7 +7,7 @@ import numpy as np
 import nntile_lab as nl
 from nntile_lab import ops
 from nntile_lab import tensor as T
-from nntile_lab.dist.mpi import BlockCyclic, OnRank, Replicated, TileCyclic
+from nntile_lab.parallel.mpi import BlockCyclic, OnRank, Replicated, TileCyclic
 
 
 def main() -> int:

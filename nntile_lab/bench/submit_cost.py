@@ -1,7 +1,7 @@
 """What submitting one task costs from Python (the path every op takes), to check that the
 StarPU-MPI branch in the generated submit helpers leaves the single-process path as fast:
 
-    python -m nntile_lab.dist.submit_cost [--tasks 20000] [--repeats 7]
+    python -m nntile_lab.bench.submit_cost [--tasks 20000] [--repeats 7]
 
 Submits ``fill`` on 1-element tiles (the kernel is next to nothing) with one eager worker and
 prints the median and minimum µs per task over the repeats."""

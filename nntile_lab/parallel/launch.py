@@ -14,7 +14,7 @@ import shlex
 import subprocess
 import sys
 
-from nntile_lab.dist.replay import mpirun_command
+from nntile_lab.parallel.mpirun import mpirun_command
 
 
 def _strip(argv: list[str], option: str, takes_value: bool = True) -> list[str]:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from nntile_lab.dist.mpi import BlockCyclic, OnRank, Replicated, TileCyclic, wanted
-from nntile_lab.dist.replay import mpirun_command
+from nntile_lab.parallel.mpi import BlockCyclic, OnRank, Replicated, TileCyclic, wanted
+from nntile_lab.parallel.mpirun import mpirun_command
 
 HERE = Path(__file__).parent
 REPO = HERE.parent.parent
@@ -61,7 +61,7 @@ def test_single_process_has_no_mpi(monkeypatch):
 
 
 def test_submit_cost_measures():
-    from nntile_lab.dist.submit_cost import measure
+    from nntile_lab.bench.submit_cost import measure
     r = measure(tasks=2000, repeats=2)
     assert r["mpi_built"] and 0 < r["min_us"] <= r["median_us"] < 1000
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nntile_lab.dist.collectives import cost
-from nntile_lab.dist.plan import FLOAT_BYTES, P2P, Collective, Compute, Plan, Wait
+from nntile_lab.proxies.collectives import cost, save_figure
+from nntile_lab.proxies.models import build
+from nntile_lab.proxies.program import FLOAT_BYTES, P2P, Collective, CommPlan, Compute, Wait
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ def link(name: str = "infiniband-hdr", latency_us: float | None = None,
     return Link(f"{name} ({lat * 1e6:g} us, {bw / 1e9:g} GB/s)" if custom else name, lat, bw)
 
 
-def simulate(plan: Plan, ln: Link) -> dict:
+def simulate(plan: CommPlan, ln: Link) -> dict:
     """{"iteration_s", "compute_s", "exposed_s", "comm_s"} of one iteration (module doc)."""
     lay = plan.layout
     stages = [lay.rank(s, 0, 0) for s in range(lay.pipeline)]
@@ -112,7 +113,6 @@ def simulate(plan: Plan, ln: Link) -> dict:
 
 def extrapolate(build_kwargs: dict, nodes, links) -> list[dict]:
     """Rows (nodes, link, iteration_s, …) for each node count the layout admits."""
-    from nntile_lab.dist.proxies import build
     fixed = build_kwargs.get("tensor", 1) * build_kwargs.get("pipeline", 1)
     rows = []
     for n in nodes:
@@ -142,11 +142,9 @@ def report(rows: list) -> str:
 
 def plot(rows: list, path: str, title: str = "") -> str:
     """Iteration time (solid) and exposed communication (dashed) against nodes, per link."""
-    import matplotlib
+    import matplotlib  # heavy: only a plot loads pyplot
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from nntile_lab.dist.collectives import _save
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for i, name in enumerate(dict.fromkeys(r["link"] for r in rows if "link" in r)):
         pts = [r for r in rows if r.get("link") == name]
@@ -157,6 +155,6 @@ def plot(rows: list, path: str, title: str = "") -> str:
            title=title or "extrapolated iteration (solid) and exposed communication (dashed)")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    _save(fig, path)
+    save_figure(fig, path)
     plt.close(fig)
     return path

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.dist.test_mpi_tiles import HERE, REPO, mpirun
+from tests.parallel.test_mpi_tiles import HERE, REPO, mpirun
 from tests.torch_adapter import tiny_dataset
 
 TOL = 1e-5

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from nntile_lab.cli import main
-from nntile_lab.dist import proxies, replay
+from nntile_lab.proxies import models, replay
 
 
 @pytest.mark.parametrize("model,layout", [
@@ -18,7 +18,7 @@ def test_replay_under_mpirun(model, layout):
     kw = dict(model=model, config_name={"gpt2": "small", "gpt3": "small"}.get(model),
               seq_len=64 if model.startswith("gpt") else None,
               grad_accum=2 if model.startswith("gpt") else None, tflops=50.0, **layout)
-    plan = proxies.build(**kw)
+    plan = models.build(**kw)
     res = replay.launch(kw, iterations=2, scale=4 if model == "cosmoflow" else 1, timeout=240)
     rows = res["ranks"]
     assert [r["rank"] for r in rows] == list(range(plan.layout.world))
