@@ -18,7 +18,7 @@ from nntile_lab import cli
 from nntile_lab._lib import ffi, lib
 from nntile_lab.bench import kernels as K
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _codelet_names():
