@@ -1,9 +1,9 @@
-"""Running what an ``ExperimentSpec`` describes: the model and optimizer it builds, and
-training steps under a trace (``nntile-lab trace``, the sweeps).
+"""Running what an ``ExperimentSpec`` describes: the runtime, model and optimizer it builds,
+and its training steps.
 
-The layer between the spec and its users: ``train.cli``, ``trace.cli``, ``bench`` and
-``sweep`` import this module, it imports the model, optimizer and trace recorder, and none
-of those imports a CLI (so there is no import cycle).
+The layer between the spec and its users: ``train``, ``trace`` (steps under a Trace),
+``bench`` and ``sweep`` import this module; it imports the model, optimizer and runtime,
+and nothing above them (docs/layout.md).
 """
 from __future__ import annotations
 
@@ -84,26 +84,3 @@ def timed_steps(step, warmup_steps: int, measure_steps: int, first: int = 0) -> 
         step(k)
         times.append(time.perf_counter() - t0)
     return times
-
-
-def run_for_trace(spec: ExperimentSpec, steps: int, data=None, warmup_steps: int = 1,
-                  profiling: bool = True, bound: bool = False):
-    """``steps`` training steps of ``spec`` under a Trace, after ``warmup_steps`` untraced
-    ones. Returns ``(stopped trace, memory by category, tokens per step)``.
-    ``data="random"`` draws random tokens instead of reading a dataset."""
-    from nntile_lab.trace import Trace
-
-    batches = RandomTokens(spec.vocab_size) if data == "random" else train_split(data)
-    tokens = spec.tokens_per_step()
-    with runtime(spec, profiling=profiling) as rt:
-        model, optimizer, schedule = build(spec)
-        step = step_function(spec, rt, model, optimizer, schedule, batches)
-        for k in range(warmup_steps):
-            step(k)
-        tr = Trace(rt, bound=bound).start()
-        for k in range(warmup_steps, warmup_steps + steps):
-            step(k)
-            tr.mark_step(tokens)
-        memory = tr.memory_by_category(model, optimizer)
-        tr.stop()
-    return tr, memory, tokens

@@ -319,15 +319,6 @@ def empty_like(x: TiledTensor, dtype=None) -> TiledTensor:
     return TiledTensor(x.traits, x.dtype if dtype is None else dtype, x.runtime)
 
 
-def full(shape, value, tile_shape=None, dtype=np.float32) -> TiledTensor:
-    from nntile_lab.ops import fill
-    return fill(empty(shape, tile_shape, dtype), value)
-
-
-def zeros(shape, tile_shape=None, dtype=np.float32) -> TiledTensor:
-    return full(shape, 0, tile_shape, dtype)
-
-
 def from_numpy(array: np.ndarray, tile_shape=None) -> TiledTensor:
     """Split a C-contiguous float32 or int64 array into tiles."""
     array = _check_array(array)

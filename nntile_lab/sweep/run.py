@@ -119,7 +119,7 @@ def run(specs, cache_dir=None, *, isolate: bool = True, progress: bool = True,
     ``cache_dir`` (default ``~/.cache/nntile_lab/sweep``, ``$NNTILE_LAB_CACHE``) holds
     finished points; points run earlier with the same code are read from it, points that
     failed are retried only with ``retry_errors``. ``on_point(row)`` is called after each
-    point (the widgets redraw from it). ``peak_gflops`` defaults to ``nntile_lab.peak``'s
+    point (the widgets redraw from it). ``peak_gflops`` defaults to ``nntile_lab.sgemm_peak``'s
     cached sgemm peak. ``df.attrs["messages"]`` lists what was ignored and why (corrupt
     or outdated cache files).
     """
@@ -128,8 +128,7 @@ def run(specs, cache_dir=None, *, isolate: bool = True, progress: bool = True,
     messages: list[str] = []
     own_peak = peak_gflops is None and any(isinstance(s, ExperimentSpec) for s in specs)
     if own_peak:
-        from nntile_lab.peak import peak_gflops as measured_peak
-        peak_gflops = measured_peak()
+        peak_gflops = sgemm_peak.gflops()
     rows = []
     bar = tqdm(total=len(specs), desc="sweep", unit="point", disable=not progress,
                dynamic_ncols=True)
@@ -153,7 +152,7 @@ def run(specs, cache_dir=None, *, isolate: bool = True, progress: bool = True,
     fastest = df["gflops"].max() if len(df) else None
     if own_peak and fastest is not None and fastest > peak_gflops:
         # a point beat the cached peak: that peak was measured on busy cores
-        better = measured_peak(at_least=float(fastest))
+        better = sgemm_peak.gflops(at_least=float(fastest))
         mine = df["peak_gflops"] == peak_gflops
         df.loc[mine, "mfu"] = df.loc[mine, "gflops"] / better
         df.loc[mine, "peak_gflops"] = better

@@ -7,12 +7,13 @@
             tr.mark_step(tokens=ids.size)
         tr.memory_by_category(model, opt)  # while the model lives
     tr.tasks                              # pandas: name, worker, submit_us, start_us, ...
-    metrics.summary(tr, peak_gflops=nntile_lab.peak.peak_gflops())
+    metrics.summary(tr, peak_gflops=nntile_lab.sgemm_peak.gflops())
     viz.gantt(tr, step=2).savefig("gantt.png"); viz.save_all(tr, "out/")
     write_chrome(tr, "trace.json")        # Perfetto
 
 Modules: ``records`` (Trace and its tables), ``metrics``, ``viz``, ``chrome``,
-``overhead`` (what tracing costs), ``cli`` (``nntile-lab trace`` and ``peak``).
+``training`` (training steps under a Trace), ``overhead`` (what tracing costs), ``cli``
+(``nntile-lab trace`` and ``peak``).
 """
 from __future__ import annotations
 
