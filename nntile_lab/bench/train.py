@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import statistics
 
-import numpy as np
-
-from nntile_lab.bench.common import machine, median_time, numpy_blas_threads
+from nntile_lab import sgemm_peak
+from nntile_lab.bench.common import machine, numpy_blas_threads
 from nntile_lab.spec import ExperimentSpec
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
+from nntile_lab import sgemm_peak
 from nntile_lab.spec import ExperimentSpec, field_names
 from nntile_lab.sweep.cache import Cache, code_version
 from nntile_lab.sweep.grid import InvalidSpec

@@ -9,10 +9,10 @@ import time
 import numpy as np
 import pytest
 
-from nntile_lab import cli, experiment, peak, sweep
+from nntile_lab import cli, sgemm_peak, sweep
 from nntile_lab.record import read_record
 from nntile_lab.spec import ExperimentSpec
-from nntile_lab.trace import Trace
+from nntile_lab.trace import Trace, training
 
 BASE = ExperimentSpec(n_layer=1, n_head=2, n_embd=16, vocab_size=64, seq_len=8, batch=2,
                       warmup_steps=1, measure_steps=3, ncpu=2)
@@ -143,7 +143,7 @@ def test_in_process_points(tmp_path, monkeypatch):
 
     def fail(*a, **k):
         raise RuntimeError("starpu_init failed")
-    monkeypatch.setattr(experiment, "run_for_trace", fail)
+    monkeypatch.setattr(training, "run_for_trace", fail)
     df = sweep.run([spec.replace(seed=1)], tmp_path, isolate=False, peak_gflops=PEAK,
                    progress=False)
     assert df.loc[0, "error"] == "RuntimeError: starpu_init failed"
@@ -151,7 +151,7 @@ def test_in_process_points(tmp_path, monkeypatch):
 
 def test_sweep_command(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("NNTILE_LAB_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(peak, "measure", lambda: {"gflops": PEAK, "method": "test",
+    monkeypatch.setattr(sgemm_peak, "measure", lambda: {"gflops": PEAK, "method": "test",
                                                   "blas_threads": 2, "measured": "now"})
     argv = ["sweep", "--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--vocab-size", "64",
             "--seq-len", "8", "--batch", "2", "--ncpu", "2", "--measure-steps", "3",
