@@ -12,11 +12,14 @@ from pathlib import Path
 
 import numpy as np
 
+from nntile_lab.data import load_split, prepare_default_corpus
+from nntile_lab.memory import check
 from nntile_lab.spec import ExperimentSpec
 
 
 def build(spec: ExperimentSpec):
     """``(model, optimizer, schedule)``; call inside a running ``Runtime``."""
+    # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab.nn import GPT2
     from nntile_lab.optim import SGD, Adam, AdamW
 
@@ -33,7 +36,7 @@ def build(spec: ExperimentSpec):
 def runtime(spec: ExperimentSpec, **kw):
     """The ``Runtime`` a spec describes, once the memory planner agrees it can run: a run
     that cannot (cap below a task, no or too small a disk) fails here, before any task."""
-    from nntile_lab.memory import check
+    # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab.runtime import Runtime
     check(spec)
     return Runtime(**spec.runtime_kwargs(), **kw)
@@ -53,7 +56,6 @@ class RandomTokens:
 
 def train_split(data):
     """The training split of a prepared dataset directory (None: the default corpus)."""
-    from nntile_lab.data import load_split, prepare_default_corpus
     return load_split(Path(data) if data else prepare_default_corpus(), "train")
 
 

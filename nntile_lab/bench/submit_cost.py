@@ -14,6 +14,7 @@ import time
 
 
 def measure(tasks: int = 20000, repeats: int = 7) -> dict:
+    # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab import tensor
     from nntile_lab._lib import lib
     from nntile_lab.runtime import Runtime

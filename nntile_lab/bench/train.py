@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import statistics
 
-from nntile_lab import sgemm_peak
+from nntile_lab import experiment, sgemm_peak
+from nntile_lab.bench import torch_baseline
 from nntile_lab.bench.common import machine, numpy_blas_threads
 from nntile_lab.spec import ExperimentSpec
 
@@ -15,7 +16,6 @@ from nntile_lab.spec import ExperimentSpec
 def _nntile_step_times(spec: ExperimentSpec) -> tuple[list[float], int]:
     """The measured steps' wall times of the spec's run (model, optimizer and step as the
     trainer builds them: ``experiment``), after its ``warmup_steps``; and the worker count."""
-    from nntile_lab import experiment
     with experiment.runtime(spec) as rt:
         model, opt, schedule = experiment.build(spec)
         step = experiment.step_function(spec, rt, model, opt, schedule,
@@ -26,7 +26,6 @@ def _nntile_step_times(spec: ExperimentSpec) -> tuple[list[float], int]:
 def torch_baselines(spec: ExperimentSpec, threads: int, compile: bool = True) -> dict:
     """nanoGPT-style PyTorch, eager and (with ``compile``) under torch.compile, on the
     same spec and cores: {"eager": result, "compiled": result} (bench.torch_baseline)."""
-    from nntile_lab.bench import torch_baseline
     out = {"eager": torch_baseline.measure(spec, threads=threads)}
     if compile:
         out["compiled"] = torch_baseline.measure(spec, threads=threads, compile=True)

@@ -60,7 +60,7 @@ class GPT2:
         a result: with drop_grads each gradient is zeroed just before its block's
         backward, not here."""
         hints = self.runtime.hints
-        if accumulate and any(g.storage._dropped for g in self.grads.values()):
+        if accumulate and any(g.storage.dropped for g in self.grads.values()):
             raise RuntimeError("accumulate=True after the optimizer dropped the gradients "
                                "(the invalidate hint): the first micro-batch of a step must "
                                "not accumulate")

@@ -14,6 +14,7 @@ import shlex
 import subprocess
 import sys
 
+from nntile_lab.data import prepare_default_corpus
 from nntile_lab.parallel.mpirun import mpirun_command
 
 
@@ -64,7 +65,6 @@ def relaunch_train(args) -> int:
         print(line)
         return 0
     if not _has(argv, "--data"):   # prepare the default corpus once, before N ranks read it
-        from nntile_lab.data import prepare_default_corpus
         prepare_default_corpus()
     print(f"nntile-lab: {line}", file=sys.stderr, flush=True)
     return subprocess.run(cmd).returncode

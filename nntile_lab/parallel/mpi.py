@@ -25,6 +25,7 @@ import contextlib
 import math
 import os
 import sys
+import traceback
 from dataclasses import dataclass
 
 from nntile_lab._lib import ffi, lib
@@ -94,10 +95,6 @@ def _unravel(flat: int, shape: tuple) -> tuple:
     return tuple(reversed(idx))
 
 
-def _base(tensor):
-    return tensor._base if tensor._base is not None else tensor
-
-
 def wanted() -> bool:
     """StarPU-MPI for this process? ``NNTILE_LAB_MPI`` (1/0) decides; else yes under
     mpirun with more than one rank."""
@@ -143,20 +140,20 @@ class MPIContext:
         because every rank creates the same tensors in the same order."""
         owners = self.distribution.owners(tensor.traits.grid_shape, self.size, self.rank)
         n = len(owners)
-        lib.nl_mpi_register_tiles(n, tensor._handles, ffi.new("int[]", owners),
+        lib.nl_mpi_register_tiles(n, tensor.handles, ffi.new("int[]", owners),
                                   self._next_tag)
         self._next_tag += n
-        tensor._owners = owners
-        tensor._replicated = self.distribution.replicated
+        tensor.owners = owners
+        tensor.replicated = self.distribution.replicated
 
     def gather(self, tensor) -> None:
         """Send every tile of ``tensor`` from its owner to all ranks."""
-        if not _base(tensor)._replicated:
+        if not tensor.storage.replicated:
             lib.nl_mpi_get_all(tensor.traits.ntiles, tensor.handles)
 
     def flush(self, tensor) -> None:
         """Drop the copies received from other ranks (every rank, same point of the flow)."""
-        if not _base(tensor)._replicated:
+        if not tensor.storage.replicated:
             lib.nl_mpi_flush(tensor.traits.ntiles, tensor.handles)
 
     # ---- life cycle --------------------------------------------------------
@@ -174,7 +171,6 @@ class MPIContext:
     def abort(self, exc: BaseException | None = None, code: int = 1) -> None:
         """End every rank now (MPI_Abort): an error on one rank must not leave the others
         waiting for its tiles. Prints the error first."""
-        import traceback
         if exc is not None:
             traceback.print_exception(type(exc), exc, exc.__traceback__)
         print(f"nntile_lab: rank {self.rank} failed: aborting all {self.size} ranks",

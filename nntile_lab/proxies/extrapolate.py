@@ -144,7 +144,7 @@ def plot(rows: list, path: str, title: str = "") -> str:
     """Iteration time (solid) and exposed communication (dashed) against nodes, per link."""
     import matplotlib  # heavy: only a plot loads pyplot
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after use("Agg"): a file, never a window
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for i, name in enumerate(dict.fromkeys(r["link"] for r in rows if "link" in r)):
         pts = [r for r in rows if r.get("link") == name]

@@ -28,6 +28,7 @@ def __getattr__(name: str):
     first use, so reading and drawing saved traces works without StarPU."""
     if name != "Trace":
         raise AttributeError(f"module 'nntile_lab.trace' has no attribute {name!r}")
+    # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab.trace.records import Trace
     globals()["Trace"] = Trace
     return Trace

@@ -93,7 +93,7 @@ class Trace:
         for b in range(lib.starpu_bus_get_count()):
             lib.nl_bus_stats(b, ffi.NULL)
         lib.nl_trace_clear()
-        _drain_samples()                  # drop samples left by an earlier trace
+        drain_samples()                  # drop samples left by an earlier trace
         if self.record_bound:
             lib.starpu_bound_start(0, 0)
         self.t0 = lib.starpu_timing_now()
@@ -127,7 +127,7 @@ class Trace:
                 lib.starpu_bound_stop()  # StarPU's flag outlives the runtime: always clear it
             Trace._active, self.running = None, False
         self._collect_tasks()
-        self.memory = _memory_table(_drain_samples(), self.t0)
+        self.memory = _memory_table(drain_samples(), self.t0)
         if rt.alive:
             self.duration_us = lib.starpu_timing_now() - self.t0
             self.workers = _worker_table(rt.nworkers)
@@ -136,7 +136,7 @@ class Trace:
             if not self._prev_profiling:
                 lib.starpu_profiling_status_set(lib.STARPU_PROFILING_DISABLE)
         self.steps = self._step_table()
-        rt._raise_task_error()
+        rt.raise_task_error()
         return self
 
     def __enter__(self) -> Trace:
@@ -152,12 +152,12 @@ class Trace:
         minus the other three (temporaries included). Call it while the model lives;
         the figures use the result."""
         opt = [t for slot in getattr(optimizer, "state", {}).values() for t in slot.values()]
-        self.static_memory = {"parameters": _tensor_bytes(model.params.values()),
-                              "gradients": _tensor_bytes(model.grads.values()),
-                              "optimizer state": _tensor_bytes(opt)}
+        self.static_memory = {"parameters": tensor_bytes(model.params.values()),
+                              "gradients": tensor_bytes(model.grads.values()),
+                              "optimizer state": tensor_bytes(opt)}
         if self.running:
             lib.nl_memory_sample()
-            peak = peak_used(_memory_table(_drain_samples(keep=True), self.t0))
+            peak = peak_used(_memory_table(drain_samples(keep=True), self.t0))
         else:
             peak = peak_used(self.memory)
         return self.categories(peak)
@@ -271,7 +271,7 @@ _RECORD_DTYPE = _struct_dtype(ffi.typeof("struct nl_task_record"))
 _SAMPLE_DTYPE = _struct_dtype(ffi.typeof("struct nl_mem_sample"))
 
 
-def _drain_samples(keep: bool = False) -> np.ndarray:
+def drain_samples(keep: bool = False) -> np.ndarray:
     """The memory samples taken so far (``keep``: leave them for the next call)."""
     n = lib.nl_samples_count()
     buf = ffi.new("struct nl_mem_sample[]", max(n, 1))
@@ -346,12 +346,12 @@ def _bound() -> dict:
                     "10 executions of each); run more steps or set STARPU_CALIBRATE=1"}
 
 
-def _tensor_bytes(tensors) -> int:
+def tensor_bytes(tensors) -> int:
     """Bytes of the tiles behind ``tensors``, each base tensor counted once (views
     share their base's tiles)."""
     seen, total = set(), 0
     for t in tensors:
-        base = t._base or t
+        base = t.storage
         if id(base) not in seen:
             seen.add(id(base))
             total += sum(base.traits.tile_sizes) * base.dtype.itemsize

@@ -28,7 +28,7 @@ def main() -> int:
                 b = T.from_numpy(b_np, (8, 16))
                 c = T.from_numpy(c_np, (16, 16))
                 owners = d.owners(a.grid_shape, p, mpi.rank)
-                assert a._owners == owners
+                assert a.owners == owners
                 ops.gemm(a, b, alpha=0.5, beta=2.0, out=c)       # tiles move between ranks
                 ops.add(c, c, alpha=1.0, beta=1.0)               # c = 2c
                 got = c.to_numpy()

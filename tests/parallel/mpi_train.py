@@ -56,7 +56,7 @@ def main(argv=None) -> int:
         if ctx:
             ctx.__enter__()
         model, opt, schedule = experiment.build(SPEC)
-        owned = np.bincount([o for p in model.params.values() for o in (p._owners or [0])],
+        owned = np.bincount([o for p in model.params.values() for o in (p.owners or [0])],
                             minlength=size).tolist()
         first = 0
         if args.resume:   # every rank reads the files and writes the tiles it owns

@@ -81,7 +81,7 @@ def test_cache_is_off_out_of_core(tmp_path):
 def test_bad_cache_size_is_refused(bad):
     with pytest.raises(ValueError, match="buffer_cache_mb"):
         nl.Runtime(buffer_cache_mb=bad)
-    assert nl.Runtime._active is None
+    assert nl.Runtime.active is None
 
 
 def _train(buffer_cache_mb):

@@ -152,7 +152,7 @@ def test_in_process_points(tmp_path, monkeypatch):
 def test_sweep_command(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("NNTILE_LAB_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(sgemm_peak, "measure", lambda: {"gflops": PEAK, "method": "test",
-                                                  "blas_threads": 2, "measured": "now"})
+                                                        "blas_threads": 2, "measured": "now"})
     argv = ["sweep", "--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--vocab-size", "64",
             "--seq-len", "8", "--batch", "2", "--ncpu", "2", "--measure-steps", "3",
             "--vocab-tile", "32,64,0", "--scheduler", "lws", "--no-progress"]
