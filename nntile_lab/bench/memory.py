@@ -51,7 +51,7 @@ def measure_point(spec: ExperimentSpec) -> dict:
     StarPU's peak RAM, the process's peak RSS, the disk traffic per measured step."""
     # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab._lib import lib
-    from nntile_lab.trace.records import drain_samples
+    from nntile_lab.trace.recorder import drain_samples
 
     batches = experiment.RandomTokens(spec.vocab_size)
     starpu_peak = 0

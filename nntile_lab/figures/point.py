@@ -106,7 +106,7 @@ def _tiny(spec):
 def _nntile(spec, cap: MemoryCap) -> tuple[list, dict]:
     """The trainer's step on ``spec`` (``experiment``: model, optimizer, schedule, clipping)."""
     # loads the compiled extension: importing this module must not (--help, readers)
-    from nntile_lab.trace.records import tensor_bytes
+    from nntile_lab.trace.recorder import tensor_bytes
     with experiment.runtime(spec) as rt:
         def trainer(spec):
             model, opt, schedule = experiment.build(spec)

@@ -11,7 +11,7 @@
     viz.gantt(tr, step=2).savefig("gantt.png"); viz.save_all(tr, "out/")
     write_chrome(tr, "trace.json")        # Perfetto
 
-Modules: ``records`` (Trace and its tables), ``metrics``, ``viz``, ``chrome``,
+Modules: ``recorder`` (Trace and its tables), ``metrics``, ``viz``, ``chrome``,
 ``training`` (training steps under a Trace), ``overhead`` (what tracing costs), ``cli``
 (``nntile-lab trace`` and ``peak``).
 """
@@ -29,6 +29,6 @@ def __getattr__(name: str):
     if name != "Trace":
         raise AttributeError(f"module 'nntile_lab.trace' has no attribute {name!r}")
     # loads the compiled extension: importing this module must not (--help, readers)
-    from nntile_lab.trace.records import Trace
+    from nntile_lab.trace.recorder import Trace
     globals()["Trace"] = Trace
     return Trace

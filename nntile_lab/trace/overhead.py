@@ -24,7 +24,7 @@ import numpy as np
 import nntile_lab as nl
 from nntile_lab import experiment
 from nntile_lab.spec import DEFAULTS, ExperimentSpec
-from nntile_lab.trace.records import Trace
+from nntile_lab.trace.recorder import Trace
 
 # ~1000 tasks a step, tens of µs each: many small tasks, where a per-task cost shows most.
 SMALL = ExperimentSpec(n_layer=2, n_head=4, n_embd=128, seq_len=64, vocab_size=512, batch=4,

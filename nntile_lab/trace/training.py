@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from nntile_lab.experiment import RandomTokens, build, runtime, step_function, train_split
 from nntile_lab.spec import ExperimentSpec
-from nntile_lab.trace.records import Trace
+from nntile_lab.trace.recorder import Trace
 
 
 def run_for_trace(spec: ExperimentSpec, steps: int, data=None, warmup_steps: int = 1,

@@ -8,7 +8,7 @@ import pytest
 
 import nntile_lab as nl
 from nntile_lab.trace import Trace, metrics
-from nntile_lab.trace.records import TASK_COLUMNS
+from nntile_lab.trace.recorder import TASK_COLUMNS
 
 
 def tiled_gemm_trace(rt, layer=None, phase=None):
