@@ -12,7 +12,7 @@ from nntile_lab.proxies import models, replay
 def register_cli(subparsers):
     p = subparsers.add_parser(
         "proxy", help="communication of one training iteration of GPT-2/GPT-3/CosmoFlow/DLRM",
-        description=__doc__ + " Without --dry-run the plan is replayed with mpi4py under "
+        description=__doc__ + " Without --dry-run the proxy is replayed with mpi4py under "
         "mpirun on data·tensor·pipeline local ranks.")
     p.add_argument("model", choices=models.MODELS)
     names = sorted({n for c in models.CONFIGS.values() for n in c})
@@ -35,7 +35,7 @@ def register_cli(subparsers):
     p.add_argument("--scale", type=int, default=1, metavar="N",
                    help="replay every message with 1/N of its floats (big models on one node)")
     p.add_argument("--timeout", type=float, default=600, help="seconds before the replay fails")
-    p.add_argument("--dry-run", action="store_true", help="print the plan; start no MPI")
+    p.add_argument("--dry-run", action="store_true", help="print the proxy; start no MPI")
     x = p.add_argument_group("extrapolation (α-β model; no MPI)")
     x.add_argument("--extrapolate", default=None, metavar="N,N,...",
                    help="node counts (one rank each; data = N / (tensor·pipeline))")
@@ -98,8 +98,8 @@ def _proxy_cli(args) -> int:
         print(json.dumps(rows) if args.json else ex.report(rows))
         return 0
     if args.dry_run:
-        plan = models.build(**kw)
-        print(json.dumps(plan.to_dict()) if args.json else plan.report())
+        proxy = models.build(**kw)
+        print(json.dumps(proxy.to_dict()) if args.json else proxy.report())
         return 0
     res = replay.launch(kw, iterations=args.iterations, scale=args.scale,
                         timeout=args.timeout)

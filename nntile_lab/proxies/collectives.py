@@ -1,7 +1,7 @@
 """Collective benchmarks under mpirun and their α-β (latency-bandwidth) model.
 
 Cost of one operation on ``P`` ranks for ``n`` bytes (ring / pairwise algorithms; ``n`` means
-what the plan's ``count`` means: the allreduce buffer, a rank's allgather contribution, what a
+what the proxy's ``count`` means: the allreduce buffer, a rank's allgather contribution, what a
 rank keeps of a reduce-scatter, a rank's whole all-to-all buffer, one p2p message)::
 
     p2p             α + n·β

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from nntile_lab.proxies.collectives import cost, save_figure
 from nntile_lab.proxies.models import build
-from nntile_lab.proxies.program import FLOAT_BYTES, P2P, Collective, CommPlan, Compute, Wait
+from nntile_lab.proxies.program import FLOAT_BYTES, P2P, Collective, Compute, Proxy, Wait
 
 
 @dataclass(frozen=True)
@@ -58,9 +58,9 @@ def link(name: str = "infiniband-hdr", latency_us: float | None = None,
     return Link(f"{name} ({lat * 1e6:g} us, {bw / 1e9:g} GB/s)" if custom else name, lat, bw)
 
 
-def simulate(plan: CommPlan, ln: Link) -> dict:
+def simulate(proxy: Proxy, ln: Link) -> dict:
     """{"iteration_s", "compute_s", "exposed_s", "comm_s"} of one iteration (module doc)."""
-    lay = plan.layout
+    lay = proxy.layout
     stages = [lay.rank(s, 0, 0) for s in range(lay.pipeline)]
     pc = {r: 0 for r in stages}
     clock = {r: 0.0 for r in stages}
@@ -73,10 +73,10 @@ def simulate(plan: CommPlan, ln: Link) -> dict:
             return cost(e.op, e.count * FLOAT_BYTES, lay.size(e.group), ln.latency_s, ln.beta)
         return len(e.sends) * (ln.latency_s + e.count * FLOAT_BYTES * ln.beta)
 
-    while any(pc[r] < len(plan.program(r)) for r in stages):
+    while any(pc[r] < len(proxy.program(r)) for r in stages):
         progressed = False
         for r in stages:
-            prog = plan.program(r)
+            prog = proxy.program(r)
             while pc[r] < len(prog):
                 e = prog[pc[r]]
                 if isinstance(e, P2P) and e.group == "pipeline" and e.recvs:
@@ -103,9 +103,9 @@ def simulate(plan: CommPlan, ln: Link) -> dict:
                 pc[r] += 1
                 progressed = True
         if not progressed:
-            raise RuntimeError("the plan deadlocks: a pipeline receive has no matching send")
+            raise RuntimeError("the proxy deadlocks: a pipeline receive has no matching send")
     end = max(clock[r] for r in stages)
-    compute = max(sum(e.seconds for e in plan.program(r) if isinstance(e, Compute))
+    compute = max(sum(e.seconds for e in proxy.program(r) if isinstance(e, Compute))
                   for r in stages)
     return {"iteration_s": end, "compute_s": compute, "exposed_s": end - compute,
             "comm_s": max(busy.values())}
@@ -120,12 +120,12 @@ def extrapolate(build_kwargs: dict, nodes, links) -> list[dict]:
             raise ValueError(f"{n} nodes: must be a multiple of tensor·pipeline = {fixed}")
         kw = dict(build_kwargs, data=n // fixed)
         try:
-            plan = build(**kw)
+            proxy = build(**kw)
         except ValueError as exc:
             rows.append({"nodes": n, "error": str(exc)})
             continue
         for ln in links:
-            rows.append({"nodes": n, "link": ln.name, **simulate(plan, ln)})
+            rows.append({"nodes": n, "link": ln.name, **simulate(proxy, ln)})
     return rows
 
 

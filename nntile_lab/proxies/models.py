@@ -34,9 +34,9 @@ from nntile_lab.proxies.program import (
     FLOAT_BYTES,
     P2P,
     Collective,
-    CommPlan,
     Compute,
     Layout,
+    Proxy,
     Wait,
     summarize,
 )
@@ -110,8 +110,8 @@ def config(model: str, name: str | None = None):
 def build(model: str, config_name: str | None = None, *, data: int = 1, tensor: int = 1,
           pipeline: int = 1, seq_len: int | None = None, micro_batch: int | None = None,
           grad_accum: int | None = None, bucket: str = "param", tflops: float = 100.0,
-          mem_gbs: float = 1500.0) -> CommPlan:
-    """The plan of one training iteration of ``model`` (see the module docstring)."""
+          mem_gbs: float = 1500.0) -> Proxy:
+    """The proxy of one training iteration of ``model`` (see the module docstring)."""
     cfg = config(model, config_name)
     name = config_name or DEFAULT_CONFIG[model]
     lay = Layout(data, tensor, pipeline)
@@ -207,7 +207,7 @@ def _free_gradients(prog: list, done_at: dict, freed: int, k: int) -> int:
     return freed
 
 
-def _gpt(model, name, cfg: Transformer, lay: Layout, accum, bucket, flops_s) -> CommPlan:
+def _gpt(model, name, cfg: Transformer, lay: Layout, accum, bucket, flops_s) -> Proxy:
     _check_positive(seq_len=cfg.seq_len, micro_batch=cfg.micro_batch, grad_accum=accum)
     if cfg.seq_len > cfg.n_positions:
         raise ValueError(f"--seq-len {cfg.seq_len} exceeds the config's n_positions "
@@ -295,7 +295,7 @@ def _gpt(model, name, cfg: Transformer, lay: Layout, accum, bucket, flops_s) -> 
     if p > 1:
         notes.append("the tied embedding's gradient is all-reduced on the first and last stage "
                      "(the first↔last sync of Megatron is not modelled)")
-    return CommPlan(model, name, lay, summarize(programs, describe), programs, notes,
+    return Proxy(model, name, lay, summarize(programs, describe), programs, notes,
                 {"n_layer": cfg.n_layer, "n_embd": e, "seq_len": cfg.seq_len,
                  "micro_batch": cfg.micro_batch, "grad_accum": accum, "bucket": bucket,
                  "parameters": n_params, "layer_forward_gflop": layer_fwd / 1e9})
@@ -328,7 +328,7 @@ def cosmoflow_parameters(cfg: CNN3D) -> tuple[list[int], list[int]]:
     return conv, dense
 
 
-def _cosmoflow(name, cfg: CNN3D, lay: Layout, flops_s) -> CommPlan:
+def _cosmoflow(name, cfg: CNN3D, lay: Layout, flops_s) -> Proxy:
     if lay.pipeline != 1:
         raise ValueError("cosmoflow has no pipeline layout: use --data and --tensor "
                          "(spatial shards)")
@@ -388,7 +388,7 @@ def _cosmoflow(name, cfg: CNN3D, lay: Layout, flops_s) -> CommPlan:
         programs[rank] = _tag_p2p(prog)
     notes = ["conv0's input halo comes with the data loading (as in dnn-distributed)",
              "halo: the shard's face (S × S/split), (k-1)/2 = 1 cell deep, per neighbour"]
-    return CommPlan("cosmoflow", name, lay, summarize(programs, lambda r: "all"), programs, notes,
+    return Proxy("cosmoflow", name, lay, summarize(programs, lambda r: "all"), programs, notes,
                 {"side": cfg.side, "micro_batch": b, "spatial_shards": t,
                  "parameters": sum(conv_g) + sum(dense_g)})
 
@@ -405,7 +405,7 @@ def dlrm_top_widths(cfg: Recommender) -> tuple:
     return (f * (f - 1) // 2 + cfg.bottom[-1],) + tuple(cfg.top)
 
 
-def _dlrm(name, cfg: Recommender, lay: Layout, flops_s, bytes_s) -> CommPlan:
+def _dlrm(name, cfg: Recommender, lay: Layout, flops_s, bytes_s) -> Proxy:
     if lay.tensor != 1 or lay.pipeline != 1:
         raise ValueError("dlrm: embeddings are model-parallel over all ranks and the MLPs "
                          "data-parallel; give only --data N")
@@ -443,6 +443,6 @@ def _dlrm(name, cfg: Recommender, lay: Layout, flops_s, bytes_s) -> CommPlan:
         prog.append(Wait())
     programs = {r: list(prog) for r in range(p)}
     notes = [f"{len(cfg.tables)} tables over {p} rank(s): {owned} on the busiest"]
-    return CommPlan("dlrm", name, lay, summarize(programs, lambda r: "all"), programs, notes,
+    return Proxy("dlrm", name, lay, summarize(programs, lambda r: "all"), programs, notes,
                 {"global_batch": cfg.global_batch, "dim": cfg.dim, "tables": len(cfg.tables),
                  "bottom_mlp_parameters": bottom, "top_mlp_parameters": top})

@@ -1,4 +1,4 @@
-"""A communication plan: what every rank does in one training iteration.
+"""A communication proxy: what every rank does in one training iteration.
 
 A *layout* places ``world = pipeline · data · tensor`` ranks on a 3-D grid, tensor ranks
 fastest (they share a node in practice)::
@@ -109,7 +109,7 @@ class Wait:
 
 @dataclass(frozen=True)
 class Message:
-    """One distinct message of the plan (what the tests compare with the proxies' constants)."""
+    """One distinct message of the proxy (what the tests compare with the proxies' constants)."""
 
     label: str
     op: str            # allreduce, allgather, reduce_scatter, alltoall, p2p
@@ -120,7 +120,7 @@ class Message:
 
 
 @dataclass
-class CommPlan:
+class Proxy:
     model: str
     config: str
     layout: Layout

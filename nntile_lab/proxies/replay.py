@@ -1,14 +1,14 @@
-"""Replay a communication plan with mpi4py on ``layout.world`` ranks.
+"""Replay a communication proxy with mpi4py on ``layout.world`` ranks.
 
 Each rank runs its program: emulated compute sleeps for the modelled time, collectives and
 point-to-point messages move real buffers (``count / scale`` floats). Per rank we report
 
     iteration_s  wall time of one iteration (median over ``iterations``)
-    compute_s    emulated compute (the plan's model)
+    compute_s    emulated compute (the proxy's model)
     exposed_s    time spent blocked in MPI = communication not hidden behind compute
     comm_s       wall time of the same program with compute removed (all communication,
                  serialized by its own dependencies)
-    bytes        payload bytes the rank hands to MPI per iteration (plan sizes, unscaled)
+    bytes        payload bytes the rank hands to MPI per iteration (proxy sizes, unscaled)
 
 ``launch`` starts ``mpirun`` for the replay from a plain process (the CLI); under mpirun
 ``replay`` runs in place.
@@ -26,7 +26,7 @@ import numpy as np
 
 from nntile_lab.parallel.mpirun import mpirun_command
 from nntile_lab.proxies.models import build
-from nntile_lab.proxies.program import P2P, Collective, CommPlan, Compute, Wait, event_bytes
+from nntile_lab.proxies.program import P2P, Collective, Compute, Proxy, Wait, event_bytes
 
 
 def _buffers(prog: list, scale: int, group_size):
@@ -51,13 +51,13 @@ def _buffers(prog: list, scale: int, group_size):
     return send, recv
 
 
-def replay(plan: CommPlan, *, iterations: int = 3, warmup: int = 1, scale: int = 1,
+def replay(proxy: Proxy, *, iterations: int = 3, warmup: int = 1, scale: int = 1,
            memory_fraction: float = 0.25) -> dict | None:
-    """Run ``plan`` on MPI.COMM_WORLD; rank 0 returns the report, the others None."""
+    """Run ``proxy`` on MPI.COMM_WORLD; rank 0 returns the report, the others None."""
     from mpi4py import MPI  # optional (test extra); only ranks under mpirun need it
 
     world = MPI.COMM_WORLD
-    lay = plan.layout
+    lay = proxy.layout
     if world.size != lay.world:
         raise ValueError(f"the layout needs {lay.world} ranks, mpirun started {world.size}")
     if scale < 1 or iterations < 1 or warmup < 0:
@@ -68,7 +68,7 @@ def replay(plan: CommPlan, *, iterations: int = 3, warmup: int = 1, scale: int =
     for g in ("tensor", "data", "pipeline"):
         color, key = lay.color(g, rank)
         comms[g] = world.Split(color, key)
-    prog = plan.program(rank)
+    prog = proxy.program(rank)
     send_n, recv_n = _buffers(prog, scale, lay.size)
     need = (send_n + recv_n) * 4 * lay.world
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -144,7 +144,7 @@ def replay(plan: CommPlan, *, iterations: int = 3, warmup: int = 1, scale: int =
         comms[g].Free()
     if rank != 0:
         return None
-    return {"plan": plan.to_dict(), "scale": scale, "iterations": iterations, "ranks": rows,
+    return {"proxy": proxy.to_dict(), "scale": scale, "iterations": iterations, "ranks": rows,
             "iteration_s": max(r["iteration_s"] for r in rows),
             "exposed_s": max(r["exposed_s"] for r in rows),
             "comm_s": max(r["comm_s"] for r in rows),
@@ -152,7 +152,7 @@ def replay(plan: CommPlan, *, iterations: int = 3, warmup: int = 1, scale: int =
 
 
 def report(res: dict) -> str:
-    p = res["plan"]
+    p = res["proxy"]
     lay = p["layout"]
     lines = [f"{p['model']} {p['config']} replayed on {p['world']} rank(s) (data={lay['data']} "
              f"tensor={lay['tensor']} pipeline={lay['pipeline']}), messages / {res['scale']}, "
@@ -168,7 +168,7 @@ def report(res: dict) -> str:
 
 def launch(build_kwargs: dict, *, iterations: int = 3, warmup: int = 1, scale: int = 1,
            timeout: float = 600) -> dict:
-    """Start mpirun on the plan's world size and return rank 0's report."""
+    """Start mpirun on the proxy's world size and return rank 0's report."""
     world = build(**build_kwargs).layout.world     # validates before starting MPI
     with tempfile.TemporaryDirectory(prefix="nntile_proxy_") as tmp:
         out = os.path.join(tmp, "result.json")

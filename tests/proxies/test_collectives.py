@@ -54,10 +54,10 @@ def test_measured_fit_holds_on_held_out_sizes(tmp_path):
 
 
 def test_simulated_pipeline_is_compute_plus_two_messages():
-    plan = models.build("gpt2", "small", seq_len=64, pipeline=2)
+    proxy = models.build("gpt2", "small", seq_len=64, pipeline=2)
     ln = ex.Link("test", 2e-6, 5e9)
-    sim = ex.simulate(plan, ln)
-    compute = sum(e.seconds for r in plan.programs for e in plan.program(r)
+    sim = ex.simulate(proxy, ln)
+    compute = sum(e.seconds for r in proxy.programs for e in proxy.program(r)
                   if isinstance(e, Compute))
     msg = ln.latency_s + 64 * 768 * FLOAT_BYTES * ln.beta
     # one micro-batch: nothing overlaps, the stages take turns

@@ -18,11 +18,11 @@ def test_replay_under_mpirun(model, layout):
     kw = dict(model=model, config_name={"gpt2": "small", "gpt3": "small"}.get(model),
               seq_len=64 if model.startswith("gpt") else None,
               grad_accum=2 if model.startswith("gpt") else None, tflops=50.0, **layout)
-    plan = models.build(**kw)
+    proxy = models.build(**kw)
     res = replay.launch(kw, iterations=2, scale=4 if model == "cosmoflow" else 1, timeout=240)
     rows = res["ranks"]
-    assert [r["rank"] for r in rows] == list(range(plan.layout.world))
-    want = plan.bytes_per_rank()
+    assert [r["rank"] for r in rows] == list(range(proxy.layout.world))
+    want = proxy.bytes_per_rank()
     for r in rows:
         assert r["bytes"] == want[r["rank"]] > 0
         # sleeping at least the modelled time; exposed time is a part of the iteration
