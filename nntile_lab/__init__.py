@@ -16,7 +16,7 @@ _NAMES = {
     "scheduler_names": "nntile_lab.runtime",
     **dict.fromkeys(("TensorTraits", "TiledTensor", "empty", "empty_like", "from_numpy"),
                     "nntile_lab.tensor"),
-    "full": "nntile_lab.ops", "zeros": "nntile_lab.ops",
+    "full": "nntile_lab.ops.create", "zeros": "nntile_lab.ops.create",
 }
 
 __all__ = sorted(_NAMES)

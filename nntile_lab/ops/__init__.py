@@ -1,6 +1,5 @@
 """Tiled ops: each loops over tiles and submits one StarPU task per tile op."""
 from nntile_lab.ops._common import SubmitError
-from nntile_lab.ops.create import full, zeros
 from nntile_lab.ops.elementwise import (
     add,
     axpy,
@@ -31,8 +30,8 @@ from nntile_lab.ops.reduce import (
 )
 from nntile_lab.ops.softmax import softmax, softmax_backward
 
-__all__ = ["SubmitError", "adamw", "add", "add_fiber", "add_slice", "axpy", "copy", "cross_entropy",
-           "embedding", "embedding_backward", "fill", "full", "gelu", "gelu_backward", "gemm",
-           "layer_norm", "layer_norm_backward", "mask_causal", "max_slice", "mul", "mul_fiber",
-           "mul_slice", "permute", "scale", "sgd", "softmax", "softmax_backward", "sum_fiber",
-           "sum_slice", "sumprod_slice", "sumsq_all", "sumsq_slice", "zeros"]
+__all__ = ["SubmitError", "adamw", "add", "add_fiber", "add_slice", "axpy", "copy",
+           "cross_entropy", "embedding", "embedding_backward", "fill", "gelu", "gelu_backward",
+           "gemm", "layer_norm", "layer_norm_backward", "mask_causal", "max_slice", "mul",
+           "mul_fiber", "mul_slice", "permute", "scale", "sgd", "softmax", "softmax_backward",
+           "sum_fiber", "sum_slice", "sumprod_slice", "sumsq_all", "sumsq_slice"]
