@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 # The spec fields ``bench train`` takes (no training schedule: it times a few steps).
@@ -131,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    os.environ.setdefault("MPLBACKEND", "Agg")   # the CLI draws files, never windows
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

@@ -25,8 +25,8 @@ import tempfile
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 
+from nntile_lab.jupyter_figure import Figure
 from nntile_lab.spec import ExperimentSpec
 
 SCHEDULERS = ("dmdasd", "dmdas", "lws", "eager", "heteroprio")

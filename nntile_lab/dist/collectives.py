@@ -225,8 +225,6 @@ def report(res: dict) -> str:
 
 def plot(res: dict, path: str) -> str:
     """Measured points (fitted: filled, held out: hollow) and the model's lines, log-log."""
-    import matplotlib
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fit_rows, held = split(res["rows"])
     fig, ax = plt.subplots(figsize=(7, 4.5))
