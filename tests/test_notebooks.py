@@ -71,8 +71,18 @@ def run_notebook(path, workdir, kernel_specs):
     return nb
 
 
+SHOWN = ("image/png", "application/vnd.jupyter.widget-view+json")
+
+
+def shows_something(cell) -> bool:
+    """A picture or a widget among the cell's outputs (a bare Figure would be text/plain)."""
+    return any(m in o.get("data", {}) for o in cell.outputs for m in SHOWN)
+
+
 @pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
 def test_notebook_runs_in_a_kernel(path, tmp_path, kernel_specs):
+    """Every cell runs; every cell tagged ``figure`` shows a picture or a widget; the notebook
+    writes nothing beside itself (its files go under runs/)."""
     shutil.copy(path, tmp_path / path.name)
     try:
         nb = run_notebook(tmp_path / path.name, tmp_path, kernel_specs)
@@ -82,3 +92,77 @@ def test_notebook_runs_in_a_kernel(path, tmp_path, kernel_specs):
     assert code and all(c.execution_count for c in code), "a code cell did not run"
     errors = [o for c in code for o in c.outputs if o.output_type == "error"]
     assert not errors
+    blank = [c.source.splitlines()[-1] for c in code
+             if "figure" in c.metadata.get("tags", []) and not shows_something(c)]
+    assert not blank, f"{path.name}: cells meant to show a figure show none: {blank}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name], \
+        f"{path.name} wrote files beside itself (they belong under runs/)"
+    stderr = [c.source.splitlines()[-1] for c in code for o in c.outputs
+              if o.output_type == "stream" and o.name == "stderr" and o.text.strip()]
+    assert not stderr or path.name not in ("06_paper_figures.ipynb",), \
+        f"{path.name} prints on stderr (the pink background): {stderr}"
+
+
+def test_notebooks_that_draw_tag_their_figure_cells():
+    """A cell that draws (ends in a figure or a widget, or displays an image) is tagged
+    ``figure``, so the test above checks that it shows one."""
+    widgets = ("sweep", "sched", "explorer")
+    for path in PATHS:
+        for c in nbformat.read(path, as_version=4).cells:
+            if c.cell_type != "code" or not c.source.strip():
+                continue
+            last = c.source.rstrip().splitlines()[-1].strip()
+            draws = (last.startswith(("viz.", "fig")) or last in widgets
+                     or "display(Image" in c.source or "plt.subplots" in c.source)
+            assert not draws or "figure" in c.metadata.get("tags", []), (path.name, last)
+
+
+KERNEL_CELLS = {
+    # a bare Figure from the library, no pyplot, no %matplotlib: a picture
+    "picture": "from nntile_lab.sweep.plots import tile_figure\nimport pandas as pd\n"
+               "tile_figure(pd.DataFrame())",
+    # the library never switches the kernel's backend
+    "backend": "import matplotlib\nimport nntile_lab.figures.draw, nntile_lab.trace.viz\n"
+               "print(dict.__getitem__(matplotlib.rcParams, 'backend'))",
+    # a re-run set-up cell: the running runtime stops, a line says so
+    "setup": "import nntile_lab as nl\nrt = nl.Runtime(scheduler='eager', ncpu=1)\n"
+             "x = nl.full((4,), 1.0, (2,))",
+    "setup again": "rt = nl.Runtime(scheduler='lws', ncpu=1)\n"
+                   "print(rt, nl.full((4,), 2.0, (2,)).to_numpy().sum())",
+    # an interrupted sweep: one line, not a traceback through subprocess
+    "interrupt": "from nntile_lab.sweep import run, grid\n"
+                 "from nntile_lab.spec import ExperimentSpec\nrt.stop()\n"
+                 "def stop(row):\n    raise KeyboardInterrupt\n"
+                 "run(grid(ExperimentSpec(n_layer=1, n_head=2, n_embd=16, vocab_size=64, "
+                 "seq_len=8, batch=2, measure_steps=1), batch_tile=[1, 2]), CACHE, "
+                 "isolate=False, progress=False, on_point=stop, peak_gflops=1.0)",
+    "widget": "%matplotlib widget\nfrom nntile_lab.sweep.plots import tile_figure\n"
+              "tile_figure(pd.DataFrame())",
+}
+
+
+def test_in_a_kernel_figures_show_reruns_work_and_interrupts_are_one_line(tmp_path,
+                                                                          kernel_specs):
+    cells = [f"CACHE = {str(tmp_path / 'cache')!r}", *KERNEL_CELLS.values()]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    km = KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=kernel_specs)
+    NotebookClient(nb, km=km, timeout=CELL_TIMEOUT_S, startup_timeout=120, allow_errors=True,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    out = dict(zip(KERNEL_CELLS, nb.cells[1:]))
+
+    def text(cell):
+        return "".join(o.get("text", "") for o in cell.outputs)
+    picture = out["picture"].outputs
+    assert [o.output_type for o in picture] == ["execute_result"]
+    assert "image/png" in picture[0].data and \
+        picture[0].metadata["image/png"]["width"] == 1000
+    assert "inline" in text(out["backend"]), text(out["backend"])
+    assert not out["setup"].outputs
+    said = text(out["setup again"])
+    assert "stopped the runtime that was running (eager, 1 workers)" in said, said
+    assert "Runtime(scheduler='lws', ncpu=1, running) 8.0" in said
+    (err,) = [o for o in out["interrupt"].outputs if o.output_type == "error"]
+    assert err.ename == "Interrupted" and len(err.traceback) == 1, err.traceback
+    assert err.traceback[0].startswith("Interrupted: sweep stopped after 1 of 2 points")
+    widget = out["widget"].outputs[-1].data
+    assert "application/vnd.jupyter.widget-view+json" in widget and "image/png" in widget

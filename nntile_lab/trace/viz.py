@@ -60,6 +60,12 @@ def _family(name: str):
     return next((f for f in FAMILIES if re.match(f[1], name)), OTHER)
 
 
+def legend_order(name: str) -> tuple:
+    """Ops in a legend: by family (in FAMILIES' order), then by name."""
+    fam = _family(name)
+    return (FAMILIES.index(fam) if fam in FAMILIES else len(FAMILIES), name)
+
+
 def op_colors(names) -> dict:
     """One colour per op name: the ops of a family share its hue and differ in lightness
     (sorted by name, darkest first), so no two ops of ``names`` share a colour and every
@@ -92,7 +98,7 @@ def gantt(tr, window: tuple[float, float] | None = None, step: int | None = None
         t = t[(t["end_us"] > window[0]) & (t["start_us"] < window[1])]
     workers = sorted(set(tr.tasks["worker"]))
     colors = colors or op_colors(tr.tasks["name"])
-    shown = sorted(set(t["name"]))
+    shown = sorted(set(t["name"]), key=legend_order)
     ncol = min(6, max(len(shown), 1))
     legend_rows = -(-len(shown) // ncol)
     fig = Figure(figsize=(12, 1.6 + 0.6 * max(len(workers), 1) + 0.25 * legend_rows),

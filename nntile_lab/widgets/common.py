@@ -68,8 +68,8 @@ def widget_words(text: str) -> str:
     spec's names (``inner_tile``), not the CLI's flags (``--inner-tile``)."""
     from nntile_lab.spec import field_names
     fields = set(field_names())
-    text = text.replace("--no-priorities", "priorities=False")
     text = re.sub(r" \(--[a-z0-9-]+\)", "", text)    # "x=0 (--x) must …" → "x=0 must …"
+    text = text.replace("--no-priorities", "priorities=False")
     return re.sub(r"--([a-z][a-z0-9-]*)",
                   lambda m: m.group(1).replace("-", "_")
                   if m.group(1).replace("-", "_") in fields else m.group(0), text)
