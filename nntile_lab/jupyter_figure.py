@@ -24,6 +24,10 @@ from matplotlib.figure import Figure as _MplFigure
 # the PNG a notebook receives: 2 device pixels per CSS pixel, at 100 CSS pixels per inch
 CSS_DPI = 100
 PIXEL_RATIO = 2
+# an ipympl canvas is shown at its size, never scaled down: the library's figures are at
+# most WIDTH inches wide (900 CSS px fit JupyterLab's output area at 1400 px with the side
+# bar open)
+WIDTH = 9.0
 WIDGET_BACKENDS = ("module://ipympl.backend_nbagg", "widget", "ipympl")
 
 
@@ -53,8 +57,10 @@ def interactive(fig: _MplFigure):
         canvas = Canvas(fig)
         FigureManager(canvas, 0)    # the toolbar and the front end's messages
         canvas.header_visible = False    # the figure's own title says what it is
-        canvas.toolbar_position = "top"
-        canvas.toolbar_visible = "visible"
+        # the toolbar lies over the plot's left edge: shown only while the pointer is over
+        # the figure, so that it never hides the worker names
+        canvas.toolbar_position = "left"
+        canvas.toolbar_visible = "fade-in-fade-out"
     return fig.canvas
 
 

@@ -18,15 +18,18 @@ def test_tile_sweep_button_plots_live_and_shows_a_point(tmp_path):
     assert "nl-sweep-run" in ts.run_button._dom_classes
     assert "nl-sweep-plot" in ts.plot.box._dom_classes
     drawn = []
-    ts.plot.box.observe(lambda c: drawn.append(ts.plot.figure), names="children")
+    ts.plot.box.observe(lambda c: drawn.append(ts.plot.figure), names="outputs")
     ts.run_button.click()                           # what the browser's click does
     df = ts.df
     figures = [f for f in drawn if f is not None]
-    assert len(df) == 3 and len(figures) == 3      # redrawn after each point
+    assert len(df) == 3 and len(figures) == 3 + 1  # redrawn after each point, then done
     assert drawn[0] is None                         # the previous sweep's plot went first
     for f in figures:                               # a live canvas, the figure's own
         assert isinstance(f.canvas, Canvas) and "nl-sweep-plot-canvas" in f.canvas._dom_classes
-    assert ts.plot.box.children == (ts.plot.figure.canvas,)
+    assert ts.plot.shown is ts.plot.figure.canvas
+    (shown,) = ts.plot.box.outputs                  # the one output: the canvas's view
+    view = shown["data"]["application/vnd.jupyter.widget-view+json"]
+    assert view["model_id"] == ts.plot.figure.canvas.model_id
     assert ts.status.value.startswith("done: 3 points, best vocab_tile=")
     assert "vocab_tile=0: vocab_tile=0 must be from 1" in ts.message.value
     assert "--" not in ts.message.value             # the widget's words, not the CLI's
@@ -228,7 +231,9 @@ def test_nothing_ran_is_said_in_words(tmp_path):
     assert df["gflops"].isna().all() and ts.status.value == "done: 1 points, none ran"
     assert ts.plot.figure is None
     assert "none of the 1 points ran (the messages above say why)" in ts.plot.text
-    (words,) = ts.plot.box.children
+    words = ts.plot.shown
+    assert ts.plot.box.outputs[0]["data"]["application/vnd.jupyter.widget-view+json"][
+        "model_id"] == words.model_id
     assert "nl-sweep-plot-words" in words._dom_classes and "none of the 1" in words.value
     assert "vocab_tile=0 must be from 1" in ts.message.value
     from nntile_lab.sweep.plots import scheduler_figure, tile_figure

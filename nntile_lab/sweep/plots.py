@@ -19,7 +19,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from nntile_lab.jupyter_figure import Figure
+from nntile_lab.jupyter_figure import WIDTH, Figure
 from nntile_lab.spec import field_names
 
 
@@ -63,7 +63,7 @@ def _order(values) -> list:
 def tile_figure(df: pd.DataFrame, x: str | None = None, title: str | None = None) -> Figure:
     axes = varied(df)
     x = x or (axes[0] if axes else None)
-    fig = Figure(figsize=(10, 4.2), layout="constrained")
+    fig = Figure(figsize=(WIDTH, 4.2), layout="constrained")
     if x is None or not len(df) or not len(ok_rows(df)):
         return _words(fig, "no points yet" if not len(df) else
                       f"none of the {len(df)} points ran (their errors say why)"
@@ -92,7 +92,7 @@ def _lines(fig, df, x, rest):
     groups = df.groupby([_text(df[r]) for r in rest], sort=False) if rest else [("", df)]
     failed_label = "failed (0)"
     for _, g in groups:
-        label = _label(g.iloc[0], rest)
+        label = _label(g.iloc[0], rest) if rest else None   # one line: nothing to tell apart
         good = ok_rows(g)
         xs = [pos[v] for v in good[x]]
         gf = good["gflops"].astype(float).to_numpy()
@@ -109,7 +109,7 @@ def _lines(fig, df, x, rest):
     b = best(df)
     if b is not None:
         ax.plot([pos[b[x]]], [b["gflops"]], "*", ms=18, color="gold", mec="black",
-                label=f"best: {b['gflops']:.1f} GFLOP/s")
+                label=f"best: {b['gflops']:.3g} GFLOP/s")
     for a, ylab in ((ax, "GFLOP/s (model FLOPs, median; bars min–max)"),
                     (bx, "step time (ms, median)")):
         a.set_xticks(range(len(order)), [str(v) for v in order])
@@ -141,12 +141,12 @@ def _heatmap(fig, df, x, y):
         for j in range(len(xs)):
             if not math.isnan(grid[i, j]):
                 bright = grid[i, j] > np.nanmin(grid) + 0.6 * np.ptp(grid[~np.isnan(grid)])
-                ax.text(j, i, f"{grid[i, j]:.1f}", ha="center", va="center",
+                ax.text(j, i, f"{grid[i, j]:.3g}", ha="center", va="center",
                         color="black" if bright else "white", fontsize="small")
     b = best(df)
     if b is not None:
         ax.plot([xpos[b[x]] - 0.35], [ypos[b[y]] + 0.3], "*", ms=18, color="gold",
-                mec="black", label=f"best: {b['gflops']:.1f} GFLOP/s")
+                mec="black", label=f"best: {b['gflops']:.3g} GFLOP/s")
         ax.legend(loc="upper right", fontsize="small")
     ax.set_xticks(range(len(xs)), [str(v) for v in xs])
     ax.set_yticks(range(len(ys)), [str(v) for v in ys])
@@ -157,7 +157,8 @@ def _heatmap(fig, df, x, y):
 def scheduler_figure(df: pd.DataFrame, title: str | None = None,
                      spread: str = "measured steps") -> Figure:
     """``spread``: what the whiskers span (``"repeats"`` after ``aggregate_repeats``)."""
-    fig = Figure(figsize=(max(7, 0.7 * max(len(df), 1) + 3), 4.6), layout="constrained")
+    fig = Figure(figsize=(min(WIDTH, max(7, 0.5 * max(len(df), 1) + 3)), 4.6),
+                 layout="constrained")
     if not len(df) or not len(ok_rows(df)):
         return _words(fig, "no points yet" if not len(df) else
                       f"none of the {len(df)} points ran (their errors say why)")

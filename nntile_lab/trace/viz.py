@@ -28,7 +28,7 @@ import numpy as np
 from matplotlib.colors import to_rgb
 from matplotlib.patches import Patch
 
-from nntile_lab.jupyter_figure import Figure
+from nntile_lab.jupyter_figure import WIDTH, Figure
 from nntile_lab.trace import metrics
 from nntile_lab.trace.tables import REGISTERED_NODE
 
@@ -99,9 +99,9 @@ def gantt(tr, window: tuple[float, float] | None = None, step: int | None = None
     workers = sorted(set(tr.tasks["worker"]))
     colors = colors or op_colors(tr.tasks["name"])
     shown = sorted(set(t["name"]), key=legend_order)
-    ncol = min(6, max(len(shown), 1))
+    ncol = min(4, max(len(shown), 1))     # the longest op names, 4 across WIDTH
     legend_rows = -(-len(shown) // ncol)
-    fig = Figure(figsize=(12, 1.6 + 0.6 * max(len(workers), 1) + 0.25 * legend_rows),
+    fig = Figure(figsize=(WIDTH, 1.6 + 0.6 * max(len(workers), 1) + 0.25 * legend_rows),
                  layout="constrained")
     ax = fig.add_subplot()
     for (w, name), mine in t.groupby(["worker", "name"]):
@@ -112,8 +112,11 @@ def gantt(tr, window: tuple[float, float] | None = None, step: int | None = None
                loc="outside lower center", fontsize="small")
     names = dict(zip(tr.tasks["worker"], tr.tasks["worker_name"]))
     ax.set_yticks(range(len(workers)), [names[w] for w in workers])
-    ax.set_ylim(-0.6, len(workers) - 0.4)
-    ax.invert_yaxis()
+    rows = (len(workers) - 0.4, -0.6)               # worker 0 on top
+    ax.set_ylim(*rows)
+    # zooming changes the time range only: a rectangle never loses a worker's row
+    ax.callbacks.connect("ylim_changed",
+                         lambda a: a.get_ylim() != rows and a.set_ylim(*rows))
     ax.set_xlabel("time (ms)")
     ax.set_ylabel("worker")
     if window is not None:
@@ -168,7 +171,7 @@ def describe_task(task, tiles=None) -> str:
 
 
 def utilisation(tr, bins: int = 200) -> Figure:
-    fig = Figure(figsize=(12, 6), layout="constrained")
+    fig = Figure(figsize=(WIDTH, 6), layout="constrained")
     ax, bx = fig.subplots(2, 1)
     nw = max(len(tr.workers), tr.tasks["worker"].nunique(), 1)
     if len(tr.tasks):
@@ -198,14 +201,14 @@ def utilisation(tr, bins: int = 200) -> Figure:
 
 
 def memory(tr) -> Figure:
-    fig = Figure(figsize=(12, 6), layout="constrained")
+    fig = Figure(figsize=(WIDTH, 6), layout="constrained")
     ax, bx = fig.subplots(2, 1, sharex=True)
     m = tr.memory
     for (node, name), rows in m.groupby(["node", "name"]):
         ax.plot(rows["t_us"] / 1e3, rows["used_bytes"] / MiB, label=name, drawstyle="steps-post",
                 ls="--" if node == REGISTERED_NODE else "-")
     ax.set_ylabel("used (MiB)")
-    ax.set_title("Memory per node (StarPU's accounting, freed buffers it caches included; "
+    ax.set_title("Memory per node (StarPU's accounting, its cached free buffers included; "
                  "dashed: tiles registered)")
     if len(m):
         ax.legend(fontsize="small")
@@ -225,7 +228,7 @@ def memory(tr) -> Figure:
 
 
 def transfers(tr) -> Figure:
-    fig = Figure(figsize=(12, 6), layout="constrained")
+    fig = Figure(figsize=(WIDTH, 6), layout="constrained")
     ax, bx = fig.subplots(1, 2)
     b = tr.buses
     moved = b[b["bytes"] > 0] if len(b) else b
@@ -248,7 +251,7 @@ def transfers(tr) -> Figure:
 
 def op_time(tr) -> Figure:
     ops = metrics.op_times(tr).iloc[::-1]
-    fig = Figure(figsize=(10, 1.5 + 0.35 * max(len(ops), 1)), layout="constrained")
+    fig = Figure(figsize=(WIDTH, 1.5 + 0.35 * max(len(ops), 1)), layout="constrained")
     ax = fig.add_subplot()
     colors = op_colors(tr.tasks["name"])
     bars = ax.barh(ops["name"], ops["total_us"] / 1e3, color=[colors[n] for n in ops["name"]])
@@ -262,7 +265,7 @@ def op_time(tr) -> Figure:
 
 
 def throughput(tr) -> Figure:
-    fig = Figure(figsize=(10, 4), layout="constrained")
+    fig = Figure(figsize=(WIDTH, 4), layout="constrained")
     ax = fig.add_subplot()
     s = tr.steps
     if len(s):

@@ -14,14 +14,19 @@ class PlotArea:
     """One plot of a widget, replaced whole whenever its data changes (never a previous
     result under a new one): ``show(fig)`` puts the figure there as an interactive ipympl
     canvas (zoom, pan, hover), ``say(text)`` a sentence instead of empty axes (an empty
-    or failed result), ``clear()`` nothing. ``box`` is the ipywidget to lay out; ``figure``
-    the figure shown now (None when it shows words or nothing)."""
+    or failed result), ``clear()`` nothing.
+
+    ``box`` is the ipywidget to lay out: an ``Output`` whose one output is the widget shown
+    (``shown``: the canvas, the sentence's HTML, or None). An Output, not a Box: JupyterLab
+    disposes an Output's old views when its outputs change, while an ipympl view taken out
+    of a Box's children stays on the page. ``figure`` is the figure shown now (None when it
+    shows words or nothing)."""
 
     def __init__(self, cls: str):
-        self.box = w.Box(layout=w.Layout(width="100%", flex_flow="column"))
+        self.box = w.Output(layout=w.Layout(width="100%"))
         self.box.add_class(cls)
         self.cls = cls
-        self.figure = None
+        self.shown = self.figure = None
         self.text = ""
 
     def show(self, fig) -> None:
@@ -39,12 +44,17 @@ class PlotArea:
     def clear(self) -> None:
         self._replace(None, None, "")
 
-    def _replace(self, child, fig, text: str) -> None:
-        old = self.box.children
-        self.box.children = [child] if child is not None else []
-        self.figure, self.text = fig, text
-        for c in old:                  # the front end drops the old view; free its comm
-            c.close()
+    def _replace(self, widget, fig, text: str) -> None:
+        old = self.shown
+        self.shown, self.figure, self.text = widget, fig, text   # set before observers run
+        self.box.outputs = () if widget is None else ({
+            "output_type": "display_data", "metadata": {},
+            "data": {"text/plain": text or repr(fig),
+                     "application/vnd.jupyter.widget-view+json": {
+                         "version_major": 2, "version_minor": 0,
+                         "model_id": widget.model_id}}},)
+        if old is not None:            # its view left with the output: free its comm
+            old.close()
 
 
 def label(cls: str, text: str = "") -> w.HTML:
