@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import queue
 import shutil
+import time
 
 import nbformat
 import pytest
@@ -166,3 +168,62 @@ def test_in_a_kernel_figures_show_reruns_work_and_interrupts_are_one_line(tmp_pa
     assert err.traceback[0].startswith("Interrupted: sweep stopped after 1 of 2 points")
     widget = out["widget"].outputs[-1].data
     assert "application/vnd.jupyter.widget-view+json" in widget and "image/png" in widget
+
+
+def _execute(kc, code: str, timeout: float, on_output=None) -> dict:
+    """Run ``code`` in the kernel; its reply's content (fails past ``timeout``)."""
+    msg_id, out = kc.execute(code), []
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            msg = kc.get_iopub_msg(timeout=0.2)
+        except queue.Empty:
+            continue
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] == "stream" and on_output:
+            out.append(msg["content"]["text"])
+            on_output("".join(out))
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            return kc.get_shell_msg(timeout=10)["content"]
+    raise AssertionError(f"no answer within {timeout} s; output so far: {''.join(out)!r}")
+
+
+def test_interrupt_kernel_during_a_sweep_ends_in_one_line(tmp_path, kernel_specs):
+    """Jupyter's "interrupt kernel" (SIGINT) while a sweep runs its points in subprocesses:
+    the cell ends with one line naming what was kept, not a traceback through subprocess."""
+    km = KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=kernel_specs)
+    km.start_kernel(cwd=str(tmp_path))
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=120)
+        sweep = (
+            "from nntile_lab.sweep import run, grid\n"
+            "from nntile_lab.spec import ExperimentSpec\n"
+            "base = ExperimentSpec(n_layer=1, n_head=2, n_embd=32, vocab_size=64, seq_len=8,"
+            " batch=2, warmup_steps=1, measure_steps=200)\n"
+            f"df = run(grid(base, batch_tile=[1, 2, 3]), {str(tmp_path / 'cache')!r},"
+            " progress=False, peak_gflops=1.0, on_point=lambda r: print('POINT', flush=True))\n")
+        sent = []
+
+        def after_first_point(text):
+            if "POINT" in text and not sent:
+                time.sleep(0.5)           # the second point's process is running
+                sent.append(time.monotonic())
+                km.interrupt_kernel()
+        reply = _execute(kc, sweep, timeout=600, on_output=after_first_point)
+        assert sent, "the first point never finished"
+        assert reply["status"] == "error" and reply["ename"] == "Interrupted", reply
+        assert len(reply["traceback"]) == 1, reply["traceback"]
+        assert reply["traceback"][0].startswith(
+            "Interrupted: sweep stopped after 1 of 3 points; the finished ones are cached")
+        assert time.monotonic() - sent[0] < 30
+        # the kernel goes on; the finished point is cached
+        again = _execute(kc, "print(len(list(__import__('pathlib').Path("
+                             f"{str(tmp_path / 'cache')!r}).glob('*.json'))))", timeout=60,
+                         on_output=lambda t: None)
+        assert again["status"] == "ok"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)

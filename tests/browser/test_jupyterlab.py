@@ -121,9 +121,10 @@ def jupyterlab(root: Path, state: Path):
 
 
 @contextlib.contextmanager
-def notebook_page(tmp_path: Path, notebook: str, shot: Path):
-    """JupyterLab on a copy of ``notebook`` in Chromium, every cell run; yields the page. On a
-    failure: a screenshot at ``shot`` and the end of the server's log."""
+def notebook_page(tmp_path: Path, notebook: str, shot: Path, run_all: bool = True):
+    """JupyterLab on a copy of ``notebook`` in Chromium, every cell run (unless not
+    ``run_all``); yields the page. On a failure: a screenshot at ``shot`` and the end of the
+    server's log."""
     _require_browser()
     from playwright.sync_api import sync_playwright
     root, state = tmp_path / "root", tmp_path / "state"
@@ -146,7 +147,8 @@ def notebook_page(tmp_path: Path, notebook: str, shot: Path):
                 " w.sessionContext.session.kernel &&"
                 " w.sessionContext.session.kernel.status === 'idle'); }",
                 timeout=KERNEL_START_S * 1000)
-            page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+            if run_all:
+                page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
             yield page
         except Exception:
             if page is not None:
@@ -281,3 +283,23 @@ def test_trace_explorer_zoom_hover_and_empty_slice_in_chromium(tmp_path):
             .screenshot(path=str(shot))
     print(f"screenshot: {shot}")
     assert shot.stat().st_size > 10_000
+
+
+def test_rerunning_the_set_up_cell_in_chromium(tmp_path):
+    """Re-running a notebook's set-up cell while its runtime lives (the normal thing to do
+    in Jupyter) replaces the runtime and says so, instead of refusing."""
+    from playwright.sync_api import expect
+    shot = tmp_path / "rerun.png"
+    with notebook_page(tmp_path, "01_quickstart.ipynb", shot, run_all=False) as page:
+        cell = page.locator(".jp-CodeCell").first
+        for _ in range(2):
+            cell.locator(".jp-InputArea-editor").click()
+            page.evaluate("window.jupyterapp.commands.execute('notebook:run-cell')")
+            expect(cell.locator(".jp-OutputArea-output").last).to_contain_text(
+                "Runtime(scheduler='dmda', ncpu=2, running)", timeout=KERNEL_START_S * 1000)
+        expect(cell.locator(".jp-OutputArea")).to_contain_text(
+            "nntile_lab: stopped the runtime that was running (dmda, 2 workers) after its "
+            "tasks finished")
+        expect(cell.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter"
+                            ".stderr']")).to_have_count(0)
+        cell.screenshot(path=str(shot))
