@@ -110,12 +110,22 @@ def test_interrupting_the_widget_keeps_finished_points(tmp_path, monkeypatch):
     def interrupt(df):
         raise KeyboardInterrupt       # "interrupt kernel" right after the first point
     monkeypatch.setattr(ts, "_draw", interrupt)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt) as info:
         ts.run()
+    # the sweep's own interrupt: one line in a notebook, naming what was kept
+    assert info.value._render_traceback_() == [
+        "Interrupted: sweep stopped after 1 of 2 points; the finished ones are cached: run "
+        "it again to resume"]
     assert ts.status.value.startswith("interrupted after 1 of 2 points")
     assert not ts.run_button.disabled
     monkeypatch.undo()
     assert ts.run()["cached"].tolist() == [True, False]
+    # interrupted before any point: the plot says so (not "running" for ever)
+    monkeypatch.setattr("nntile_lab.sweep.run", lambda *a, **k: (_ for _ in ()).throw(
+        KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        ts.run()
+    assert ts.plot.figure is None and ts.plot.text == "no plot: interrupted before the first point"
 
 
 def test_bad_points_are_messages_and_the_rest_runs(tmp_path):

@@ -155,9 +155,13 @@ class SweepView:
         except KeyboardInterrupt:   # the sweep's Interrupted: one line in the cell
             self.status.value = (f"interrupted after {len(self.rows)} of {self._total} points"
                                  " (they are cached: Run resumes)")
+            if not self.rows:
+                self.plot.say("no plot: interrupted before the first point")
             raise
         except Exception as exc:          # shown in the widget, not lost in a log
             self.message.value = error_html(f"{type(exc).__name__}: {exc}")
+            self.plot.say("no plot: the sweep failed (the error is above)")
+            self.status.value = "failed"
             return None
         finally:
             self.run_button.disabled = False
