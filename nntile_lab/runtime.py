@@ -225,9 +225,10 @@ class Runtime:
             old.stop()
         except TaskError as exc:      # the old run's failure: said, not in the new one's way
             failed = f" (one of its tasks had failed: {exc})"
-        print(f"nntile_lab: stopped the runtime that was running ({old.scheduler}, "
-              f"{old.ncpu} workers) after its tasks finished{failed}: StarPU allows one per "
-              "process; tensors made under it cannot be used in this one")
+        workers = f"{old.ncpu} worker{'s' if old.ncpu > 1 else ''}"
+        print(f"nntile_lab: stopped the runtime that was running ({old.scheduler}, {workers}) "
+              f"after its tasks finished{failed}: StarPU allows one per process; tensors "
+              "made under it cannot be used in this one")
 
     def __enter__(self) -> Runtime:
         self._with_blocks += 1

@@ -15,6 +15,7 @@ from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
+from nntile_lab.jupyter_figure import CSS_DPI, WIDTH
 from tests.jupyter_kernel import KERNEL_NAME, NOTEBOOKS, REPO, write_kernel_spec
 
 PATHS = sorted(NOTEBOOKS.glob("*.ipynb"))
@@ -157,11 +158,11 @@ def test_in_a_kernel_figures_show_reruns_work_and_interrupts_are_one_line(tmp_pa
     picture = out["picture"].outputs
     assert [o.output_type for o in picture] == ["execute_result"]
     assert "image/png" in picture[0].data and \
-        picture[0].metadata["image/png"]["width"] == 1000
+        picture[0].metadata["image/png"]["width"] == round(WIDTH * CSS_DPI)
     assert "inline" in text(out["backend"]), text(out["backend"])
     assert not out["setup"].outputs
     said = text(out["setup again"])
-    assert "stopped the runtime that was running (eager, 1 workers)" in said, said
+    assert "stopped the runtime that was running (eager, 1 worker)" in said, said
     assert "Runtime(scheduler='lws', ncpu=1, running) 8.0" in said
     (err,) = [o for o in out["interrupt"].outputs if o.output_type == "error"]
     assert err.ename == "Interrupted" and len(err.traceback) == 1, err.traceback

@@ -76,10 +76,9 @@ class TraceExplorer:
 
     def describe(self) -> str:
         """The current selection in words ("step 1, CPU 0, backward"; "whole trace")."""
-        names = dict(self.worker.options)
-        inv = {v: k for k, v in names.items()}
+        worker = {value: text for text, value in self.worker.options}
         parts = [f"step {self.step.value}" if self.step.value is not None else None,
-                 inv.get(self.worker.value) if self.worker.value is not None else None,
+                 worker[self.worker.value] if self.worker.value is not None else None,
                  f"layer {self.layer.value}" if self.layer.value is not None else None,
                  self.phase.value]
         return ", ".join(str(p) for p in parts if p is not None) or "whole trace"
