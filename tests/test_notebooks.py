@@ -102,8 +102,7 @@ def test_notebook_runs_in_a_kernel(path, tmp_path, kernel_specs):
         f"{path.name} wrote files beside itself (they belong under runs/)"
     stderr = [c.source.splitlines()[-1] for c in code for o in c.outputs
               if o.output_type == "stream" and o.name == "stderr" and o.text.strip()]
-    assert not stderr or path.name not in ("06_paper_figures.ipynb",), \
-        f"{path.name} prints on stderr (the pink background): {stderr}"
+    assert not stderr, f"{path.name} prints on stderr (the pink background): {stderr}"
 
 
 def test_notebooks_that_draw_tag_their_figure_cells():
