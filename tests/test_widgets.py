@@ -230,7 +230,7 @@ def test_a_new_sweep_never_shows_the_previous_points(tmp_path):
                         for opts, children, fig in seen)
     assert [label for label, _ in ts.point.options] == ["vocab_tile=16", "vocab_tile=32"]
     assert ts.detail.children == () and ts.point.value is None
-    assert old_canvas.comm is None                # the old canvas was closed, not hidden
+    assert old_canvas.comm is None and old_canvas.toolbar.comm is None   # closed, not hidden
 
 
 def test_nothing_ran_is_said_in_words(tmp_path):

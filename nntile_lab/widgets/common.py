@@ -53,8 +53,11 @@ class PlotArea:
                      "application/vnd.jupyter.widget-view+json": {
                          "version_major": 2, "version_minor": 0,
                          "model_id": widget.model_id}}},)
-        if old is not None:            # its view left with the output: free its comm
+        if old is not None:            # its view left with the output: free its comms
+            toolbar = getattr(old, "toolbar", None)    # an ipympl canvas's own widget
             old.close()
+            if toolbar is not None:
+                toolbar.close()
 
 
 def label(cls: str, text: str = "") -> w.HTML:
