@@ -105,6 +105,19 @@ def test_notebook_runs_in_a_kernel(path, tmp_path, kernel_specs):
     assert not stderr, f"{path.name} prints on stderr (the pink background): {stderr}"
 
 
+NEEDS = {"PyTorch": ("run_figures", "torch"), "Open MPI": ("replay.", "collectives.", "--ranks")}
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
+def test_a_notebook_says_in_its_first_cell_what_it_needs(path):
+    """PyTorch and MPI are not in the jupyter extra: a notebook using them says so first."""
+    cells = nbformat.read(path, as_version=4).cells
+    code = "\n".join(c.source for c in cells if c.cell_type == "code")
+    for need, uses in NEEDS.items():
+        if any(u in code for u in uses):
+            assert f"**Needs {need}" in cells[0].source, (path.name, need)
+
+
 def test_notebooks_that_draw_tag_their_figure_cells():
     """A cell that draws (ends in a figure or a widget, or displays an image) is tagged
     ``figure``, so the test above checks that it shows one."""
