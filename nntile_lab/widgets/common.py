@@ -8,6 +8,8 @@ import re
 import ipywidgets as w
 
 from nntile_lab.jupyter_figure import interactive, png_bytes
+from nntile_lab.spec import field_names
+from nntile_lab.sweep.plots import ok_rows
 
 
 class PlotArea:
@@ -79,7 +81,6 @@ def notice_html(lines) -> str:
 def widget_words(text: str) -> str:
     """A message of the library in the widgets' words: their fields are labelled with the
     spec's names (``inner_tile``), not the CLI's flags (``--inner-tile``)."""
-    from nntile_lab.spec import field_names
     fields = set(field_names())
     text = re.sub(r" \(--[a-z0-9-]+\)", "", text)    # "x=0 (--x) must …" → "x=0 must …"
     text = text.replace("--no-priorities", "priorities=False")
@@ -180,7 +181,6 @@ class SweepView:
 
     def _nothing_ran(self, df) -> bool:
         """Words instead of a plot when no point of ``df`` has a measurement."""
-        from nntile_lab.sweep.plots import ok_rows
         if len(ok_rows(df)):
             return False
         done = self.df is not None and len(self.df) == len(df)
