@@ -121,8 +121,9 @@ def test_interrupting_the_widget_keeps_finished_points(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert ts.run()["cached"].tolist() == [True, False]
     # interrupted before any point: the plot says so (not "running" for ever)
-    monkeypatch.setattr("nntile_lab.sweep.run", lambda *a, **k: (_ for _ in ()).throw(
-        KeyboardInterrupt()))
+    def interrupted_at_once(pts):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(ts, "_measure", interrupted_at_once)
     with pytest.raises(KeyboardInterrupt):
         ts.run()
     assert ts.plot.figure is None and ts.plot.text == "no plot: interrupted before the first point"

@@ -142,7 +142,6 @@ class SweepView:
         """The Run button: sweep, redrawing after each point; the rows, or None when the
         input is bad (the message says why). Interrupting keeps the finished points (they
         are cached: Run again resumes)."""
-        from nntile_lab.sweep import run
         self.message.value = ""
         try:
             pts = self.points()
@@ -154,8 +153,7 @@ class SweepView:
         self.status.value = f"running: 0 of {len(pts)} points"
         self.run_button.disabled = True
         try:
-            df = run(pts, self.cache_dir, isolate=self.isolate, progress=False,
-                     on_point=self._on_point, peak_gflops=self.peak_gflops)
+            df = self._measure(pts)
         except KeyboardInterrupt:   # the sweep's Interrupted: one line in the cell
             self.status.value = (f"interrupted after {len(self.rows)} of {self._total} points"
                                  " (they are cached: Run resumes)")
@@ -178,6 +176,12 @@ class SweepView:
         # browser reading them on seeing "done" must not catch the previous sweep's)
         self.status.value = f"done: {len(df)} points" + self._best_text(df)
         return df
+
+    def _measure(self, pts):
+        """The sweep itself (``sweep.run``), redrawing after each point."""
+        from nntile_lab.sweep import run
+        return run(pts, self.cache_dir, isolate=self.isolate, progress=False,
+                   on_point=self._on_point, peak_gflops=self.peak_gflops)
 
     def _nothing_ran(self, df) -> bool:
         """Words instead of a plot when no point of ``df`` has a measurement."""
