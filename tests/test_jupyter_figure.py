@@ -13,7 +13,7 @@ from nntile_lab.jupyter_figure import Figure, interactive, widget_backend_active
 
 DRAWING_MODULES = ("nntile_lab.figures.draw", "nntile_lab.trace.viz", "nntile_lab.sweep.plots",
                    "nntile_lab.train.plots", "nntile_lab.bench.schedulers",
-                   "nntile_lab.dist.collectives", "nntile_lab.dist.extrapolate",
+                   "nntile_lab.proxies.collectives", "nntile_lab.proxies.extrapolate",
                    "nntile_lab.widgets")
 
 
@@ -26,7 +26,7 @@ import matplotlib
 import importlib
 for m in {DRAWING_MODULES!r}:
     importlib.import_module(m)
-from nntile_lab.dist import extrapolate
+from nntile_lab.proxies import extrapolate
 rows = [{{"link": "x", "nodes": n, "iteration_s": 1.0 / n, "exposed_s": 0.0 if n == 1 else 0.1}}
         for n in (1, 2, 4)]
 extrapolate.plot(rows, {str(tmp_path / "x.png")!r})
@@ -43,7 +43,7 @@ print("backend", matplotlib.get_backend())
 def test_extrapolation_plot_draws_no_zero_on_its_log_axis(tmp_path):
     """08's DLRM chart drew a 1-node "exposed" point at 1e-9 s; its legend now says which
     line is which."""
-    from nntile_lab.dist import extrapolate
+    from nntile_lab.proxies import extrapolate
     rows = [{"link": "x", "nodes": n, "iteration_s": 1.0 / n,
              "exposed_s": 0.0 if n == 1 else 0.1 * n} for n in (1, 2, 4)]
     captured = {}

@@ -4,9 +4,10 @@ from __future__ import annotations
 import dataclasses
 import time
 
+from nntile_lab.figures import FULL, SMOKE, redraw, run_figures
+
 
 def _run(args) -> int:
-    from nntile_lab.figures import FULL, SMOKE, redraw, run_figures
     if args.from_dir:
         df = redraw(args.from_dir)
         print(f"redrew {len(df)} points into {args.from_dir}")

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from nntile_lab.figures.family import SYSTEMS
+from nntile_lab.figures.paper import SETUPS
 from nntile_lab.figures.records import CATEGORIES, OOC_CATEGORY
 from nntile_lab.jupyter_figure import Figure
 
@@ -144,7 +145,6 @@ def reference_table(ref: pd.DataFrame, setup: str) -> pd.DataFrame:
 
 def reference_figure(ref: pd.DataFrame):
     """The paper's own points (NNTile vs PyTorch FSDP on A100s), same axes style."""
-    from nntile_lab.figures.paper import SETUPS
     fig = Figure(figsize=(11, 3.2 * len(SETUPS)))
     axes = fig.subplots(len(SETUPS), 1)
     for ax, (setup, title) in zip(axes, SETUPS.items()):

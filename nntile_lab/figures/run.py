@@ -13,6 +13,7 @@ import pandas as pd
 from nntile_lab.figures import draw
 from nntile_lab.figures.family import SYSTEMS, FigurePlan, point_spec
 from nntile_lab.figures.paper import reference_points
+from nntile_lab.figures.point import RESULT_MARK  # not at import: `-m …point` runs it
 from nntile_lab.figures.records import (
     does_not_fit,
     points_frame,
@@ -20,6 +21,7 @@ from nntile_lab.figures.records import (
     record_path,
     write_point_record,
 )
+from nntile_lab.figures.summary import write_summary
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent.parent)
 
@@ -47,7 +49,6 @@ def run_point(plan: FigurePlan, system: str, n_layer: int, n_embd: int) -> dict:
 
 
 def _run_process(plan, system, n_layer, n_embd, base, *, out_of_core: bool) -> dict:
-    from nntile_lab.figures.point import RESULT_MARK  # not at import: `-m …point` runs it
     base = base | {"out_of_core": out_of_core}
     arg = json.dumps({"system": system, "n_layer": n_layer, "n_embd": n_embd,
                       "plan": plan.to_dict(), "out_of_core": out_of_core})
@@ -124,6 +125,5 @@ def redraw(out_dir: str | os.PathLike) -> pd.DataFrame:
     ref = reference_points()
     draw.save(draw.reference_figure(ref), out_dir, "paper_reference", ref.set_index("setup"))
     df.to_csv(out_dir / "points.csv", index=False)
-    from nntile_lab.figures.summary import write_summary
     write_summary(df, records, out_dir)
     return df

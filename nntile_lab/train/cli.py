@@ -13,10 +13,14 @@ import datetime
 from pathlib import Path
 
 from nntile_lab import spec as specs
+from nntile_lab.data import prepare_default_corpus
 from nntile_lab.experiment import build as build_spec
 from nntile_lab.experiment import runtime
-from nntile_lab.train.checkpoint import clean_stale, find_checkpoint, read_state
-from nntile_lab.train.trainer import restore_log
+from nntile_lab.parallel.launch import for_this_rank, relaunch_train
+from nntile_lab.record import write_record
+from nntile_lab.train.checkpoint import clean_stale, config_dict, find_checkpoint, read_state
+from nntile_lab.train.plots import save_loss_plot
+from nntile_lab.train.trainer import restore_log, train
 
 TRAIN_GROUPS = ("model", "data", "tiles", "runtime", "train", "run")
 # What a checkpoint fixes: the model's shape (its config) and the batch shape (its settings).
@@ -87,17 +91,10 @@ def build(spec: specs.ExperimentSpec):
 
 def run_cli(args: argparse.Namespace) -> int:
     """Run ``train`` for parsed arguments; return the process exit code."""
-    from nntile_lab.data import prepare_default_corpus
-    from nntile_lab.record import write_record
-    from nntile_lab.train.checkpoint import config_dict
-    from nntile_lab.train.plots import save_loss_plot
-    from nntile_lab.train.trainer import train
 
     if getattr(args, "ranks", 1) != 1:
-        from nntile_lab.dist.launch import relaunch_train
         return relaunch_train(args)
     args = resolve(args)
-    from nntile_lab.dist.launch import for_this_rank
     args = for_this_rank(args)
     spec = args.spec
     out = Path(args.out)

@@ -6,10 +6,12 @@ import html
 import re
 
 import ipywidgets as w
+import pandas as pd
 
 from nntile_lab.jupyter_figure import interactive, png_bytes
 from nntile_lab.spec import field_names
-from nntile_lab.sweep.plots import ok_rows
+from nntile_lab.sweep import run
+from nntile_lab.sweep.plots import ok_rows, varied
 
 
 class PlotArea:
@@ -91,7 +93,6 @@ def widget_words(text: str) -> str:
 
 def failures(df) -> list[str]:
     """One line per failed point: its varied values and the error."""
-    from nntile_lab.sweep.plots import varied
     names = varied(df)
     bad = df[df["error"].notna()]
     return [(", ".join(f"{n}={r[n]}" for n in names) or "point") + f": {r['error']}"
@@ -115,6 +116,7 @@ class SweepView:
         self._total = 0
 
     def _ipython_display_(self):
+        # IPython: an optional heavy dependency, loaded where it is used
         from IPython.display import display
         display(self.view)
 
@@ -179,7 +181,6 @@ class SweepView:
 
     def _measure(self, pts):
         """The sweep itself (``sweep.run``), redrawing after each point."""
-        from nntile_lab.sweep import run
         return run(pts, self.cache_dir, isolate=self.isolate, progress=False,
                    on_point=self._on_point, peak_gflops=self.peak_gflops)
 
@@ -194,7 +195,6 @@ class SweepView:
         return True
 
     def _on_point(self, row: dict) -> None:
-        import pandas as pd
         self.rows.append(row)
         self.status.value = f"running: {len(self.rows)} of {self._total} points"
         self._draw(pd.DataFrame.from_records(self.rows))

@@ -19,6 +19,7 @@ from pathlib import Path
 import ipywidgets as w
 import pandas as pd
 
+from nntile_lab.trace import viz
 from nntile_lab.widgets.common import PlotArea, error_html, label
 
 ALL = "all"
@@ -26,6 +27,7 @@ ALL = "all"
 
 class TraceExplorer:
     def __init__(self, trace):
+        # loads the compiled extension: importing this module must not (--help, readers)
         from nntile_lab.trace import Trace
         if isinstance(trace, (str, Path)):
             if not (Path(trace) / "tasks.csv").exists():
@@ -56,6 +58,7 @@ class TraceExplorer:
         self.update()
 
     def _ipython_display_(self):
+        # IPython: an optional heavy dependency, loaded where it is used
         from IPython.display import display
         display(self.view)
 
@@ -94,7 +97,6 @@ class TraceExplorer:
     def update(self) -> pd.DataFrame:
         """Redraw the table and the Gantt chart for the current selection (an empty slice:
         both say so)."""
-        from nntile_lab.trace import viz
         if self.colors is None:
             self.colors = viz.op_colors(self.trace.tasks["name"])
         what = self.describe()
