@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import io
+import sys
 
 import matplotlib
 from matplotlib.figure import Figure as _MplFigure
@@ -49,7 +50,7 @@ def interactive(fig: _MplFigure):
 
     Needs ipympl (the ``jupyter`` extra); raises ImportError naming it otherwise."""
     try:
-        from ipympl.backend_nbagg import Canvas, FigureManager
+        Canvas, FigureManager = ipympl_classes()
     except ImportError as exc:
         raise ImportError(f"interactive plots need ipympl ({exc}): pip install ipympl, or "
                           "pip install 'nntile_lab[jupyter]'") from exc
@@ -62,6 +63,22 @@ def interactive(fig: _MplFigure):
         canvas.toolbar_position = "left"
         canvas.toolbar_visible = "fade-in-fade-out"
     return fig.canvas
+
+
+def ipympl_classes():
+    """ipympl's canvas and manager classes, imported without its side effect: importing the
+    ``ipympl`` package calls ``matplotlib.use("module://ipympl.backend_nbagg")`` when
+    matplotlib is loaded, which would switch the user's backend (and, with pyplot loaded,
+    close their figures). ``matplotlib.use`` is a no-op for the length of that import."""
+    if "ipympl.backend_nbagg" not in sys.modules:
+        use = matplotlib.use
+        matplotlib.use = lambda *args, **kwargs: None
+        try:
+            import ipympl.backend_nbagg  # noqa: F401  (optional: the jupyter extra)
+        finally:
+            matplotlib.use = use
+    from ipympl.backend_nbagg import Canvas, FigureManager  # loaded above, without use()
+    return Canvas, FigureManager
 
 
 class Figure(_MplFigure):

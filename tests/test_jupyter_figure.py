@@ -93,3 +93,23 @@ def test_interrupted_is_a_keyboard_interrupt_shown_as_one_line():
     assert exc._render_traceback_() == ["Interrupted: sweep stopped after 1 of 3 points"]
     with pytest.raises(KeyboardInterrupt, match="after 1 of 3"):
         raise exc
+
+
+def test_an_interactive_canvas_leaves_the_backend_alone(tmp_path):
+    """Importing ipympl calls matplotlib.use(ipympl) when matplotlib is loaded; the library
+    makes its canvases without that switch (the user's inline backend stays)."""
+    code = """
+import matplotlib
+import matplotlib.pyplot as plt
+from nntile_lab.jupyter_figure import Figure, interactive
+kept = plt.figure()                   # a figure of the user's
+fig = Figure()
+fig.add_subplot().plot([1, 2])
+canvas = interactive(fig)
+print(type(canvas).__module__, matplotlib.get_backend(), plt.fignum_exists(kept.number))
+"""
+    env = dict(os.environ, MPLBACKEND="svg")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["ipympl.backend_nbagg", "svg", "True"]

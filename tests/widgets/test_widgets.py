@@ -1,12 +1,14 @@
 """The widgets driven without a browser: their callbacks are plain methods."""
 import numpy as np
 import pytest
-from ipympl.backend_nbagg import Canvas
 
+from nntile_lab.jupyter_figure import ipympl_classes
 from nntile_lab.spec import ExperimentSpec
 from nntile_lab.trace import viz
 from nntile_lab.widgets import SchedulerSweep, TileSweep, TraceExplorer, applicable_schedulers
 from tests.trace.conftest import traced_gpt2
+
+Canvas = ipympl_classes()[0]   # imported without switching this process's backend
 
 BASE = ExperimentSpec(n_layer=1, n_head=2, n_embd=16, vocab_size=64, seq_len=8, batch=2,
                       warmup_steps=1, measure_steps=3, ncpu=2)
