@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 import nntile_lab
@@ -33,7 +34,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "nntile_lab.sweep.cli": ("sweep", "_sweep-point"),
     "nntile_lab.bench.cli": ("bench", "_bench-memory-point"),
     "nntile_lab.figures.cli": ("figures", "_figures-point"),
-    "nntile_lab.dist.cli": ("proxy", "collectives", "_replay-rank", "_collectives-rank"),
+    "nntile_lab.proxies.cli": ("proxy", "collectives", "_replay-rank", "_collectives-rank"),
 }
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -63,6 +64,7 @@ def is_usage_error(exc: BaseException) -> bool:
 
 
 def main(argv=None) -> int:
+    os.environ.setdefault("MPLBACKEND", "Agg")   # the CLI draws files, never windows
     argv = sys.argv[1:] if argv is None else list(argv)
     known = {n for names in COMMANDS.values() for n in names}
     parser = build_parser(argv[0] if argv and argv[0] in known else None)

@@ -1,5 +1,5 @@
-"""Running what an ``ExperimentSpec`` describes: the model and optimizer it builds, and
-training steps under a trace (``nntile-lab trace``, the sweeps).
+"""Running what an ``ExperimentSpec`` describes: the runtime, model and optimizer it builds,
+and its training steps.
 
 Also the one training step (``train_step``: gradient accumulation and the optimizer
 update) that the training loop (``train.trainer``) and ``step_function`` share.
@@ -16,11 +16,14 @@ from pathlib import Path
 
 import numpy as np
 
+from nntile_lab.data import load_split, prepare_default_corpus
+from nntile_lab.memory import check
 from nntile_lab.spec import ExperimentSpec
 
 
 def build(spec: ExperimentSpec):
     """``(model, optimizer, schedule)``; call inside a running ``Runtime``."""
+    # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab.nn import GPT2
     from nntile_lab.optim import SGD, Adam, AdamW
 
@@ -34,7 +37,7 @@ def build(spec: ExperimentSpec):
 def runtime(spec: ExperimentSpec, **kw):
     """The ``Runtime`` a spec describes, once the memory planner agrees it can run: a run
     that cannot (cap below a task, no or too small a disk) fails here, before any task."""
-    from nntile_lab.memory import check
+    # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab.runtime import Runtime
     check(spec)
     return Runtime(**spec.runtime_kwargs(), **kw)
@@ -54,7 +57,6 @@ class RandomTokens:
 
 def train_split(data):
     """The training split of a prepared dataset directory (None: the default corpus)."""
-    from nntile_lab.data import load_split, prepare_default_corpus
     return load_split(Path(data) if data else prepare_default_corpus(), "train")
 
 
@@ -113,26 +115,3 @@ def timed_steps(step, warmup_steps: int, measure_steps: int, first: int = 0) -> 
         step(k)
         times.append(time.perf_counter() - t0)
     return times
-
-
-def run_for_trace(spec: ExperimentSpec, steps: int, data=None, warmup_steps: int = 1,
-                  profiling: bool = True, bound: bool = False):
-    """``steps`` training steps of ``spec`` under a Trace, after ``warmup_steps`` untraced
-    ones. Returns ``(stopped trace, memory by category, tokens per step)``.
-    ``data="random"`` draws random tokens instead of reading a dataset."""
-    from nntile_lab.trace import Trace
-
-    batches = RandomTokens(spec.vocab_size) if data == "random" else train_split(data)
-    tokens = spec.tokens_per_step()
-    with runtime(spec, profiling=profiling) as rt:
-        model, optimizer, schedule = build(spec)
-        step = step_function(spec, rt, model, optimizer, schedule, batches)
-        for k in range(warmup_steps):
-            step(k)
-        tr = Trace(rt, bound=bound).start()
-        for k in range(warmup_steps, warmup_steps + steps):
-            step(k)
-            tr.mark_step(tokens)
-        memory = tr.memory_by_category(model, optimizer)
-        tr.stop()
-    return tr, memory, tokens

@@ -54,7 +54,8 @@ from nntile_lab.spec import DEFAULTS
 F32, I64 = 4, 8
 MIB = 1 << 20
 # RSS of a process that imported nntile_lab with the trainer (numpy, pandas, cffi, the
-# kernels' BLAS) and started StarPU, before any tile: 141 MiB measured 2026-11-22.
+# kernels' BLAS) and started StarPU, before any tile, with a margin over the measured
+# figure (BENCHMARKS.md, "Measurements formerly in code comments").
 PROCESS_BASE_BYTES = 160 * MIB
 OPTIMIZER_SLOTS = {"adamw": 2, "adam": 2, "sgd": 1}
 CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries")
@@ -226,9 +227,9 @@ def check(spec, **kw) -> MemoryPlan:
 def ooc_overhead_bytes(spec) -> int:
     """What an out-of-core process holds besides StarPU's tiles and its base: transfers
     in flight, StarPU's per-tile and per-request structures, the allocator's slack.
-    Measured (peak RSS − StarPU's peak − base) on the paper family, 2026-11-24: 130 MiB
-    at 0.6 G parameters, 280 MiB at 1.4 G; bounded here by 64 MiB plus the larger of 4
-    of the largest tiles and 0.2 bytes per parameter (an empirical fit, not a model)."""
+    Bounded by 64 MiB plus the larger of 4 of the largest tiles and 0.2 bytes per
+    parameter: an empirical fit, not a model, above what peak RSS − StarPU's peak − base
+    measured on the paper family (BENCHMARKS.md, "Measurements formerly in code comments")."""
     cfg = spec.gpt2_config() if not isinstance(spec, GPT2Config) else spec
     E, V = cfg.n_embd, cfg.vocab_size
     et, vt = cfg.tile("embd_tile", E), cfg.tile("vocab_tile", V)

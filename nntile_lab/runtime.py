@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 
 from nntile_lab._lib import ffi, lib
 from nntile_lab.interrupts import deferred_interrupts
+from nntile_lab.parallel.mpi import attach
 from nntile_lab.spec import DEFAULTS, parse_hints  # the runtime's defaults are the spec's (one set)
 
 PHASES = ("none", "forward", "backward", "optimizer")
@@ -77,7 +79,7 @@ class Runtime:
 
     OOC_BACKENDS = ("o_direct", "unistd")
 
-    _active: Runtime | None = None
+    active: Runtime | None = None   # the running runtime (StarPU allows one per process)
     _generations = 0   # runs started in this process (StarPU's handles die with a run)
 
     def __init__(self, scheduler: str = DEFAULTS.scheduler, ncpu: int | None = DEFAULTS.ncpu,
@@ -129,15 +131,14 @@ class Runtime:
         self.memory_limit_mb, self.ooc_dir, self.ooc_size_mb = memory_limit_mb, ooc_dir, ooc_size_mb
         self.profiling = profiling
         self.alive = False
+        self._with_blocks = 0        # `with` blocks using it: never replaced under them
         self.generation = 0          # bumped at each start: tensors of a past run are stale
         self.start()
 
     # ---- life cycle --------------------------------------------------------
     def start(self) -> Runtime:
-        if Runtime._active is not None:
-            raise RuntimeError(f"a runtime is already running ({Runtime._active!r}); StarPU "
-                               "allows one per process: stop it (rt.stop() or leave its "
-                               "`with` block) before starting another")
+        if Runtime.active is not None:
+            self._replace_in_notebook(Runtime.active)
         if self.ooc_dir is not None:
             _check_ooc_dir(self.ooc_dir)
         if self.memory_limit_mb is not None:   # freed tiles go back to the system
@@ -156,12 +157,11 @@ class Runtime:
             if ret:
                 lib.nl_buffer_cache(0)
                 raise RuntimeError(f"starpu_init failed with code {ret} ({os.strerror(-ret)})")
-            Runtime._active = self
+            Runtime.active = self
             self.alive = True
             Runtime._generations += 1
             self.generation = Runtime._generations
-        self.mpi = None   # StarPU-MPI under mpirun (nntile_lab.dist.mpi)
-        from nntile_lab.dist.mpi import attach
+        self.mpi = None   # StarPU-MPI under mpirun (nntile_lab.parallel.mpi)
         try:
             self.mpi = attach()
         except BaseException:
@@ -207,13 +207,35 @@ class Runtime:
                 lib.nl_buffer_cache(0)   # the kept buffers go back to the system
             finally:
                 self.alive = False
-                Runtime._active = None
-            self._raise_task_error()
+                Runtime.active = None
+            self.raise_task_error()
+
+    def _replace_in_notebook(self, old: Runtime) -> None:
+        """StarPU allows one runtime per process. In a Jupyter/IPython kernel re-running
+        the set-up cell is the normal thing to do: the running one (unless a `with` block
+        holds it) finishes its tasks and stops, and a line says so. Elsewhere a second
+        runtime is a mistake: an error says how to stop the first."""
+        interactive = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+        if interactive is None or old._with_blocks:
+            raise RuntimeError(f"a runtime is already running ({old!r}); StarPU allows one "
+                               "per process: stop it (rt.stop() or leave its `with` block) "
+                               "before starting another")
+        failed = ""
+        try:
+            old.stop()
+        except TaskError as exc:      # the old run's failure: said, not in the new one's way
+            failed = f" (one of its tasks had failed: {exc})"
+        workers = f"{old.ncpu} worker{'s' if old.ncpu > 1 else ''}"
+        print(f"nntile_lab: stopped the runtime that was running ({old.scheduler}, {workers}) "
+              f"after its tasks finished{failed}: StarPU allows one per process; tensors "
+              "made under it cannot be used in this one")
 
     def __enter__(self) -> Runtime:
+        self._with_blocks += 1
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        self._with_blocks -= 1
         if exc is not None and getattr(self, "mpi", None) is not None:
             self.mpi.abort(exc)   # the other ranks wait for this one: never stop politely
         if exc is None:
@@ -235,10 +257,10 @@ class Runtime:
 
     @classmethod
     def current(cls) -> Runtime:
-        if cls._active is None:
+        if cls.active is None:
             raise RuntimeError("no nntile_lab runtime is running: start one with "
                                "`with nntile_lab.Runtime() as rt:`")
-        return cls._active
+        return cls.active
 
     # ---- work --------------------------------------------------------------
     def wait(self) -> None:
@@ -247,7 +269,7 @@ class Runtime:
         if self.mpi is not None:
             self.mpi.wait_for_all()
         wait_interruptibly(lib.nl_wait_all)
-        self._raise_task_error()
+        self.raise_task_error()
 
     @contextlib.contextmanager
     def scope(self, *, layer: int | None = None, phase: str | None = None,
@@ -308,7 +330,7 @@ class Runtime:
         disk = self.ooc_size_mb if self.ooc_dir is not None else 0
         return (self.memory_limit_mb + disk) << 20
 
-    def _reserve(self, nbytes: int, tile_bytes: int, what: str) -> None:
+    def reserve(self, nbytes: int, tile_bytes: int, what: str) -> None:
         """Account ``nbytes`` of new tiles (the largest ``tile_bytes``); raise
         OutOfMemory if they cannot fit.
 
@@ -350,7 +372,7 @@ class Runtime:
         self.check_alive()
         return lib.nl_held_bytes()
 
-    def _raise_task_error(self) -> None:
+    def raise_task_error(self) -> None:
         buf = ffi.new("char[]", 512)
         if lib.nl_take_error(buf, 512):
             raise TaskError(ffi.string(buf).decode(errors="replace"))

@@ -37,12 +37,12 @@ SGD_MOMENTUM = 0.9
 # the model's defaults are GPT2Config's (the lower layer: one set, read from there)
 _MODEL = {f.name: f.default for f in fields(GPT2Config)}
 # Tiles for fields left out, capped at each dimension: enough tasks in the big products
-# (vocabulary head, MLP) to keep 2-4 workers busy. Measured on 2 cores, L4/E256/T128/B8:
-# 124 GFLOP/s against 46 with whole-dimension tiles. The batch tile (None here) holds
-# TOKENS_PER_TILE tokens: TOKENS_PER_TILE // seq_len sequences, at least one. A step with
-# one token tile runs every product that accumulates over k (MLP and attention output,
-# the head's dx over the vocabulary) as one serial chain on one worker: at E 1024, T 256,
-# B 4, two tiles of 512 tokens took 2.15–2.20 s per step against 2.34–2.36 s with one.
+# (vocabulary head, MLP) to keep 2-4 workers busy, where whole-dimension tiles leave
+# workers idle. The batch tile (None here) holds TOKENS_PER_TILE tokens: TOKENS_PER_TILE //
+# seq_len sequences, at least one. A step with one token tile runs every product that
+# accumulates over k (MLP and attention output, the head's dx over the vocabulary) as one
+# serial chain on one worker; two token tiles give two chains. The timings behind both
+# choices: BENCHMARKS.md, "Measurements formerly in code comments".
 TOKENS_PER_TILE = 512
 TILE_DEFAULTS = {"batch_tile": None, "seq_tile": None, "embd_tile": None, "inner_tile": 512,
                  "head_tile": 2, "vocab_tile": 8192}
@@ -68,7 +68,7 @@ HINTS = ("invalidate", "wont_use", "prefetch", "drop_grads")
 
 # "auto" (the default): these when StarPU's RAM is capped, none in memory — there the
 # hints only cost: an invalidated gradient's buffer is freed and the next step's zero fill
-# faults fresh pages in (measured at E 1024: fill 128 → 889 ms of task time per 2 steps)
+# faults fresh pages in (the cost: BENCHMARKS.md, "Measurements formerly in code comments")
 OOC_HINTS = ("invalidate", "wont_use", "drop_grads")
 
 
@@ -265,6 +265,7 @@ class ExperimentSpec:
 
     def schedule(self):
         """The learning-rate schedule: warm-up then cosine to min_lr."""
+        # upward (train sits above the spec): listed in the layers contract
         from nntile_lab.train.schedule import WarmupCosine
         return WarmupCosine(self.lr, self.warmup_resolved, self.steps, min(self.min_lr, self.lr))
 

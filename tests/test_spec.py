@@ -190,7 +190,7 @@ def test_record_has_spec_environment_and_results(tmp_path):
     assert rec["results"] == {"gflops": 1.5, "loss": None} and rec["note"] == "x"
     assert rec["kind"] == "test" and rec["format"] == record.FORMAT
     m = rec["machine"]
-    flags = set(record._cpuinfo().get("flags", "").split())
+    flags = set(record.cpuinfo().get("flags", "").split())
     assert m["cores"] == os.cpu_count() and m["memory_gib"] > 0 and m["cpu_model"]
     assert set(m["isa"]) == {f for f in record.ISA_FLAGS if f in flags}
     v = rec["versions"]

@@ -11,9 +11,10 @@ import argparse
 import json
 import sys
 
+from nntile_lab.bench import depth, kernels, memory, schedulers, submit_cost, train
 from nntile_lab.errors import UsageError
-from nntile_lab.record import json_safe
-from nntile_lab.spec import DEFAULTS, add_arguments, from_args
+from nntile_lab.record import json_safe, write_record
+from nntile_lab.spec import DEFAULTS, ExperimentSpec, add_arguments, from_args
 
 # The spec fields ``bench train`` takes (no training schedule: it times a few steps).
 BENCH_GROUPS = ("model", "data", "tiles", "runtime", "bench")
@@ -46,7 +47,6 @@ def _ints(option: str, text: str, count: int | None = None) -> list[int]:
 
 def register_cli(subparsers) -> None:
     """``nntile-lab bench`` and its subcommands."""
-    from nntile_lab.bench import kernels, memory, schedulers
     bench = subparsers.add_parser("bench", help="benchmarks against baselines measured in the "
                                   "same run")
     bsub = bench.add_subparsers(dest="what", required=True)
@@ -161,6 +161,7 @@ def register_cli(subparsers) -> None:
 
 
 def _gemm(args) -> int:
+    # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab.bench import gemm
     res = gemm.run(n=args.n, tiles=args.tiles, repeats=args.repeats, ncpu=args.ncpu,
                    **({"scheduler": args.scheduler} if args.scheduler else {}))
@@ -169,18 +170,15 @@ def _gemm(args) -> int:
 
 
 def _train(args) -> int:
-    from nntile_lab.bench import train
     spec = from_args(args, BENCH_GROUPS)
     res = train.run(spec, vs_torch=args.vs_torch, torch_compile=args.torch_compile)
     if args.record:
-        from nntile_lab.record import write_record
         write_record(args.record, spec, res, kind="bench-train")
     print(json.dumps(res) if args.json else train.report(res))
     return 0
 
 
 def _schedulers(args) -> int:
-    from nntile_lab.bench import schedulers
     base = from_args(args, SCHEDULER_GROUPS, base={"n_layer": 8})
     names = [n for n in args.schedulers.split(",") if n]
     summary, df = schedulers.run(base, names, args.repeats,
@@ -203,14 +201,12 @@ def _schedulers(args) -> int:
 
 
 def _kernels(args) -> int:
-    from nntile_lab.bench import kernels
     res = kernels.run(args.config, args.repeats, args.only.split(",") if args.only else None)
     print(json.dumps(res) if args.json else kernels.report(res))
     return 0
 
 
 def _memory(args) -> int:
-    from nntile_lab.bench import memory
 
     def progress(msg):
         print(msg, file=sys.stderr if args.json else sys.stdout, flush=True)
@@ -249,8 +245,6 @@ def _memory(args) -> int:
 
 def _memory_point(args) -> int:
     """One point of ``bench memory`` in this fresh process: its JSON on the last line."""
-    from nntile_lab.bench import memory
-    from nntile_lab.spec import ExperimentSpec
     spec = ExperimentSpec.from_dict(json.loads(args.spec))
     res = memory.torch_point(spec) if args.system == "torch" else memory.measure_point(spec)
     print(json.dumps(res), flush=True)
@@ -258,7 +252,6 @@ def _memory_point(args) -> int:
 
 
 def _depth(args) -> int:
-    from nntile_lab.bench import depth
     layers = _ints("--layers", args.layers, count=2)
     if not 1 <= layers[0] < layers[1]:
         raise UsageError(f"--layers {args.layers}: give two depths, shallow first, e.g. 4,8")
@@ -278,6 +271,7 @@ def _depth(args) -> int:
 
 
 def _trace_overhead(args) -> int:
+    # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab.trace import overhead
     spec = overhead.BIG if args.big else overhead.SMALL
     if args.scheduler:
@@ -296,7 +290,6 @@ def _trace_overhead(args) -> int:
 
 
 def _submit_cost(args) -> int:
-    from nntile_lab.dist import submit_cost
     r = submit_cost.measure(args.tasks, args.repeats)
     print(json.dumps(r) if args.json else
           f"submit: median {r['median_us']:.2f} µs/task, min {r['min_us']:.2f} "

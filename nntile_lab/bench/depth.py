@@ -15,6 +15,7 @@ import pandas as pd
 
 from nntile_lab.bench.schedulers import default_ooc_dir, out_of_core
 from nntile_lab.spec import ExperimentSpec
+from nntile_lab.sweep import run as sweep_run
 
 IN_MEMORY, OUT_OF_CORE = "in memory", "out of core"
 
@@ -87,7 +88,6 @@ def table(summary: pd.DataFrame) -> str:
 def run(base: ExperimentSpec, layers=(4, 8), repeats: int = 3, ooc_fraction=0.5,
         ooc_dir=None, cache_dir=None, isolate: bool = True, progress: bool = True):
     """``(summary, every point's row)``."""
-    from nntile_lab.sweep import run as sweep_run
     df = sweep_run(points(base, layers, repeats, ooc_fraction, ooc_dir), cache_dir,
                    isolate=isolate, progress=progress, keep_traces=False)
     return summarize(df), df

@@ -32,6 +32,7 @@ import statistics
 
 import numpy as np
 
+from nntile_lab.bench.common import machine
 from nntile_lab.spec import DEFAULTS, ExperimentSpec
 
 
@@ -201,6 +202,7 @@ def cases(d: dict) -> list[Case]:
 def table() -> list[dict]:
     """The compiled codelet table: per op, its name, buffers (mode, dtype, name), scalar
     arguments (type, name) and flops formula, as the extension was built."""
+    # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab._lib import ffi, lib
     rows = []
     for i in range(lib.nl_op_count()):
@@ -239,6 +241,7 @@ def _time(fn, repeats: int) -> dict:
 def stream(nbytes: int, repeats: int, kind: int = 1) -> float:
     """GB/s of a one-core STREAM copy (kind 0, 8 B per element) or triad (kind 1, 12 B)
     whose arrays total ``nbytes``, best of ``repeats``."""
+    # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab._lib import ffi, lib
     per = 8 if kind == 0 else 12
     n = max(64, nbytes // per)
@@ -250,6 +253,7 @@ def stream(nbytes: int, repeats: int, kind: int = 1) -> float:
 
 def exp_rate(repeats: int, n: int = 4096) -> float:
     """Exps per ns (1e9/s) of the 8-lane exp, on an L1-resident array, best of ``repeats``."""
+    # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab._lib import ffi, lib
     x = np.linspace(-20, 20, n, dtype=np.float32)
     y = np.empty_like(x)
@@ -275,6 +279,7 @@ def _buffers(case: Case, row: dict, rng) -> list[np.ndarray]:
 
 
 def measure_case(case: Case, row: dict, roofs: dict, repeats: int, stream_cache: dict) -> dict:
+    # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab._lib import ffi, lib
     bufs = _buffers(case, row, np.random.default_rng(0))
     ptrs = ffi.new("void *[]", [ffi.cast("void *", b.ctypes.data) for b in bufs])
@@ -303,8 +308,8 @@ def measure_case(case: Case, row: dict, roofs: dict, repeats: int, stream_cache:
 
 def run(config: str = "main", repeats: int = 7, only: list[str] | None = None) -> dict:
     """Every codelet of the compiled table (or ``only`` those) timed against the roofs."""
+    # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab._lib import VARIANT, ffi, lib
-    from nntile_lab.bench.common import machine
     rows = {r["name"]: r for r in table()}
     by_name = {c.name: c for c in cases(CONFIGS[config])}
     missing = sorted(set(rows) - set(by_name))

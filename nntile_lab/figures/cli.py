@@ -5,10 +5,13 @@ import argparse
 import dataclasses
 import json
 import time
+from pathlib import Path
+
+from nntile_lab.figures import FULL, SMOKE, point, redraw, run_figures
+from nntile_lab.record import json_safe
 
 
 def _run(args) -> int:
-    from nntile_lab.figures import FULL, SMOKE, redraw, run_figures
     if args.from_dir:
         df = redraw(args.from_dir)
         if args.json:
@@ -42,9 +45,6 @@ def _run(args) -> int:
 
 def _result(df, out: str, seconds: float | None) -> dict:
     """The ``--json`` document: where the files are and every point's row."""
-    from pathlib import Path
-
-    from nntile_lab.record import json_safe
     files = sorted(str(p) for p in Path(out).iterdir() if p.is_file()) \
         if Path(out).is_dir() else []
     return json_safe({"out": str(out), "points": len(df), "seconds": seconds, "files": files,
@@ -52,7 +52,6 @@ def _result(df, out: str, seconds: float | None) -> dict:
 
 
 def _point(args) -> int:
-    from nntile_lab.figures import point
     return point.main([args.job])
 
 

@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from nntile_lab.data.bins import atomic_write_bytes
 from nntile_lab.figures.family import ADAM_BYTES_PER_PARAM, FigurePlan, family_params
+from nntile_lab.record import environment as shared_environment
+from nntile_lab.record import json_safe
 
 RECORD_KIND = "figure_point"
 RECORD_VERSION = 1
@@ -24,14 +27,11 @@ def record_path(out_dir: Path, system: str, n_layer: int, n_embd: int) -> Path:
 def environment() -> dict:
     """``{"git_commit", "versions", "machine"}`` of this run: ``nntile_lab.record``'s, the
     one definition of what a record says about its software and machine."""
-    from nntile_lab.record import environment as shared_environment
     return shared_environment()
 
 
 def write_point_record(out_dir: Path, plan: FigurePlan, result: dict) -> Path:
     """Atomically write the point's record (the figure can be redrawn from these alone)."""
-    from nntile_lab.data.bins import atomic_write_bytes
-    from nntile_lab.record import json_safe
     rec = {"kind": RECORD_KIND, "record_version": RECORD_VERSION,
            "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
            "plan": plan.to_dict(), "result": result, **environment()}

@@ -13,6 +13,7 @@ import pandas as pd
 from nntile_lab.figures import draw
 from nntile_lab.figures.family import SYSTEMS, FigurePlan, point_spec
 from nntile_lab.figures.paper import reference_points
+from nntile_lab.figures.point import RESULT_MARK
 from nntile_lab.figures.records import (
     does_not_fit,
     points_frame,
@@ -20,6 +21,7 @@ from nntile_lab.figures.records import (
     record_path,
     write_point_record,
 )
+from nntile_lab.figures.summary import write_summary
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent.parent)
 
@@ -47,7 +49,6 @@ def run_point(plan: FigurePlan, system: str, n_layer: int, n_embd: int) -> dict:
 
 
 def _run_process(plan, system, n_layer, n_embd, base, *, out_of_core: bool) -> dict:
-    from nntile_lab.figures.point import RESULT_MARK
     base = base | {"out_of_core": out_of_core}
     arg = json.dumps({"system": system, "n_layer": n_layer, "n_embd": n_embd,
                       "plan": plan.to_dict(), "out_of_core": out_of_core})
@@ -69,9 +70,11 @@ def _run_process(plan, system, n_layer, n_embd, base, *, out_of_core: bool) -> d
 
 
 def run_figures(plan: FigurePlan, out_dir: str | os.PathLike, *, resume: bool = True,
-                progress: bool = True) -> pd.DataFrame:
+                progress=True) -> pd.DataFrame:
     """Measure the plan's points (a point whose record exists for the same plan is reused, so
-    an interrupted run resumes), then draw everything into ``out_dir``."""
+    an interrupted run resumes), then draw everything into ``out_dir``. ``progress``: a line
+    per point on stderr (True), on a stream of yours (a notebook passes ``sys.stdout``), or
+    none (False)."""
     plan = plan.with_bf16_resolved()
     out_dir = Path(out_dir)
     points = point_list(plan)
@@ -91,7 +94,7 @@ def run_figures(plan: FigurePlan, out_dir: str | os.PathLike, *, resume: bool = 
             print(f"[{i}/{len(points)} {time.perf_counter() - t0:5.0f} s] {SYSTEMS[system]:22s}"
                   f" L={n_layer} E={n_embd}: {res['status']}"
                   + (f", {res['gflops']:.1f} GFLOP/s" if res["status"] == "ok" else ""),
-                  file=sys.stderr, flush=True)
+                  file=progress if hasattr(progress, "write") else sys.stderr, flush=True)
     _drop_stale_records(out_dir, points)
     return redraw(out_dir)
 
@@ -122,6 +125,5 @@ def redraw(out_dir: str | os.PathLike) -> pd.DataFrame:
     ref = reference_points()
     draw.save(draw.reference_figure(ref), out_dir, "paper_reference", ref.set_index("setup"))
     df.to_csv(out_dir / "points.csv", index=False)
-    from nntile_lab.figures.summary import write_summary
     write_summary(df, records, out_dir)
     return df

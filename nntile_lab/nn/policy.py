@@ -104,7 +104,7 @@ class StepPolicy:
     def start_gradients(self, accumulate: bool) -> None:
         """Before a step's forward: zero the gradients (now, or with ``drop_grads`` each
         one just before its first accumulation), or, ``accumulate``, add to them."""
-        if accumulate and any(g.storage._dropped for g in self.grads.tensors()):
+        if accumulate and any(g.storage.dropped for g in self.grads.tensors()):
             raise RuntimeError("accumulate=True after the optimizer dropped the gradients "
                                "(the invalidate hint): the first micro-batch of a step must "
                                "not accumulate")

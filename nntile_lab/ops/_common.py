@@ -28,7 +28,7 @@ def _task_too_big() -> OutOfMemory:
     op = ffi.new("int *")
     nbytes = lib.nl_refused_task(op)
     name = ffi.string(lib.nl_op_name(op[0])).decode() if op[0] >= 0 else "a"
-    rt = Runtime._active
+    rt = Runtime.active
     limit = rt.memory_limit_mb if rt is not None else None
     mib = 1 << 20
     return OutOfMemory(

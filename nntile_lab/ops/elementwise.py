@@ -27,7 +27,7 @@ def fill(y: TiledTensor, value, after: TiledTensor | None = None) -> TiledTensor
         submit = lib.nl_submit_fill_i64 if y.dtype == np.int64 else lib.nl_submit_fill
         for i in range(y.ntiles):
             check(submit(h[i], sizes[i], value))
-    y.storage._dropped = False
+    y.storage.dropped = False
     return y
 
 

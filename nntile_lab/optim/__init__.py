@@ -35,7 +35,7 @@ class Optimizer:
 
     def grad_norm(self) -> float:
         """√(Σ over all gradients of g²), the global norm (waits for the gradients)."""
-        if any(g.storage._dropped for g in self.model.grads.values()):
+        if any(g.storage.dropped for g in self.model.grads.values()):
             raise RuntimeError("the gradients were dropped after the last update (the "
                                "invalidate hint): compute new ones first")
         total = None

@@ -20,7 +20,12 @@ import json
 import sys
 from pathlib import Path
 
-from nntile_lab.spec import field_names, spec_fields
+from nntile_lab.data.bins import atomic_write_bytes
+from nntile_lab.record import json_safe, write_record
+from nntile_lab.spec import ExperimentSpec, field_names, spec_fields
+from nntile_lab.sweep import plots, worker
+from nntile_lab.sweep.grid import grid, parse_axes
+from nntile_lab.sweep.run import POINT_TIMEOUT_S, run
 
 SHOWN = ("gflops", "tokens_per_s", "mfu", "step_time_s", "utilisation", "idle_share",
          "critical_path_s", "peak_rss_mb")
@@ -41,7 +46,6 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
     r.add_argument("--out", metavar="DIR", help="write sweep.csv, sweep.png, sweep.json here")
     r.add_argument("--in-process", action="store_true",
                    help="run points in this process (no isolation from StarPU aborts)")
-    from nntile_lab.sweep.run import POINT_TIMEOUT_S
     r.add_argument("--timeout", type=float, default=POINT_TIMEOUT_S, metavar="S",
                    help=f"seconds per point before it counts as failed (default "
                         f"{POINT_TIMEOUT_S:g})")
@@ -55,14 +59,11 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
 
 
 def _point() -> int:
-    from nntile_lab.sweep import worker
     return worker.main()
 
 
 def specs_from_args(args):
     """(points, axis names) from parsed options: single values form the base spec."""
-    from nntile_lab.spec import ExperimentSpec
-    from nntile_lab.sweep.grid import grid, parse_axes
     texts = {name: getattr(args, name) for name in field_names()
              if getattr(args, name, None) is not None}
     axes = parse_axes(texts)
@@ -88,9 +89,6 @@ def table(df, axes) -> str:
 def write_outputs(df, out, axes, title: str | None = None) -> dict[str, Path]:
     """sweep.csv, sweep.png (tile_figure, or scheduler_figure when only the scheduler
     varies) and sweep.json (a record: rows + environment) into ``out``."""
-    from nntile_lab.data.bins import atomic_write_bytes
-    from nntile_lab.record import write_record
-    from nntile_lab.sweep import plots
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"csv": out / "sweep.csv", "png": out / "sweep.png", "json": out / "sweep.json"}
@@ -109,9 +107,6 @@ def write_outputs(df, out, axes, title: str | None = None) -> dict[str, Path]:
 
 
 def run_cli(args) -> int:
-    from nntile_lab.record import json_safe
-    from nntile_lab.sweep import plots
-    from nntile_lab.sweep.run import run
     points, axes = specs_from_args(args)
     df = run(points, args.cache, isolate=not args.in_process, progress=not args.no_progress,
              timeout_s=args.timeout, retry_errors=args.retry_errors)

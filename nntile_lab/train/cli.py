@@ -15,10 +15,14 @@ from pathlib import Path
 
 from nntile_lab import memory
 from nntile_lab import spec as specs
+from nntile_lab.data import prepare_default_corpus
 from nntile_lab.experiment import build as build_spec
 from nntile_lab.experiment import runtime
-from nntile_lab.train.checkpoint import clean_stale, find_checkpoint, read_state
-from nntile_lab.train.trainer import restore_log
+from nntile_lab.parallel.launch import for_this_rank, relaunch_train, wants_launch
+from nntile_lab.record import write_record
+from nntile_lab.train.checkpoint import clean_stale, config_dict, find_checkpoint, read_state
+from nntile_lab.train.plots import save_loss_plot
+from nntile_lab.train.trainer import restore_log, train
 
 TRAIN_GROUPS = ("model", "data", "tiles", "runtime", "train", "run")
 # What a checkpoint fixes: the model's shape (its config) and the batch shape (its settings).
@@ -46,7 +50,7 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true",
                    help="print one JSON object per logged step and a final summary")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
-    d = p.add_argument_group("distributed (StarPU-MPI; nntile_lab.dist.launch)")
+    d = p.add_argument_group("distributed (StarPU-MPI; nntile_lab.parallel.launch)")
     d.add_argument("--ranks", type=int, default=None, metavar="N",
                    help="train on N MPI ranks: starts mpirun (or srun in a Slurm allocation; "
                         "default there: SLURM_NTASKS)")
@@ -118,12 +122,6 @@ def build(spec: specs.ExperimentSpec):
 
 def run_cli(args: argparse.Namespace) -> int:
     """Run ``train`` for parsed arguments; return the process exit code."""
-    from nntile_lab.data import prepare_default_corpus
-    from nntile_lab.dist.launch import for_this_rank, relaunch_train, wants_launch
-    from nntile_lab.record import write_record
-    from nntile_lab.train.checkpoint import config_dict
-    from nntile_lab.train.plots import save_loss_plot
-    from nntile_lab.train.trainer import train
     if wants_launch(args):
         return relaunch_train(args)
     args = resolve(args)

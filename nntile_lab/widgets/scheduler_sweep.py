@@ -3,14 +3,17 @@ the spread over repeats (each repeat is the point with another ``seed``, so each
 measured and cached separately), optionally with task priorities on and off.
 
 ``points()`` and ``run()`` are the callbacks (plain methods; tests call them). DOM
-classes: nl-sched-run, -status, -message, -plot.
+classes: nl-sched-run, -status, -message, -plot (the plot's canvas: nl-sched-plot-canvas; a
+sentence in its place: nl-sched-plot-words).
 """
 from __future__ import annotations
 
 import ipywidgets as w
 
 from nntile_lab.spec import ExperimentSpec
-from nntile_lab.widgets.common import SweepView, image, notice_html, png
+from nntile_lab.sweep import grid
+from nntile_lab.sweep.plots import aggregate_repeats, best, scheduler_figure
+from nntile_lab.widgets.common import PlotArea, SweepView, notice_html
 
 # Test policies, not schedulers for real work.
 NOT_APPLICABLE = ("graph_test",)
@@ -19,6 +22,7 @@ COMMON = ("eager", "prio", "ws", "lws", "dm", "dmda", "dmdas", "dmdar", "heterop
 
 def applicable_schedulers() -> list[str]:
     """Every scheduling policy of this StarPU build that applies to a CPU run."""
+    # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab.runtime import scheduler_names
     return [s for s in scheduler_names() if s not in NOT_APPLICABLE]
 
@@ -38,15 +42,14 @@ class SchedulerSweep(SweepView):
                                            description="schedulers")
         self.repeats = w.BoundedIntText(value=repeats, min=1, max=20, description="repeats")
         self.priorities = w.Checkbox(value=False, description="priorities on and off")
-        self.plot = image("nl-sched-plot")
+        self.plot = PlotArea("nl-sched-plot")
         self.view = w.VBox([w.HBox([self.schedulers,
                                     w.VBox([self.repeats, self.priorities, self.run_button,
                                             self.status])]),
-                            self.message, self.plot])
+                            self.message, self.plot.box])
         self.message.value = notice_html(self._notes())
 
     def points(self) -> list:
-        from nntile_lab.sweep import grid
         if not self.schedulers.value:
             raise ValueError("no scheduler selected: pick one or more in the list")
         axes = {"scheduler": list(self.schedulers.value),
@@ -63,12 +66,12 @@ class SchedulerSweep(SweepView):
         return unknown + (prio if self.priorities.value else [])
 
     def _draw(self, df) -> None:
-        from nntile_lab.sweep.plots import aggregate_repeats, scheduler_figure
-        self.plot.value = png(scheduler_figure(aggregate_repeats(df),
-                                               title=f"Schedulers ({self.repeats.value} "
-                                                     "repeats: bars min–max over repeats)"))
+        if self._nothing_ran(df):
+            return
+        n = self.repeats.value
+        self.plot.show(scheduler_figure(aggregate_repeats(df), title=f"Schedulers, {n} "
+                                        f"repeat{'s' if n > 1 else ''} each", spread="repeats"))
 
     def _best_text(self, df) -> str:
-        from nntile_lab.sweep.plots import aggregate_repeats, best
         b = best(aggregate_repeats(df))
         return ", none ran" if b is None else f", best {b['scheduler']}: {b['gflops']:.3g} GFLOP/s"
