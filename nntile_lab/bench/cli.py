@@ -3,7 +3,8 @@ sibling modules; this module only parses options and prints).
 
     gemm, train, schedulers, kernels, memory, depth, trace-overhead, submit-cost
 
-and the hidden ``_bench-memory-point`` that ``bench memory`` starts once per point.
+(the hidden ``_bench-memory-point`` that ``bench memory`` starts once per point is in
+point_cli.py, so that its process imports no more than it measures).
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import sys
 from nntile_lab.bench import depth, kernels, memory, schedulers, submit_cost, train
 from nntile_lab.errors import UsageError
 from nntile_lab.record import json_safe, write_record
-from nntile_lab.spec import DEFAULTS, ExperimentSpec, add_arguments, from_args
+from nntile_lab.spec import DEFAULTS, add_arguments, from_args
 
 # The spec fields ``bench train`` takes (no training schedule: it times a few steps).
 BENCH_GROUPS = ("model", "data", "tiles", "runtime", "bench")
@@ -154,11 +155,6 @@ def register_cli(subparsers) -> None:
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.set_defaults(func=_submit_cost)
 
-    pt = subparsers.add_parser("_bench-memory-point", help=argparse.SUPPRESS)
-    pt.add_argument("system", choices=("nntile", "torch"))
-    pt.add_argument("spec", help="the spec as JSON")
-    pt.set_defaults(func=_memory_point)
-
 
 def _gemm(args) -> int:
     # loads the compiled extension: importing this module must not (--help, readers)
@@ -241,14 +237,6 @@ def _memory(args) -> int:
         print(memory.report(res))
     # a point that did not fit is a result; not one point run is a failure
     return 0 if any("error" not in r for r in res["rows"]) else 1
-
-
-def _memory_point(args) -> int:
-    """One point of ``bench memory`` in this fresh process: its JSON on the last line."""
-    spec = ExperimentSpec.from_dict(json.loads(args.spec))
-    res = memory.torch_point(spec) if args.system == "torch" else memory.measure_point(spec)
-    print(json.dumps(res), flush=True)
-    return 0
 
 
 def _depth(args) -> int:

@@ -23,7 +23,7 @@ from pathlib import Path
 from nntile_lab.data.bins import atomic_write_bytes
 from nntile_lab.record import json_safe, write_record
 from nntile_lab.spec import ExperimentSpec, field_names, spec_fields
-from nntile_lab.sweep import plots, worker
+from nntile_lab.sweep import plots
 from nntile_lab.sweep.grid import grid, parse_axes
 from nntile_lab.sweep.run import POINT_TIMEOUT_S, run
 
@@ -53,13 +53,7 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true", help="print one JSON object")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_cli)
-    w = subparsers.add_parser("_sweep-point", help=argparse.SUPPRESS)   # reads its job on stdin
-    w.set_defaults(func=lambda args: _point())
     return p
-
-
-def _point() -> int:
-    return worker.main()
 
 
 def specs_from_args(args):
