@@ -55,6 +55,15 @@ def _openblas_include():
     return scipy_openblas32.get_include_dir()
 
 
+def _onednn_link():
+    """The link line of oneDNN, the bf16 GEMM (kernels/cpu/gemm_bf16.c); Debian's
+    libdnnl-dev has no pkg-config file, and its library runs on OpenMP (libgomp)."""
+    if not os.path.exists("/usr/include/oneapi/dnnl/dnnl.h") and not os.environ.get("CPATH"):
+        raise SystemExit("nntile_lab needs oneDNN for its bf16 GEMM: on Debian/Ubuntu run\n"
+                         "  apt-get install libdnnl-dev\n(or scripts/setup.sh)")
+    return ["-ldnnl", "-lgomp"]
+
+
 def _read(name):
     with open(os.path.join(HERE, name)) as f:
         return f.read()
@@ -104,7 +113,7 @@ ffibuilder.set_source(
     + [("NL_CFLAGS", json.dumps(ARCH_FLAGS))],
     extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wno-unused-function"] + VALUE_SAFE
     + shlex.split(ARCH_FLAGS),
-    extra_link_args=(mpi[1] if mpi else []) + _pkg_config("--libs"),
+    extra_link_args=(mpi[1] if mpi else []) + _pkg_config("--libs") + _onednn_link(),
 )
 
 if __name__ == "__main__":
