@@ -15,8 +15,15 @@ gcc -O2 -std=gnu11 -o "$out" scripts/bf16_gemm_bench.c -I"$inc" -L"$lib" \
 export OMP_NUM_THREADS=1 MKL_THREADING_LAYER=SEQUENTIAL MKL_NUM_THREADS=1
 [ -n "${MKL_ROOT:-}" ] && export LD_LIBRARY_PATH="$MKL_ROOT/lib:${LD_LIBRARY_PATH:-}"
 grep -m1 "model name" /proc/cpuinfo
-case "${1:-both}" in avx512|both) echo "== AVX-512 code paths (libraries' defaults)"; "$out";; esac
+# OpenBLAS picks its kernels by OPENBLAS_CORETYPE when set (some machines set Haswell
+# globally): name the code path explicitly on each side
+case "${1:-both}" in avx512|both)
+    echo "== AVX-512 code paths (libraries' defaults, OPENBLAS_CORETYPE=SkylakeX)"
+    OPENBLAS_CORETYPE=SkylakeX "$out";;
+esac
 case "${1:-both}" in avx2|both)
-    echo "== AVX2 code paths (ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 LIBXSMM_TARGET=hsw)"
-    ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 LIBXSMM_TARGET=hsw "$out";;
+    echo "== AVX2 code paths (ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2" \
+         "LIBXSMM_TARGET=hsw OPENBLAS_CORETYPE=Haswell)"
+    ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 LIBXSMM_TARGET=hsw \
+        OPENBLAS_CORETYPE=Haswell "$out";;
 esac
