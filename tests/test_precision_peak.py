@@ -16,9 +16,9 @@ def test_bf16_peak_is_measured_beside_fp32():
     assert res["ratio"] == pytest.approx(res["bf16_gflops"] / res["fp32_gflops"])
     assert "1024³" in res["method"] and res["workers"] >= 1
     if "avx512_bf16" in machine()["isa"]:
-        # oneDNN's bf16 kernels run ~4x sgemm here (BENCHMARKS.md): below 1.5 means the
-        # kernel took the widening fallback on a CPU that has bf16 instructions
-        assert res["ratio"] > 1.5, res
+        # oneDNN's bf16 kernels run 2-4x sgemm here (BENCHMARKS.md): below 1.2 means the
+        # kernel took the widening fallback (ratio < 1) on a CPU that has bf16 instructions
+        assert res["ratio"] > 1.2, res
 
 
 def test_peak_precision_bf16_prints_both(fake_peak, monkeypatch, capsys):  # noqa: F811
