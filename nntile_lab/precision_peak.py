@@ -5,12 +5,11 @@ What it measures: one tiled N×N×N product (N = 2048, 512² tiles: 64 tasks of 
 on every core StarPU may use, once with bfloat16 inputs (``gemm_bf16``: oneDNN, float32
 accumulation and output) and once in float32 (``gemm``: OpenBLAS sgemm), best of rounds a
 pause apart (:func:`nntile_lab.sgemm_peak.best_of_rounds`: a neighbour's burst slows a
-trial, never speeds one up). The ratio says whether bf16 compute pays on this CPU: about 2
-on AVX-512 BF16 (Zen 5) against OpenBLAS's AVX-512 sgemm, about 4 against its AVX2 sgemm
-(``OPENBLAS_CORETYPE=Haswell``), below 1 where oneDNN has no bf16 matmul (AVX2 only: the
-kernel then widens to float32 and runs sgemm, plus the widening). BENCHMARKS.md, "bf16 GEMM
-library". Not cached: it reads the machine as it is now (seconds), and no other figure
-divides by it yet.
+trial, never speeds one up). The ratio says whether bf16 compute pays on this CPU: well
+above 1 with AVX-512 BF16, below 1 where oneDNN has no bf16 matmul (AVX2 only: the kernel
+then widens to float32 and runs sgemm, plus the widening); BENCHMARKS.md, "bf16 GEMM
+library", has the figures per code path. Not cached: it reads the machine as it is now
+(seconds), and no other figure divides by it yet.
 """
 from __future__ import annotations
 

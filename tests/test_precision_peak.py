@@ -16,7 +16,7 @@ def test_bf16_peak_is_measured_beside_fp32():
     assert res["ratio"] == pytest.approx(res["bf16_gflops"] / res["fp32_gflops"])
     assert "1024³" in res["method"] and res["workers"] >= 1
     if "avx512_bf16" in machine()["isa"]:
-        # oneDNN's bf16 kernels run 2-4x sgemm here (BENCHMARKS.md): below 1.2 means the
+        # oneDNN's bf16 kernels run well above sgemm here (BENCHMARKS.md): below 1.2 means the
         # kernel took the widening fallback (ratio < 1) on a CPU that has bf16 instructions
         assert res["ratio"] > 1.2, res
 
