@@ -48,7 +48,7 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true",
                    help="print one JSON object per logged step and a final summary")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
-    d = p.add_argument_group("distributed (StarPU-MPI; nntile_lab.dist)")
+    d = p.add_argument_group("distributed (StarPU-MPI; nntile_lab.parallel)")
     d.add_argument("--ranks", type=int, default=1, metavar="N",
                    help="train on N local MPI ranks: starts mpirun (operator-parallel tiles)")
     d.add_argument("--print-mpirun", action="store_true",
