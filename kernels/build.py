@@ -81,7 +81,7 @@ with open(os.path.join(HERE, "cpu", "prototypes.h"), "w") as f:
 VALUE_SAFE = ["-fno-trapping-math", "-fno-math-errno"]
 ARCH_FLAGS = os.environ.get("NNTILE_LAB_CFLAGS", "-march=native")
 
-sources = ([os.path.join(HERE, n) for n in ("core.c", "mpi.c", "bench.c")]
+sources = ([os.path.join(HERE, n) for n in ("core.c", "guard.c", "mpi.c", "bench.c")]
            + sorted(glob.glob(os.path.join(HERE, "cpu", "*.c"))))
 cflags = _pkg_config("--cflags")
 mpi = _mpi_flags()

@@ -4,6 +4,7 @@
 #define NL_WITH_STARPU
 #include "core.h"
 #include "api.h"
+#include "guard.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -187,6 +188,11 @@ int nl_submit_task(struct starpu_task *task, int op_id)
     if (too_big(task, op_id)) {
         discard(task);
         return -E2BIG;
+    }
+    int refused = nl_guard_admit(task, op_id);   /* kernels/guard.c */
+    if (refused) {
+        discard(task);
+        return refused;
     }
     task->priority = scope.priority;
     struct nl_task_record *r = NULL;
@@ -476,6 +482,13 @@ int64_t nl_held_bytes(void)
 {
     return __atomic_load_n(&registered_bytes, __ATOMIC_RELAXED)
            + __atomic_load_n(&freed_pending_bytes, __ATOMIC_RELAXED);
+}
+
+/* Bytes of the tiles registered now (freed ones not counted): the memory guard's
+ * admission uses it, as it cannot wait for pending frees at submission. */
+int64_t nl_live_bytes(void)
+{
+    return __atomic_load_n(&registered_bytes, __ATOMIC_RELAXED);
 }
 
 /* A disk memory node for out-of-core runs: StarPU evicts tiles there when the
