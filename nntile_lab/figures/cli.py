@@ -2,15 +2,18 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 
 
 def _run(args) -> int:
     from nntile_lab.figures import FULL, SMOKE, redraw, run_figures
     if args.from_dir:
-        df = redraw(args.from_dir)
-        print(f"redrew {len(df)} points into {args.from_dir}")
-        return 0
+        out = args.out or args.from_dir
+        df = redraw(args.from_dir, out)
+        print(f"redrew {len(df)} points from {args.from_dir}/records into {out}")
+        return _failures(df)
+    _check_options(args)
     plan = SMOKE if args.smoke else FULL
     overrides = {k: v for k, v in (("layers", args.layers), ("embds", args.embds),
                                    ("cap_mb", args.cap_mb), ("batch", args.batch),
@@ -27,14 +30,51 @@ def _run(args) -> int:
     df = run_figures(plan, out, resume=not args.fresh)
     print(f"{len(df)} points in {time.perf_counter() - t0:.0f} s; figures, CSV, records and "
           f"summary.md in {out}")
-    return 0
+    return _failures(df)
+
+
+def _failures(df) -> int:
+    """1 (and the reasons on stderr) when a point failed for another reason than memory:
+    an error is never a result."""
+    from nntile_lab.figures.records import failed
+    bad = df[df.status.map(failed)]
+    for _, r in bad.iterrows():
+        print(f"nntile-lab figures: {r.system} L={r.n_layer} E={r.n_embd} failed: {r.status}: "
+              f"{r.error}", file=sys.stderr)
+    return 1 if len(bad) else 0
+
+
+def _check_options(args) -> None:
+    """Each option against its range, named as the user typed it (before any point runs)."""
+    from nntile_lab.runtime import max_workers, scheduler_names
+    for flag, values in (("--layers", args.layers), ("--embds", args.embds)):
+        for v in values or ():
+            if v < 1:
+                raise ValueError(f"{flag} {v}: must be ≥ 1")
+    for v in args.embds or ():
+        if v % 64:
+            raise ValueError(f"--embds {v}: must be a multiple of 64 (the head size)")
+    for flag, v in (("--cap-mb", args.cap_mb), ("--batch", args.batch),
+                    ("--seq-len", args.seq_len)):
+        if v is not None and v < 1:
+            raise ValueError(f"{flag} {v}: must be a positive integer")
+    if args.cap_mb is not None and args.cap_mb < 16:
+        raise ValueError(f"--cap-mb {args.cap_mb}: must be ≥ 16 (MiB; StarPU's smallest "
+                         "memory limit)")
+    if args.ncpu is not None and not 1 <= args.ncpu <= max_workers():
+        raise ValueError(f"--ncpu {args.ncpu}: must be from 1 to {max_workers()} (this "
+                         "StarPU build's STARPU_MAXCPUS)")
+    if args.scheduler is not None and args.scheduler not in scheduler_names():
+        raise ValueError(f"--scheduler {args.scheduler!r}: unknown; choose from "
+                         f"{', '.join(scheduler_names())}")
 
 
 def register_cli(sub) -> None:
     p = sub.add_parser("figures", help="the NNTile paper's figures at this machine's scale",
                        description=__doc__)
     p.add_argument("--smoke", action="store_true", help="small sizes: under 5 minutes")
-    p.add_argument("--out", help="output folder (default runs/figures[_smoke])")
+    p.add_argument("--out", help="output folder (default runs/figures[_smoke]; with --from, "
+                   "where the redrawn figures go: default the --from folder)")
     p.add_argument("--from", dest="from_dir", metavar="DIR",
                    help="redraw from DIR/records only (no measurement, no StarPU needed)")
     p.add_argument("--layers", type=int, nargs="+", help="layer counts (default 4 8)")

@@ -198,6 +198,9 @@ def main(argv: list[str]) -> int:
     plan = FigurePlan.from_dict(args.pop("plan"))
     try:
         emit(measure(plan=plan, **args))
+    except MemoryError as exc:  # nl.OutOfMemory, or Python's: the point did not fit
+        emit({**args, "status": "out_of_memory", "gflops": 0.0,
+              "error": f"{type(exc).__name__}: {exc}"})
     except Exception as exc:  # one failed point is a row with its error, not a crash
         emit({**args, "status": "error", "gflops": 0.0,
               "error": f"{type(exc).__name__}: {exc}"})
