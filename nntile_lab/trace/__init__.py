@@ -19,14 +19,14 @@ from __future__ import annotations
 from nntile_lab.trace import metrics
 from nntile_lab.trace.chrome import to_chrome, write_chrome
 
-__all__ = ["Trace", "metrics", "to_chrome", "write_chrome"]
+__all__ = ["Trace", "TraceError", "metrics", "to_chrome", "write_chrome"]
 
 
 def __getattr__(name: str):
     """``Trace`` records a live runtime and needs the compiled extension: it loads on
     first use, so reading and drawing saved traces works without StarPU."""
-    if name != "Trace":
+    if name not in ("Trace", "TraceError"):
         raise AttributeError(f"module 'nntile_lab.trace' has no attribute {name!r}")
-    from nntile_lab.trace.records import Trace
-    globals()["Trace"] = Trace
-    return Trace
+    from nntile_lab.trace import records
+    globals()[name] = getattr(records, name)
+    return globals()[name]
