@@ -135,7 +135,10 @@ def main(argv=None) -> int:
     try:
         return args.func(args)
     except (ValueError, TypeError, RuntimeError, OSError) as exc:   # OSError: disk full, ...
-        print(f"nntile-lab: error: {exc}", file=sys.stderr)
+        from nntile_lab.errors import os_error_message
+        # a raw file-system error (errno set); one raised with our own text keeps it
+        text = os_error_message(exc) if isinstance(exc, OSError) and exc.errno else exc
+        print(f"nntile-lab: error: {text}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:   # Ctrl-C: the shell's code for SIGINT, no traceback
         notes = "".join(f"; {n}" for n in getattr(exc, "__notes__", ()))

@@ -186,6 +186,9 @@ def estimate(spec, batch: int | None = None, seq_len: int | None = None, *,
     details = dict(s, ooc_backend="o_direct", largest_param=largest_param,
                    checkpoint_staging_bytes=ckpt)
     plan = MemoryPlan(cats, peak, task_bytes, task_name, rss, cap_mb, "fits", details=details)
+    if cap_mb is not None and cap_mb < 16:   # what Runtime refuses never "fits"
+        return _cannot(plan, f"--memory-limit-mb {cap_mb} is below 16 MiB, the smallest "
+                       "memory limit StarPU takes: give 16 or more")
     if cap_mb is None or peak <= cap_mb * MIB:
         return plan
     need = s["ncpu"] * task_bytes

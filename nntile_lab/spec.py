@@ -21,6 +21,7 @@ import argparse
 import dataclasses
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field, fields
 
 from nntile_lab import flops
@@ -181,8 +182,20 @@ class ExperimentSpec:
                 raise ValueError(f"{name}={v!r} (--{_opt(name)}) must be ≥ 0")
         for name in ("lr", "min_lr", "weight_decay", "clip"):
             v = getattr(self, name)
-            if v is not None and not v >= 0:
-                raise ValueError(f"{name}={v!r} (--{_opt(name)}) must be ≥ 0")
+            if v is not None and not 0 <= v < math.inf:
+                raise ValueError(f"{name}={v!r} (--{_opt(name)}) must be a finite number ≥ 0")
+        if not self.lr > 0:
+            raise ValueError(f"lr={self.lr!r} (--lr) must be > 0: a rate of 0 trains nothing")
+        # StarPU refuses a smaller RAM limit or disk node (Runtime): say so here, where the
+        # planner and every command see it, not only once a runtime starts
+        for name in ("memory_limit_mb", "ooc_size_mb"):
+            v = getattr(self, name)
+            if v is not None and v < 16:
+                raise ValueError(f"{name}={v!r} (--{_opt(name)}) must be ≥ 16 (MiB): StarPU "
+                                 "takes no smaller memory limit or disk node")
+        if self.warmup is not None and self.warmup > self.steps:
+            raise ValueError(f"warmup={self.warmup} (--warmup) must be ≤ steps={self.steps} "
+                             "(--steps): the warm-up is part of the run's steps")
         parse_hints(self.hints)
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer={self.optimizer!r} is unknown; valid ones: "

@@ -10,6 +10,9 @@ def _run(args) -> int:
     from nntile_lab.figures import FULL, SMOKE, redraw, run_figures
     if args.from_dir:
         out = args.out or args.from_dir
+        if args.out:
+            from nntile_lab.errors import writable_dir
+            writable_dir(out, "--out")
         df = redraw(args.from_dir, out)
         print(f"redrew {len(df)} points from {args.from_dir}/records into {out}")
         return _failures(df)
@@ -26,6 +29,8 @@ def _run(args) -> int:
     plan = dataclasses.replace(plan, **{k: tuple(v) if isinstance(v, list) else v
                                         for k, v in overrides.items()})
     out = args.out or ("runs/figures_smoke" if args.smoke else "runs/figures")
+    from nntile_lab.errors import writable_dir
+    writable_dir(out, "--out")   # before the first point, not after minutes of measuring
     t0 = time.perf_counter()
     df = run_figures(plan, out, resume=not args.fresh)
     print(f"{len(df)} points in {time.perf_counter() - t0:.0f} s; figures, CSV, records and "

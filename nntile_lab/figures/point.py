@@ -194,6 +194,8 @@ def measure(system: str, n_layer: int, n_embd: int, plan: FigurePlan,
 
 
 def main(argv: list[str]) -> int:
+    from nntile_lab.orphans import die_with_parent
+    die_with_parent()   # a killed figures run leaves no orphan point
     args = json.loads(argv[0])
     plan = FigurePlan.from_dict(args.pop("plan"))
     try:

@@ -23,6 +23,7 @@ from nntile_lab.figures.records import (
     set_aside,
     write_point_record,
 )
+from nntile_lab.orphans import child_env
 
 # what may differ between records drawn in one figure: which points a run measured
 POINT_FIELDS = ("layers", "embds", "systems", "bf16")
@@ -57,7 +58,7 @@ def _run_process(plan, system, n_layer, n_embd, base, *, out_of_core: bool) -> d
     base = base | {"out_of_core": out_of_core}
     arg = json.dumps({"system": system, "n_layer": n_layer, "n_embd": n_embd,
                       "plan": plan.to_dict(), "out_of_core": out_of_core})
-    env = dict(os.environ)
+    env = child_env()   # the child dies with this process (nntile_lab.orphans)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
     try:
         proc = subprocess.run([sys.executable, "-m", "nntile_lab.figures.point", arg],

@@ -16,6 +16,8 @@ import sys
 
 
 def main() -> int:
+    from nntile_lab.orphans import die_with_parent
+    die_with_parent()   # a killed sweep leaves no orphan point
     job = json.load(sys.stdin)
     from nntile_lab.data.bins import atomic_write_bytes
     from nntile_lab.record import json_safe
