@@ -64,6 +64,7 @@ SCHEDULER_VARIED = ("scheduler", "priorities", "memory_limit_mb", "ooc_dir", "oo
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from nntile_lab.options import int_range
     from nntile_lab.spec import DEFAULTS, add_arguments
     parser = argparse.ArgumentParser(prog="nntile-lab", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -71,12 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="benchmarks against baselines measured in the same run")
     bsub = bench.add_subparsers(dest="what", required=True)
     g = bsub.add_parser("gemm", help="tiled sgemm vs numpy matmul")
-    g.add_argument("--n", type=int, default=4096, help="matrix size (default 4096)")
-    g.add_argument("--tiles", type=int, nargs="+", default=[256, 512, 1024])
-    g.add_argument("--repeats", type=int, default=5)
+    g.add_argument("--n", type=int_range(), default=4096, help="matrix size (default 4096)")
+    g.add_argument("--tiles", type=int_range(), nargs="+", default=[256, 512, 1024])
+    g.add_argument("--repeats", type=int_range(), default=5)
     g.add_argument("--scheduler", default=None,
                    help=f"StarPU scheduling policy (default {DEFAULTS.scheduler})")
-    g.add_argument("--ncpu", type=int, default=None)
+    g.add_argument("--ncpu", type=int_range(), default=None)
     g.add_argument("--json", action="store_true", help="print one JSON object")
     g.set_defaults(func=_bench_gemm)
 

@@ -18,6 +18,7 @@ the field and the valid range. None means the whole dimension.
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import hashlib
 import json
@@ -103,6 +104,11 @@ def _tile(name: str, dim: str):
               + (f", capped at {dim}" if d else "") + ")", int)
 
 
+# Upper bounds of the integer fields (exclusive): C's 32-bit int, and for the layer count
+# a depth no model here needs (the planner and builders walk the layers one by one).
+INT_LIMIT = collections.defaultdict(lambda: 2**31, {"n_layer": 10_000})
+
+
 @dataclass(frozen=True)
 class ExperimentSpec:
     """A run: model + data shape + tiles + runtime + training + benchmark settings."""
@@ -176,7 +182,12 @@ class ExperimentSpec:
             v = getattr(self, name)
             if v is not None and v < 1:
                 raise ValueError(f"{name}={v!r} (--{_opt(name)}) must be ≥ 1")
-        for name in ("warmup", "warmup_steps", "eval_every", "checkpoint_every"):
+        for f in fields(self):   # sizes reach C as 32-bit ints; larger is a typo, not a model
+            v = getattr(self, f.name)
+            if f.metadata["type"] is int and isinstance(v, int) and v >= INT_LIMIT[f.name]:
+                raise ValueError(f"{f.name}={v!r} (--{_opt(f.name)}) must be below "
+                                 f"{INT_LIMIT[f.name]:,}")
+        for name in ("warmup", "warmup_steps", "eval_every", "checkpoint_every", "seed"):
             v = getattr(self, name)
             if v is not None and v < 0:
                 raise ValueError(f"{name}={v!r} (--{_opt(name)}) must be ≥ 0")
@@ -392,8 +403,25 @@ def given(args, groups=GROUPS) -> dict:
 
 
 def from_args(args, groups=GROUPS, base: dict | None = None) -> ExperimentSpec:
-    """A spec from parsed options over ``base`` values (e.g. a checkpoint's) and defaults."""
-    return ExperimentSpec.from_dict((base or {}) | given(args, groups))
+    """A spec from parsed options over ``base`` values (e.g. a checkpoint's) and defaults;
+    the scheduler is checked here too (against this StarPU build's policies), so that a
+    mistyped --scheduler is a usage error before any work."""
+    spec = ExperimentSpec.from_dict((base or {}) | given(args, groups))
+    check_scheduler(spec.scheduler)
+    return spec
+
+
+def check_scheduler(name: str) -> None:
+    """ValueError naming --scheduler when this StarPU build has no such policy (nothing
+    where the compiled extension is not importable: drawing needs no StarPU)."""
+    try:
+        from nntile_lab.runtime import scheduler_names
+    except ImportError:
+        return
+    names = scheduler_names()
+    if name not in names:
+        raise ValueError(f"scheduler={name!r} (--scheduler) is unknown; valid ones: "
+                         f"{', '.join(names)}")
 
 
 # The one set of defaults as an object: GPT2Config, Runtime, train(), the memory planner and

@@ -84,8 +84,8 @@ class Watchdog:
         held = lib.nl_held_bytes()
         need = -(-(held + lib.nl_guard_reserve(0)) // MIB)
         if rt.ooc_dir is not None:
-            fix = (f"give the disk node ooc_size_mb ≥ {need - rt.memory_limit_mb} (--ooc-size-mb)"
-                   f" or raise memory_limit_mb")
+            fix = (f"give the disk node ooc_size_mb ≥ {need - rt.memory_limit_mb} or raise "
+                   "memory_limit_mb")
         else:
             fix = (f"raise memory_limit_mb to ≥ {need} or give ooc_dir= (a disk node) with "
                    f"ooc_size_mb ≥ {max(16, need - (rt.memory_limit_mb or 0))}")

@@ -52,20 +52,10 @@ def _failures(df) -> int:
 def _check_options(args) -> None:
     """Each option against its range, named as the user typed it (before any point runs)."""
     from nntile_lab.runtime import max_workers, scheduler_names
-    for flag, values in (("--layers", args.layers), ("--embds", args.embds)):
-        for v in values or ():
-            if v < 1:
-                raise ValueError(f"{flag} {v}: must be ≥ 1")
+    # ranges (≥ 1, the cap ≥ 16) are checked by argparse (nntile_lab.options.int_range)
     for v in args.embds or ():
         if v % 64:
             raise ValueError(f"--embds {v}: must be a multiple of 64 (the head size)")
-    for flag, v in (("--cap-mb", args.cap_mb), ("--batch", args.batch),
-                    ("--seq-len", args.seq_len)):
-        if v is not None and v < 1:
-            raise ValueError(f"{flag} {v}: must be a positive integer")
-    if args.cap_mb is not None and args.cap_mb < 16:
-        raise ValueError(f"--cap-mb {args.cap_mb}: must be ≥ 16 (MiB; StarPU's smallest "
-                         "memory limit)")
     if args.ncpu is not None and not 1 <= args.ncpu <= max_workers():
         raise ValueError(f"--ncpu {args.ncpu}: must be from 1 to {max_workers()} (this "
                          "StarPU build's STARPU_MAXCPUS)")
@@ -75,6 +65,7 @@ def _check_options(args) -> None:
 
 
 def register_cli(sub) -> None:
+    from nntile_lab.options import int_range
     p = sub.add_parser("figures", help="the NNTile paper's figures at this machine's scale",
                        description=__doc__)
     p.add_argument("--smoke", action="store_true", help="small sizes: under 5 minutes")
@@ -82,12 +73,15 @@ def register_cli(sub) -> None:
                    "where the redrawn figures go: default the --from folder)")
     p.add_argument("--from", dest="from_dir", metavar="DIR",
                    help="redraw from DIR/records only (no measurement, no StarPU needed)")
-    p.add_argument("--layers", type=int, nargs="+", help="layer counts (default 4 8)")
-    p.add_argument("--embds", type=int, nargs="+", help="embedding sizes (multiples of 64)")
-    p.add_argument("--cap-mb", type=int, help="the memory cap both systems run under (MiB)")
-    p.add_argument("--batch", type=int)
-    p.add_argument("--seq-len", type=int)
-    p.add_argument("--ncpu", type=int, help="StarPU workers and torch threads (default: all)")
+    p.add_argument("--layers", type=int_range(), nargs="+", help="layer counts (default 4 8)")
+    p.add_argument("--embds", type=int_range(64), nargs="+",
+                   help="embedding sizes (multiples of 64)")
+    p.add_argument("--cap-mb", type=int_range(16),
+                   help="the memory cap both systems run under (MiB)")
+    p.add_argument("--batch", type=int_range())
+    p.add_argument("--seq-len", type=int_range())
+    p.add_argument("--ncpu", type=int_range(),
+                   help="StarPU workers and torch threads (default: all)")
     p.add_argument("--scheduler", help="nntile_lab's StarPU scheduler (default lws)")
     p.add_argument("--no-ooc", action="store_true",
                    help="no out-of-core runs: nntile_lab beyond the cap shows as 0 too")

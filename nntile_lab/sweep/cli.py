@@ -117,6 +117,9 @@ def run_cli(args) -> int:
     if not args.timeout > 0 or args.timeout == float("inf"):
         raise ValueError(f"--timeout {args.timeout}: must be a number of seconds > 0")
     points, axes = specs_from_args(args)
+    from nntile_lab.sweep.grid import InvalidSpec
+    if points and all(isinstance(p, InvalidSpec) for p in points):
+        raise ValueError(f"{points[0].error} (no point of this sweep is valid)")
     if args.out:   # before the first point: a measurement never waits on a bad --out
         writable_dir(args.out, "--out")
     df = run(points, args.cache, isolate=not args.in_process, progress=not args.no_progress,
