@@ -366,19 +366,22 @@ HINT_SKIP = ("memory_limit_mb", "ooc_dir", "ooc_size_mb", "hints")
 def register_cli(bsub):
     """``nntile-lab bench memory [--caps 2048,4096] [--json]`` (the capacity experiment)
     and ``nntile-lab bench memory --hints [model options] [--json]`` (each hint's effect)."""
+    from nntile_lab.options import float_range, int_list, int_range
     from nntile_lab.spec import DEFAULTS, add_arguments
     p = bsub.add_parser("memory", help="largest model under a process RAM cap vs PyTorch "
                         "(out of core), or with --hints each memory hint's effect",
                         description=__doc__.split("\n\n")[0])
-    p.add_argument("--caps", default="2048,4096",
+    p.add_argument("--caps", default="2048,4096", type=int_list(16),
                    help="process RSS caps in MiB, comma list (default %(default)s)")
     p.add_argument("--ooc-dir", default=None, help="disk node directory (default: a new "
                    "directory in the system's temp dir)")
-    p.add_argument("--widths", default=None, help="n_embd values to search, comma list "
+    p.add_argument("--widths", default=None, type=int_list(64),
+                   help="n_embd values to search, comma list "
                    f"(default {WIDTHS[0]} … {WIDTHS[-1]})")
-    p.add_argument("--max-width", type=int, default=None,
+    p.add_argument("--max-width", type=int_range(64), default=None,
                    help="widest n_embd nntile_lab tries out of core (default the widest)")
-    p.add_argument("--speeds", default="1,2,4", help="throughput at these multiples of the "
+    p.add_argument("--speeds", default="1,2,4", type=int_list(1),
+                   help="throughput at these multiples of the "
                    "cap (in-memory peak), comma list (default %(default)s)")
     p.add_argument("--hint-set", default=None, help="memory hints of every nntile_lab point "
                    f"(default {DEFAULTS.hints})")
@@ -386,10 +389,10 @@ def register_cli(bsub):
                    help="instead: out of core under --fraction of the planned peak, disk "
                         "traffic and step time with no hints, all, and all but each one "
                         "(model options below; default the main job)")
-    p.add_argument("--fraction", type=float, default=0.5,
+    p.add_argument("--fraction", type=float_range(0, 1, lo_open=True), default=0.5,
                    help="with --hints: StarPU's RAM cap as a fraction of the planned peak "
                         "(default %(default)s)")
-    p.add_argument("--repeats", type=int, default=1,
+    p.add_argument("--repeats", type=int_range(), default=1,
                    help="with --hints: runs per hint set (default %(default)s)")
     p.add_argument("--json", action="store_true",
                    help="progress to stderr, one JSON object per point, the summary last")
@@ -405,6 +408,8 @@ def _cli(args) -> int:
 
     def progress(msg):
         print(msg, file=sys.stderr if args.json else sys.stdout, flush=True)
+
+    from_args(args, HINT_GROUPS)   # the model options, checked even where unused
 
     if args.hints_table:
         res = run_hints(from_args(args, HINT_GROUPS), fraction=args.fraction,
