@@ -80,7 +80,7 @@ class Runtime:
     cut a step by 4.5 % (main job) and 5.6 % (E 1024): the head's dx chain over the
     vocabulary no longer waits behind weight-gradient products.
     ``stall_timeout_s``: with a memory limit, a wait in which no task ends for this
-    long while a memory node is full raises OutOfMemory instead of waiting forever
+    long while every memory node is full raises OutOfMemory instead of waiting forever
     (``nntile_lab.watchdog``); None turns the watchdog off.
     ``buffer_cache_mb``: in memory, freed tile buffers (of ≥ 256 KiB) are kept, up to
     this many MiB, for the next tile of the same size (None: a quarter of the machine's

@@ -4,7 +4,7 @@ Out of core, when the tiles held leave no room to move a tile between RAM and th
 disk node, StarPU's workers retry forever (100 % CPU, no task ends). The memory
 guard (kernels/guard.c, ``Runtime._reserve``) refuses the states known to do this;
 the watchdog is the net under it: every wait polls it, and when no task ended and
-none was submitted for ``timeout_s`` seconds while a memory node is full, it declares
+none was submitted for ``timeout_s`` seconds while every memory node is full, it declares
 a stall. It then makes the runtime refuse new tasks, lends the full nodes the memory
 the queued tasks need (StarPU's accounting only, so that they can end and the runtime
 can be stopped) and raises ``OutOfMemory`` naming the numbers. A long kernel with
@@ -45,9 +45,9 @@ class Watchdog:
             return
         if self.timeout_s is None or now - self._since < self.timeout_s:
             return
-        full = self.full_nodes()
-        if not full:
-            return   # a long kernel: memory is free, the tasks will end
+        full, accounted = self.full_nodes()
+        if not full or len(full) < accounted:
+            return   # a long kernel, or room left somewhere to evict to: the tasks will end
         self._since = now   # give what is lent time to act before lending more
         first = self.error is None
         if first:
@@ -57,18 +57,21 @@ class Watchdog:
         if not draining:
             raise self.error
 
-    def full_nodes(self) -> list[tuple[int, str, int, int]]:
-        """(node, name, total, available) of the nodes with less room than one task."""
+    def full_nodes(self) -> tuple[list[tuple[int, str, int, int]], int]:
+        """(node, name, total, available) of the nodes with less room than one task, and
+        how many nodes StarPU accounts. A livelock needs them all full: while one has
+        room (a disk node, RAM under an accelerator), StarPU can evict there."""
         need = max(lib.nl_guard_max_task(), 1)
-        out = []
+        out, accounted = [], 0
         for node in range(lib.starpu_memory_nodes_get_count()):
             total = lib.starpu_memory_get_total(node)
             if total < 0:
                 continue
+            accounted += 1
             free = lib.starpu_memory_get_available(node)
             if free < need:
                 out.append((node, _node_name(node), total, free))
-        return out
+        return out, accounted
 
     def _lend(self, full) -> None:
         step = max(lib.nl_guard_reserve(0), 4 * MIB) << min(self._lent, 6)
