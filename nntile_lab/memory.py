@@ -201,6 +201,10 @@ def estimate(spec, batch: int | None = None, seq_len: int | None = None, *,
     # a tile read back keeps its disk copy while it stays clean: the disk node may hold
     # every tile at once
     disk = math.ceil(peak * 1.1 / MIB) * MIB
+    # and leave the runtime's reserve free: (workers + 1) working sets of the largest task
+    # (Runtime refuses less out of core: StarPU would livelock moving tiles, kernels/guard.c)
+    reserve = (s["ncpu"] + 1) * task_bytes
+    disk = max(disk, math.ceil((peak + reserve - cap_mb * MIB) / MIB) * MIB)
     plan.disk_bytes = disk
     if s["ooc_dir"] is None:
         return _cannot(plan, f"the step needs {peak / MIB:.0f} MiB but the cap is {cap_mb} MiB "

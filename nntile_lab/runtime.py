@@ -197,8 +197,10 @@ class Runtime:
             self.memory_limit_mb << 20 if self.memory_limit_mb and self.mpi is None else 0)
         # tiles + the working sets in flight must leave room to move tiles between RAM
         # and the disk node (kernels/guard.c); the watchdog catches what slips through
+        # (in RAM alone, tiles that fill the limit exactly still run: no reserve there)
         guarded = self.mpi is None and self.memory_limit_mb is not None
-        lib.nl_guard_set(self.capacity_bytes() if guarded else 0, self.ncpu)
+        self._ooc_reserve = guarded and self.ooc_dir is not None
+        lib.nl_guard_set(self.capacity_bytes() if self._ooc_reserve else 0, self.ncpu)
         self._watchdog = Watchdog(self, self.stall_timeout_s) if guarded else None
         if self.ooc_dir is not None:
             self._ooc_buf = ffi.new("char[]", os.fsencode(self.ooc_dir))
@@ -363,10 +365,11 @@ class Runtime:
         cap = None if getattr(self, "mpi", None) is not None else self.capacity_bytes()
         if cap is None:
             return
-        reserve = lib.nl_guard_reserve(0) if dog is not None else 0
+        ooc = getattr(self, "_ooc_reserve", False)
+        reserve = lib.nl_guard_reserve(0) if ooc else 0
         if self.tile_bytes + nbytes + reserve > cap:
             wait_interruptibly(lib.nl_wait_all)
-            reserve = lib.nl_guard_reserve(0) if dog is not None else 0
+            reserve = lib.nl_guard_reserve(0) if ooc else 0
         if self.tile_bytes + nbytes + reserve > cap:
             raise self._capacity_error(what, self.tile_bytes, nbytes, reserve)
 
@@ -404,11 +407,12 @@ class Runtime:
                f"raise memory_limit_mb to at least {need}, or give ooc_dir= (a disk "
                f"node, with ooc_size_mb ≥ {max(16, need - self.memory_limit_mb)}) so tiles "
                "can be evicted to disk")
+        kept = (f" and {reserve / MIB:.2f} MiB kept free for the tasks in flight (workers + 1 "
+                "working sets of the largest task, so that tiles can move between RAM and "
+                "disk)" if reserve else "")
         return OutOfMemory(
             f"{what} needs {nbytes / MIB:.1f} MiB of new tiles; with the {held / MIB:.1f} MiB "
-            f"already held and {reserve / MIB:.2f} MiB kept free for the tasks in flight "
-            f"(workers + 1 working sets of the largest task, so that tiles can move between "
-            f"RAM and disk) that is {need} MiB, more than {where} allow: {fix}, or free "
+            f"already held{kept} that is {need} MiB, more than {where} allow: {fix}, or free "
             "tensors you no longer need")
 
     def _raise_task_error(self) -> None:

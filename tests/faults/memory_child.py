@@ -4,6 +4,8 @@ case (OK / OOM <message> / RESULT_WRONG); a hang is caught by the parent's time 
 
 ``full N TILE NCPU``: a 1024² tensor in TILE² tiles and N ``gemm(a, a)`` under a 16 MiB
 RAM cap and a 16 MiB disk node (7 × 256² on 2 workers fills both exactly).
+``ram N``: the same N products under the 16 MiB cap alone (no disk node: filling it
+exactly runs, nothing is kept in reserve).
 ``short K``: K extra 256 KiB tiles held before six gemms (RAM + disk short of full by
 less than the working sets of the tasks in flight).
 ``stall MODE``: the memory guard switched off (as a state it does not know would be),
@@ -52,6 +54,9 @@ def main():
         n, tile, ncpu = args
         with runtime(d, ncpu) as rt:
             products(a_np, tile, n, rt)
+    elif mode == "ram":
+        with nl.Runtime(ncpu=2, memory_limit_mb=16) as rt:
+            products(a_np, 256, args[0], rt)
     elif mode == "short":
         with runtime(d) as rt:
             b = nl.from_numpy(np.ones((args[0] * 64, 1024), np.float32), (64, 1024))

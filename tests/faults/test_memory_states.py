@@ -43,6 +43,14 @@ def test_states_near_capacity_finish_or_refuse_never_hang(n, tile, ncpu):
     assert re.fullmatch(r"(OOM [^\n]+\n)?OK \d+\n", out), out
 
 
+def test_a_ram_cap_alone_can_be_filled_exactly_and_no_further():
+    assert run("ram", "3") == "OK 3\n"   # 4 + 3 × 4 MiB = the 16 MiB cap
+    out = run("ram", "4")
+    assert re.search(r"OOM .*with the 16\.0 MiB already held that is 20 MiB, more than "
+                     r"memory_limit_mb=16 and no disk node allow", out), out
+    assert "OK 3" in out
+
+
 def test_watchdog_turns_a_stall_into_an_error_and_the_runtime_still_stops():
     out = run("stall", "wait")
     stall = re.search(r"STALL ([\d.]+) StarPU stalled: no task ended for 2 s while memory "

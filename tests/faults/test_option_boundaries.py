@@ -42,6 +42,21 @@ def test_the_planner_never_says_fits_for_a_cap_runtime_refuses(capsys):
     assert rc == 2 and "memory_limit_mb=1 (--memory-limit-mb) must be ≥ 16" in err
 
 
+def test_the_planners_disk_leaves_the_runtimes_reserve(tmp_path):
+    """What the planner calls fits_with_disk, Runtime's guard admits: RAM cap + disk node
+    hold the peak plus (workers + 1) working sets of the largest task (cases where that,
+    not the planner's 10 % disk margin, sets the disk node's size)."""
+    for ncpu, embd, vocab_tile in ((1, 192, 4096), (1, 256, 4096), (2, 128, 4096)):
+        spec = ExperimentSpec(n_layer=1, n_embd=embd, n_head=2, vocab_size=8192,
+                              vocab_tile=vocab_tile, seq_len=32, batch=4, ncpu=ncpu,
+                              memory_limit_mb=16, ooc_dir=str(tmp_path))
+        plan = estimate(spec, ooc_size_mb=1 << 20)
+        assert plan.verdict == "fits_with_disk", plan.reason
+        room = 16 * 2**20 + plan.disk_bytes - plan.peak_bytes
+        assert room >= (ncpu + 1) * plan.largest_task_bytes
+        assert plan.disk_bytes > 1.1 * plan.peak_bytes   # the reserve set it
+
+
 def test_a_million_point_sweep_is_refused_with_its_size_unless_confirmed(capsys,
                                                                          no_sweep_work):
     axes = ["--batch-tile", "1:128:1", "--seq-tile", "1:32:1", "--embd-tile", "1:256:1"]
