@@ -26,6 +26,7 @@ import tempfile
 import time
 
 from nntile_lab import memory
+from nntile_lab.orphans import child_env
 from nntile_lab.spec import ExperimentSpec
 
 MIB = 1 << 20
@@ -117,7 +118,8 @@ def measure(spec: ExperimentSpec, system: str = "nntile", timeout: float = 1800)
            json.dumps(spec.to_dict())]
     t0 = time.perf_counter()
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                             env=child_env())   # it dies with this process (orphans)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f} s"}
     if out.returncode:
@@ -455,4 +457,6 @@ def _point_main(argv) -> int:
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--point"]:
+    from nntile_lab.orphans import die_with_parent
+    die_with_parent()
     sys.exit(_point_main(sys.argv[2:]))
