@@ -19,7 +19,8 @@ def register_cli(subparsers):
                         "reference)")
     for axis, what in (("data", "data-parallel replicas"), ("tensor", "tensor / spatial shards"),
                        ("pipeline", "pipeline stages")):
-        p.add_argument(f"--{axis}", type=int_range(), default=1, metavar="N", help=f"{what} (default 1)")
+        p.add_argument(f"--{axis}", type=int_range(), default=1, metavar="N",
+                       help=f"{what} (default 1)")
     p.add_argument("--seq-len", type=int_range(), default=None, metavar="N")
     p.add_argument("--micro-batch", type=int_range(), default=None, metavar="N",
                    help="sequences (GPT), samples per replica (CosmoFlow), per rank (DLRM)")
@@ -32,7 +33,8 @@ def register_cli(subparsers):
     p.add_argument("--iterations", type=int_range(), default=3, help="replayed iterations (median)")
     p.add_argument("--scale", type=int_range(), default=1, metavar="N",
                    help="replay every message with 1/N of its floats (big models on one node)")
-    p.add_argument("--timeout", type=float_range(0, lo_open=True), default=600, help="seconds before the replay fails")
+    p.add_argument("--timeout", type=float_range(0, lo_open=True), default=600,
+                   help="seconds before the replay fails")
     p.add_argument("--dry-run", action="store_true", help="print the plan; start no MPI")
     from nntile_lab.dist.extrapolate import INTERCONNECTS
     x = p.add_argument_group("extrapolation (α-β model; no MPI)")
@@ -40,7 +42,8 @@ def register_cli(subparsers):
                    help="node counts (one rank each; data = N / (tensor·pipeline))")
     x.add_argument("--interconnect", default="infiniband-hdr,ethernet-100g",
                    help=f"comma list of {', '.join(INTERCONNECTS)}")
-    x.add_argument("--latency-us", type=float_range(0), default=None, help="override the link latency")
+    x.add_argument("--latency-us", type=float_range(0), default=None,
+                   help="override the link latency")
     x.add_argument("--bandwidth-gbs", type=float_range(0, lo_open=True), default=None,
                    help="override the link bandwidth (GB/s)")
     x.add_argument("--plot", default=None, metavar="FILE", help="write the extrapolation plot")
@@ -71,6 +74,9 @@ def _collectives_cli(args) -> int:
     from nntile_lab.dist import collectives as coll
     if args.ranks < 2:
         raise ValueError(f"--ranks {args.ranks}: the benchmark needs at least 2 ranks")
+    if args.max_bytes < args.min_bytes:
+        raise ValueError(f"--max-bytes {args.max_bytes} is below --min-bytes {args.min_bytes}: "
+                         "give --max-bytes ≥ --min-bytes")
     rows = coll.run(args.ranks, [o for o in args.ops.split(",") if o],
                     coll.default_sizes(args.min_bytes, args.max_bytes), timeout=args.timeout)
     res = coll.fit_and_check(rows)
