@@ -37,8 +37,7 @@ void nl_register_tiles(int64_t n, const int64_t *nelems, size_t elemsize,
 void nl_unregister_tiles(int64_t n, starpu_data_handle_t *handles, int sync);
 int nl_disk_register(const char *dir, int64_t bytes);
 int64_t nl_held_bytes(void);
-int64_t nl_live_bytes(void);
-/* The memory guard (kernels/guard.c): admission against RAM limit + disk node, and
+/* The memory guard (kernels/runtime/guard.c): admission against RAM limit + disk node, and
  * the progress count the watchdog reads */
 void nl_guard_set(int64_t capacity_bytes, int nworkers);
 int64_t nl_guard_reserve(int64_t task_bytes);

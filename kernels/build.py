@@ -69,6 +69,13 @@ ffibuilder.cdef("typedef struct _starpu_data_state *starpu_data_handle_t;\n"
 with open(os.path.join(HERE, "cpu", "prototypes.h"), "w") as f:
     f.write(codegen.generate_prototypes())
 
+# the element-wise ops' Python tile loops, from the same table, into the package (not
+# committed): an installed wheel carries them, kernels/ need not be importable there
+_generated = os.path.join(HERE, os.pardir, "nntile_lab", "ops", "_generated.py")
+with open(_generated + ".tmp", "w") as f:
+    f.write(codegen.generate_python())
+os.replace(_generated + ".tmp", _generated)
+
 # Value-safe math flags, for vectorisation on every x86 ISA (results unchanged, bit for
 # bit): nothing here reads floating-point exception flags or errno, so the compiler may
 # evaluate a float operation whose result a branch would have discarded
@@ -81,7 +88,8 @@ with open(os.path.join(HERE, "cpu", "prototypes.h"), "w") as f:
 VALUE_SAFE = ["-fno-trapping-math", "-fno-math-errno"]
 ARCH_FLAGS = os.environ.get("NNTILE_LAB_CFLAGS", "-march=native")
 
-sources = ([os.path.join(HERE, n) for n in ("core.c", "guard.c", "mpi.c", "bench.c")]
+sources = ([os.path.join(HERE, n) for n in ("mpi.c", "bench.c")]
+           + sorted(glob.glob(os.path.join(HERE, "runtime", "*.c")))
            + sorted(glob.glob(os.path.join(HERE, "cpu", "*.c"))))
 cflags = _pkg_config("--cflags")
 mpi = _mpi_flags()

@@ -1,4 +1,7 @@
-"""Generate the StarPU glue for every row of the codelet table (see codelets.py)."""
+"""Generate the StarPU glue for every row of the codelet table (see codelets.py), and the
+Python tile loops of its element-wise rows."""
+import textwrap
+
 from codelets import CODELETS
 
 C_TYPES = {"i64": "int64_t", "i32": "int32_t", "f32": "float"}
@@ -166,3 +169,161 @@ def generate_cdef():
     protos = "\n".join(submit_prototype(r) for r in CODELETS)
     return (protos + "\nint nl_op_count(void);\nconst char *nl_op_name(int i);\n"
             "const char *nl_op_signature(int i);\n")
+
+
+# ---- the Python tile loops of the element-wise family --------------------------------
+
+class TableError(ValueError):
+    """A row of the codelet table that the generator cannot turn into a Python op."""
+
+
+def _py_params(row):
+    """The row's ``py`` signature as (op name, [(parameter, default text or None)])."""
+    name, _, rest = row.py.partition("(")
+    if not rest.endswith(")") or not name.isidentifier():
+        raise TableError(f"codelet {row.name}: py={row.py!r} is not a signature like "
+                         "'gelu(x, out=None)'")
+    params = []
+    for item in filter(None, (p.strip() for p in rest[:-1].split(","))):
+        pname, _, default = item.partition("=")
+        params.append((pname.strip(), default.strip() or None))
+    return name, params
+
+
+def bufs_in(bufs):
+    """The names of the R buffers of a row's buffers (as _buffers yields them)."""
+    return [b for _, _, _, b, ro in bufs if ro]
+
+
+def elementwise_ops():
+    """Per element-wise row: its Python op as a dict (name, row, inputs, output, whether
+    the output is RW, scalars, params, doc, exps, width), checked against the row."""
+    ops = []
+    for row in CODELETS:
+        if not row.py:
+            continue
+        name, params = _py_params(row)
+        bufs = list(_buffers(row))
+        args = [a for _, a in _args(row)]
+        where = f"codelet {row.name} (py={row.py!r})"
+        if args[:1] != ["n"] or next(_args(row))[0] != "int64_t":
+            raise TableError(f"{where}: an element-wise row's first argument is 'i64 n', "
+                             "the tile's element count")
+        if any(typ != "float" for _, _, typ, _, _ in bufs):
+            raise TableError(f"{where}: element-wise buffers are float32 (no ':i64')")
+        written = [(bname, mode) for _, mode, _, bname, ro in bufs if not ro]
+        if len(written) != 1 or written[0][1] not in ("STARPU_W", "STARPU_RW"):
+            raise TableError(f"{where}: an element-wise row writes exactly one buffer, "
+                             "in mode W or RW")
+        output, mode = written[0]
+        want = {b for _, _, _, b, _ in bufs} | set(args[1:])
+        got = [p for p, _ in params]
+        if sorted(got) != sorted(want) or len(set(got)) != len(got):
+            raise TableError(f"{where}: its parameters must be the buffers and the scalar "
+                             f"arguments but n, each once: {', '.join(sorted(want))}")
+        defaults = dict(params)
+        if mode == "STARPU_W" and defaults[output] != "None":
+            raise TableError(f"{where}: the W output {output} needs the default None "
+                             "(a new tensor)")
+        if defaults[output] not in (None, "None") or any(defaults[i] is not None
+                                                          for i in bufs_in(bufs)):
+            raise TableError(f"{where}: only the output may have a default, and only None")
+        if not row.doc:
+            raise TableError(f"{where}: give its formula as doc=, the op's docstring")
+        if row.width not in ("embd", "inner"):
+            raise TableError(f"{where}: width={row.width!r} is neither 'embd' nor 'inner'")
+        ops.append({"name": name, "row": row.name, "buffers": [b for _, _, _, b, _ in bufs],
+                    "inputs": bufs_in(bufs), "output": output,
+                    "rw": mode == "STARPU_RW", "scalars": args[1:], "params": params,
+                    "doc": row.doc, "exps": row.exps, "width": row.width})
+    names = [op["name"] for op in ops]
+    if len(set(names)) != len(names):
+        raise TableError(f"two element-wise rows generate the same Python op: {names}")
+    return ops
+
+
+def _q(names):
+    return ", ".join(f'"{n}"' for n in names)
+
+
+def _and(items):
+    return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else items[0]
+
+
+def _tuple(names):
+    names = list(names)
+    return f"({_q(names)}{',' if len(names) == 1 else ''})"
+
+
+def _py_function(op):
+    inputs, out, name = op["inputs"], op["output"], op["name"]
+    tensors = set(op["buffers"])
+    params = [f"{p}: {'TiledTensor' if p in tensors else 'float'}"
+              + ("" if d is None else f"{' | None' if d == 'None' else ''} = {d}")
+              for p, d in op["params"]]
+    head = f"def {name}({', '.join(params)}) -> TiledTensor:"
+    if len(head) > 100:   # one parameter per line
+        head = (f"def {name}(\n" + "".join(f"    {p},\n" for p in params)
+                + ") -> TiledTensor:")
+    first = inputs[0]
+    in_place_out = op["rw"] and dict(op["params"])[out] is None
+    lay = inputs + ([out] if in_place_out else [])
+    how = (f"``{out}`` is updated in place" if in_place_out
+           else f"``{out}`` None makes a new tensor")
+    text = (f"Element-wise: one ``{op['row']}`` task per tile. "
+            + _and([f"``{t}``" for t in lay + ([] if out in lay else [out])])
+            + f" share shape and tiles (float32); {how}; "
+            f"``{out}`` may be " + " or ".join(f"``{i}``" for i in inputs)
+            + f" itself. Returns ``{out}``. Generated from the codelet table "
+            "(kernels/codelets.py).")
+    doc = ('    """' + op["doc"] + "\n\n" + textwrap.fill(text, 96, initial_indent="    ",
+                                                       subsequent_indent="    ")
+           + '\n    """\n')
+    body = "".join(f'    need_dtype({i}, np.float32, "{name}: {i}")\n' for i in inputs)
+    if len(lay) > 1:
+        body += f'    same_layout({", ".join(lay)}, names="{name}")\n'
+    if out not in lay:
+        body += f'    {out} = output({out}, {first}, "{name}: {out}")\n'
+    body += f'    need_dtype({out}, np.float32, "{name}: {out}")\n'
+    alias = (f'    no_alias("{name}", {{"{out}": {out}}}, '
+             f"{{{', '.join(f'{chr(34)}{i}{chr(34)}: {i}' for i in inputs)}}}, "
+             f"in_place={_tuple(inputs)})")
+    body += (alias if len(alias) <= 100 else alias.replace(", in_place", ",\n" + " " * 13
+                                                            + "in_place")) + "\n"
+    hs = [f"h{b}" for b in op["buffers"]]
+    body += (f"    {', '.join(hs)} = {', '.join(f'{b}.handles' for b in op['buffers'])}\n"
+             f"    sizes = {first}.traits.tile_sizes\n")
+    call = ", ".join([f"{h}[i]" for h in hs] + ["sizes[i]"] + op["scalars"])
+    body += (f"    for i in range({first}.ntiles):\n"
+             f"        check(lib.nl_submit_{op['row']}({call}))\n"
+             f"    return {out}\n")
+    return f"\n\n{head}\n{doc}{body}"
+
+
+def generate_python():
+    """``nntile_lab/ops/_generated.py``: the element-wise ops' tile loops, and ``OPS``,
+    what each one is (for the kernel benchmark and the alias tests)."""
+    ops = elementwise_ops()
+    meta = "".join(
+        f'    "{op["name"]}": ElementwiseOp(\n        "{op["name"]}", "{op["row"]}", '
+        f'{_tuple(op["inputs"])}, "{op["output"]}", {op["rw"]}, {_tuple(op["scalars"])}, '
+        f'"{op["exps"]}", "{op["width"]}"),\n' for op in ops)
+    return ('"""The element-wise tiled ops, one task per tile: generated by kernels/build.py '
+            "from\nthe codelet table (kernels/codelets.py): do not edit.\"\"\"\n"
+            "from __future__ import annotations\n\n"
+            "from typing import NamedTuple\n\n"
+            "import numpy as np\n\n"
+            "from nntile_lab._lib import lib\n"
+            "from nntile_lab.ops._common import check, need_dtype, no_alias, output, "
+            "same_layout\n"
+            "from nntile_lab.tensor import TiledTensor\n\n"
+            + "__all__ = [\n" + "".join(f'    "{op["name"]}",\n' for op in ops) + "]\n\n\n"
+            "class ElementwiseOp(NamedTuple):\n"
+            '    """What a generated op is: its name, its codelet, its tensor parameters '
+            "(inputs,\n    output, whether the output is read: RW), its scalar parameters, "
+            "and the row's exps\n"
+            '    formula and model width (for the kernel benchmark)."""\n'
+            "    name: str\n    row: str\n    inputs: tuple\n    output: str\n    rw: bool\n"
+            "    scalars: tuple\n    exps: str\n    width: str\n\n\n"
+            f"OPS = {{\n{meta}}}\n"
+            + "".join(_py_function(op) for op in ops))

@@ -12,6 +12,20 @@ Row fields:
   overwrite  a C condition on the args under which the RW tiles are written without
            being read (e.g. ``beta == 0``); the task then takes them in W mode
 
+Rows of the element-wise family also carry their Python op, whose tile loop the build
+generates (``nntile_lab/ops/_generated.py``, one task per tile):
+  py       its signature: ``gelu(x, out=None)``. Its parameters are the row's buffers
+           (the R ones are the inputs, the one W or RW buffer the output) and its
+           scalar arguments other than ``n``; a W output has the default ``None`` (a new
+           tensor), an RW output is updated in place (``beta`` scales its old value).
+           The op's name is the row's, except the rows kept under their BLAS name
+           (``axpby`` is ``add``)
+  doc      its formula, the first line of the op's docstring
+  exps     a C expression of the args: the exps the kernel computes (the kernel
+           benchmark's exp roof); "0" for most
+  width    which tile of the model the op runs on, for the kernel benchmark's sizes:
+           "embd" (the residual stream, n_embd wide) or "inner" (the MLP's hidden layer)
+
 The kernel's C signature is ``void nl_<name>(args..., buffers...)``: plain C
 with no StarPU in it, so a kernel can be read and tested on its own.
 """
@@ -28,6 +42,11 @@ class Codelet:
     # reading them (beta == 0: the BLAS rule): such a task takes them in W mode, so
     # StarPU neither zero-fills a fresh tile first nor, out of core, reads an evicted one
     overwrite: str = ""
+    # the element-wise family: the Python op generated from the row (see above)
+    py: str = ""
+    doc: str = ""
+    exps: str = "0"
+    width: str = "embd"
 
 
 CODELETS = [
@@ -40,12 +59,34 @@ CODELETS = [
     Codelet("copy", "R x, W y", "i64 n", "0"),
     Codelet("copy_i64", "R:i64 x, W:i64 y", "i64 n", "0"),
     Codelet("axpby", "R x, RW y", "i64 n, f32 alpha, f32 beta", "3*n",
-            overwrite="beta == 0"),
-    Codelet("scale", "R x, W y", "i64 n, f32 alpha", "n"),
-    Codelet("mul", "R a, R b, W y", "i64 n, f32 alpha", "2*n"),
-    Codelet("gelu", "R x, W y", "i64 n", "15*n"),
+            overwrite="beta == 0", py="add(x, y, alpha=1.0, beta=1.0)",
+            doc="y[i] = α·x[i] + β·y[i], in place (β = 0 overwrites y). "
+                "``axpy`` is β = 1."),
+    Codelet("scale", "R x, W out", "i64 n, f32 alpha", "n",
+            py="scale(x, alpha, out=None)", doc="out[i] = α·x[i]."),
+    Codelet("mul", "R a, R b, W out", "i64 n, f32 alpha", "2*n",
+            py="mul(a, b, out=None, alpha=1.0)", doc="out[i] = α·a[i]·b[i]."),
+    Codelet("gelu", "R x, W out", "i64 n", "15*n", exps="n", width="inner",
+            py="gelu(x, out=None)",
+            doc="out[i] = x[i]/2 · (1 + tanh(√(2/π)·(x[i] + 0.044715·x[i]³)))  "
+                "(GPT-2's GELU)."),
     Codelet("gelu_backward", "R x, R dy, RW dx", "i64 n, f32 beta", "25*n",
-            overwrite="beta == 0"),
+            overwrite="beta == 0", exps="n", width="inner",
+            py="gelu_backward(x, dy, dx=None, beta=0.0)",
+            doc="dx[i] = dy[i]·gelu'(x[i]) + β·dx[i] (β = 0: a new or overwritten dx)."),
+    Codelet("relu", "R x, W out", "i64 n", "n", width="inner", py="relu(x, out=None)",
+            doc="out[i] = max(x[i], 0)  (ReLU; NaN stays NaN)."),
+    Codelet("relu_backward", "R x, R dy, RW dx", "i64 n, f32 beta", "3*n",
+            overwrite="beta == 0", width="inner", py="relu_backward(x, dy, dx=None, beta=0.0)",
+            doc="dx[i] = dy[i]·[x[i] > 0] + β·dx[i] (β = 0: a new or overwritten dx)."),
+    Codelet("silu", "R x, W out", "i64 n", "6*n", exps="n", width="inner",
+            py="silu(x, out=None)",
+            doc="out[i] = x[i]·σ(x[i]) = x[i] / (1 + exp(−x[i]))  (SiLU, or swish)."),
+    Codelet("silu_backward", "R x, R dy, RW dx", "i64 n, f32 beta", "11*n",
+            overwrite="beta == 0", exps="n", width="inner",
+            py="silu_backward(x, dy, dx=None, beta=0.0)",
+            doc="dx[i] = dy[i]·σ(x[i])·(1 + x[i]·(1 − σ(x[i]))) + β·dx[i] (β = 0: a new or "
+                "overwritten dx)."),
     # axis.c: reductions and broadcasts along an axis of an (m, k, n) tile
     Codelet("sum_slice", "R x, RW s", "i64 m, i64 k, i64 n, f32 alpha, f32 beta", "m*k*n + 3*m*n",
             overwrite="beta == 0"),

@@ -14,8 +14,9 @@ _NAMES = {
     "Runtime": "nntile_lab.runtime", "TaskError": "nntile_lab.runtime",
     "OutOfMemory": "nntile_lab.runtime", "CheckpointError": "nntile_lab.train.checkpoint",
     "scheduler_names": "nntile_lab.runtime",
-    **dict.fromkeys(("TensorTraits", "TiledTensor", "empty", "empty_like", "from_numpy", "full",
-                     "zeros"), "nntile_lab.tensor"),
+    **dict.fromkeys(("TensorTraits", "TiledTensor", "empty", "empty_like", "from_numpy"),
+                    "nntile_lab.tensor"),
+    "full": "nntile_lab.ops.create", "zeros": "nntile_lab.ops.create",
 }
 
 __all__ = sorted(_NAMES)

@@ -5,11 +5,29 @@ import argparse
 import json
 import sys
 
+from nntile_lab.bench import schedulers, train
+from nntile_lab.bench.depth import register_cli as register_bench_depth
+from nntile_lab.bench.kernels import register_cli as register_bench_kernels
+from nntile_lab.bench.memory import register_cli as register_bench_memory
+from nntile_lab.bench.schedulers import SCHEDULERS, add_run_options
+from nntile_lab.data.prepare import register_cli as register_prepare
+from nntile_lab.errors import os_error_message
+from nntile_lab.figures.cli import register_cli as register_figures
+from nntile_lab.memory import register_cli as register_plan
+from nntile_lab.options import int_range
+from nntile_lab.proxies.cli import register_cli as register_proxy
+from nntile_lab.record import json_safe, write_record
+from nntile_lab.spec import DEFAULTS, add_arguments, from_args
+from nntile_lab.sweep.cli import register_cli as register_sweep
+from nntile_lab.trace.cli import register_cli as register_trace
+from nntile_lab.train.cli import register_cli as register_train
+
 # The spec fields ``bench train`` takes (no training schedule: it times a few steps).
 BENCH_GROUPS = ("model", "data", "tiles", "runtime", "bench")
 
 
 def _bench_gemm(args) -> int:
+    # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab.bench import gemm
     res = gemm.run(n=args.n, tiles=args.tiles, repeats=args.repeats, ncpu=args.ncpu,
                    **({"scheduler": args.scheduler} if args.scheduler else {}))
@@ -18,21 +36,15 @@ def _bench_gemm(args) -> int:
 
 
 def _bench_train(args) -> int:
-    from nntile_lab.bench import train
-    from nntile_lab.spec import from_args
     spec = from_args(args, BENCH_GROUPS)
     res = train.run(spec, vs_torch=args.vs_torch, torch_compile=args.torch_compile)
     if args.record:
-        from nntile_lab.record import write_record
         write_record(args.record, spec, res, kind="bench-train")
     print(json.dumps(res) if args.json else train.report(res))
     return 0
 
 
 def _bench_schedulers(args) -> int:
-    from nntile_lab.bench import schedulers
-    from nntile_lab.record import json_safe
-    from nntile_lab.spec import from_args
     base = from_args(args, SCHEDULER_GROUPS, base={"n_layer": 8})
     names = [n for n in args.schedulers.split(",") if n]
     summary, df = schedulers.run(base, names, args.repeats,
@@ -54,7 +66,6 @@ def _bench_schedulers(args) -> int:
 
 
 def _sched_default():
-    from nntile_lab.bench.schedulers import SCHEDULERS
     return SCHEDULERS
 
 
@@ -64,8 +75,6 @@ SCHEDULER_VARIED = ("scheduler", "priorities", "memory_limit_mb", "ooc_dir", "oo
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from nntile_lab.options import int_range
-    from nntile_lab.spec import DEFAULTS, add_arguments
     parser = argparse.ArgumentParser(prog="nntile-lab", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -102,25 +111,14 @@ def build_parser() -> argparse.ArgumentParser:
                                                 "8 layers)"}, skip=SCHEDULER_VARIED)
     sc.add_argument("--schedulers", default=",".join(_sched_default()),
                     help="comma list (default %(default)s)")
-    from nntile_lab.bench.schedulers import add_run_options
     add_run_options(sc, "cell", "the planned peak")
     sc.add_argument("--cache", metavar="DIR", help="point cache (as for nntile-lab sweep)")
     sc.add_argument("--out", metavar="DIR", help="write schedulers.png, .md and .json here")
     sc.set_defaults(func=_bench_schedulers)
-    from nntile_lab.bench.kernels import register_cli as register_bench_kernels
     register_bench_kernels(bsub)
 
-    from nntile_lab.bench.memory import register_cli as register_bench_memory
     register_bench_memory(bsub)
-    from nntile_lab.bench.depth import register_cli as register_bench_depth
     register_bench_depth(bsub)
-    from nntile_lab.data.prepare import register_cli as register_prepare
-    from nntile_lab.dist.cli import register_cli as register_proxy
-    from nntile_lab.figures.cli import register_cli as register_figures
-    from nntile_lab.memory import register_cli as register_plan
-    from nntile_lab.sweep.cli import register_cli as register_sweep
-    from nntile_lab.trace.cli import register_cli as register_trace
-    from nntile_lab.train.cli import register_cli as register_train
     register_prepare(sub)
     register_train(sub)
     register_trace(sub)
@@ -136,7 +134,6 @@ def main(argv=None) -> int:
     try:
         return args.func(args)
     except (ValueError, TypeError, RuntimeError, OSError) as exc:   # OSError: disk full, ...
-        from nntile_lab.errors import os_error_message
         # a raw file-system error (errno set); one raised with our own text keeps it
         text = os_error_message(exc) if isinstance(exc, OSError) and exc.errno else exc
         print(f"nntile-lab: error: {text}", file=sys.stderr)

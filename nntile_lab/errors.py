@@ -6,6 +6,8 @@ nor the fix; the commands print ``os_error_message(exc)`` instead.
 from __future__ import annotations
 
 import errno
+import os
+from pathlib import Path
 
 _WHAT = {
     errno.ENOENT: ("does not exist", "create it, or give a path whose folders exist"),
@@ -40,8 +42,6 @@ def os_error_message(exc: OSError) -> str:
 def writable_dir(path, option: str):
     """Create ``path`` (an output folder) now, before any work: ValueError naming the
     option, the path and the fix when it cannot be."""
-    import os
-    from pathlib import Path
     p = Path(path)
     try:
         p.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,8 @@
-"""Running what an ``ExperimentSpec`` describes: the model and optimizer it builds, and
-training steps under a trace (``nntile-lab trace``, the sweeps).
+"""Running what an ``ExperimentSpec`` describes: the runtime, model and optimizer it builds,
+and its training steps.
+
+Also the one training step (``train_step``: gradient accumulation and the optimizer
+update) that the training loop (``train.trainer``) and ``step_function`` share.
 
 The layer between the spec and its users: ``train.cli``, ``trace.cli``, ``bench`` and
 ``sweep`` import this module, it imports the model, optimizer and trace recorder, and none
@@ -7,33 +10,34 @@ of those imports a CLI (so there is no import cycle).
 """
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
 import numpy as np
 
+from nntile_lab.data import load_split, prepare_default_corpus
+from nntile_lab.memory import check
 from nntile_lab.spec import ExperimentSpec
 
 
 def build(spec: ExperimentSpec):
     """``(model, optimizer, schedule)``; call inside a running ``Runtime``."""
+    # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab.nn import GPT2
     from nntile_lab.optim import SGD, Adam, AdamW
 
     model = GPT2(spec.gpt2_config(), seed=spec.seed)
-    wd = spec.weight_decay_resolved
-    if spec.optimizer == "sgd":
-        opt = SGD(model, lr=spec.lr, momentum=0.9, weight_decay=wd)
-    else:
-        cls = AdamW if spec.optimizer == "adamw" else Adam
-        opt = cls(model, lr=spec.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=wd)
+    cls = {"adamw": AdamW, "adam": Adam, "sgd": SGD}[spec.optimizer]
+    # the other hyper-parameters (betas, eps, momentum) are the classes' defaults: spec's
+    opt = cls(model, lr=spec.lr, weight_decay=spec.weight_decay_resolved)
     return model, opt, spec.schedule()
 
 
 def runtime(spec: ExperimentSpec, **kw):
     """The ``Runtime`` a spec describes, once the memory planner agrees it can run: a run
     that cannot (cap below a task, no or too small a disk) fails here, before any task."""
-    from nntile_lab.memory import check
+    # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab.runtime import Runtime
     check(spec)
     return Runtime(**spec.runtime_kwargs(), **kw)
@@ -53,22 +57,49 @@ class RandomTokens:
 
 def train_split(data):
     """The training split of a prepared dataset directory (None: the default corpus)."""
-    from nntile_lab.data import load_split, prepare_default_corpus
     return load_split(Path(data) if data else prepare_default_corpus(), "train")
+
+
+# ---- the one training step: the training loop's (train.trainer) and step_function's
+class NonFiniteValue(FloatingPointError):
+    """The loss or the gradient norm of a step is NaN or infinite."""
+
+    def __init__(self, what: str, value: float):
+        self.what, self.value = what, value
+        super().__init__(f"{what} is {value}")
+
+
+def train_step(model, optimizer, batches, rng, *, batch: int, seq_len: int, grad_accum: int,
+               lr: float, clip_norm: float | None) -> tuple[float, float]:
+    """``grad_accum`` micro-batches of ``batch × seq_len`` tokens drawn from ``batches``
+    (``sample_batch(batch, seq_len, rng)``), each gradient scaled by 1/grad_accum and
+    added up, then ``optimizer.step(lr, clip_norm)``.
+
+    Returns the mean loss and the pre-clip gradient norm (NaN when the optimizer reports
+    none). Raises ``NonFiniteValue`` for a NaN or infinite loss, before the update, or
+    gradient norm."""
+    loss = 0.0
+    for micro in range(grad_accum):
+        ids, labels = batches.sample_batch(batch, seq_len, rng)
+        loss += model.forward_backward(ids, labels, accumulate=micro > 0,
+                                       grad_scale=1.0 / grad_accum) / grad_accum
+    if not math.isfinite(loss):
+        raise NonFiniteValue("the training loss", loss)
+    norm = optimizer.step(lr, clip_norm)
+    grad_norm = math.nan if norm is None else float(norm)   # None: not reported
+    if norm is not None and not math.isfinite(grad_norm):
+        raise NonFiniteValue("the gradient norm", grad_norm)
+    return loss, grad_norm
 
 
 def step_function(spec: ExperimentSpec, rt, model, optimizer, schedule, batches):
     """``step(k)``: one optimizer step ``k`` (0-based) of ``grad_accum`` micro-batches,
     waiting for its tasks (so a timer around it measures the whole step)."""
     rng = np.random.default_rng(spec.seed)
-    clip = spec.clip or None
 
     def step(k: int) -> None:
-        for micro in range(spec.grad_accum):
-            ids, labels = batches.sample_batch(spec.batch, spec.seq_len, rng)
-            model.forward_backward(ids, labels, accumulate=micro > 0,
-                                   grad_scale=1.0 / spec.grad_accum)
-        optimizer.step(schedule(k), clip)
+        train_step(model, optimizer, batches, rng, batch=spec.batch, seq_len=spec.seq_len,
+                   grad_accum=spec.grad_accum, lr=schedule(k), clip_norm=spec.clip or None)
         rt.wait()
     return step
 
@@ -84,26 +115,3 @@ def timed_steps(step, warmup_steps: int, measure_steps: int, first: int = 0) -> 
         step(k)
         times.append(time.perf_counter() - t0)
     return times
-
-
-def run_for_trace(spec: ExperimentSpec, steps: int, data=None, warmup_steps: int = 1,
-                  profiling: bool = True, bound: bool = False):
-    """``steps`` training steps of ``spec`` under a Trace, after ``warmup_steps`` untraced
-    ones. Returns ``(stopped trace, memory by category, tokens per step)``.
-    ``data="random"`` draws random tokens instead of reading a dataset."""
-    from nntile_lab.trace import Trace
-
-    batches = RandomTokens(spec.vocab_size) if data == "random" else train_split(data)
-    tokens = spec.tokens_per_step()
-    with runtime(spec, profiling=profiling) as rt:
-        model, optimizer, schedule = build(spec)
-        step = step_function(spec, rt, model, optimizer, schedule, batches)
-        for k in range(warmup_steps):
-            step(k)
-        tr = Trace(rt, bound=bound).start()
-        for k in range(warmup_steps, warmup_steps + steps):
-            step(k)
-            tr.mark_step(tokens)
-        memory = tr.memory_by_category(model, optimizer)
-        tr.stop()
-    return tr, memory, tokens

@@ -8,9 +8,11 @@ V vocab, N parameters, fp32 = 4 bytes):
   parameters        4·N
   gradients         4·N
   optimizer_state   4·N·slots (AdamW/Adam: m and v; SGD with momentum: one buffer)
-  activations       saved for the backward pass, all layers:
-                    L·(8·BTE + 2·BTF + B·H·T² + 4·BT) + 2·BTE + 2·BT  (floats)
-                    + 3·BT int64 (token ids, labels, positions)
+  activations       what the forward keeps for the backward: the model's own records
+                    (``nn.activations``: the batch's token ids, labels and positions,
+                    every block's ``BlockActivations``, the head's), sized field by
+                    field from their declared shapes — L·(8·BTE + 2·BTF + B·H·T² +
+                    4·BT) + 2·BTE + 2·BT floats and 3·BT int64 today
   temporaries       the largest set alive at once besides those: the head's logits
                     and their gradient, 1.5·BTV (logits tiles are freed as their
                     gradient tiles appear; the factor is measured), against one
@@ -37,21 +39,24 @@ Besides StarPU's tiles the process holds the interpreter and libraries
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
 
+from nntile_lab.nn.activations import Activations
 from nntile_lab.nn.config import GPT2Config
 from nntile_lab.nn.state import init_chunk_elems
 from nntile_lab.rss import peak_rss_bytes, rss_bytes  # noqa: F401  (memory.peak_rss_bytes)
-from nntile_lab.spec import DEFAULTS
+from nntile_lab.spec import DEFAULTS, OPTIMIZERS, add_arguments, from_args
 
 F32, I64 = 4, 8
 MIB = 1 << 20
 # RSS of a process that imported nntile_lab with the trainer (numpy, pandas, cffi, the
-# kernels' BLAS) and started StarPU, before any tile: 141 MiB measured 2026-11-22.
+# kernels' BLAS) and started StarPU, before any tile, with a margin over the measured
+# figure (BENCHMARKS.md, "Measurements formerly in code comments").
 PROCESS_BASE_BYTES = 160 * MIB
 OPTIMIZER_SLOTS = {"adamw": 2, "adam": 2, "sgd": 1}
 CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries")
@@ -127,15 +132,13 @@ def _resolve(spec, batch, seq_len, optimizer, memory_limit_mb, ooc_dir, ooc_size
 
 def categories(cfg: GPT2Config, batch: int, seq_len: int, optimizer: str = "adamw") -> dict:
     """Bytes per category at the peak of a training step (see the module docstring)."""
-    B, T, E, F, H, V, L = (batch, seq_len, cfg.n_embd, cfg.n_inner, cfg.n_head,
-                           cfg.vocab_size, cfg.n_layer)
+    B, T, E, F, H, V = batch, seq_len, cfg.n_embd, cfg.n_inner, cfg.n_head, cfg.vocab_size
     n = cfg.num_params(with_positions=True)
     BT, BTE, BTF, BHTT = B * T, B * T * E, B * T * F, B * H * T * T
-    saved = L * (8 * BTE + 2 * BTF + BHTT + 4 * BT) + 2 * BTE + 2 * BT
     temps = max(3 * BT * V // 2, 2 * BHTT + 3 * BTE, 2 * BTF + 2 * BTE)
     return {"parameters": F32 * n, "gradients": F32 * n,
             "optimizer_state": F32 * n * OPTIMIZER_SLOTS[optimizer],
-            "activations": F32 * saved + I64 * 3 * BT,
+            "activations": Activations.nbytes(cfg, B, T),
             "temporaries": F32 * temps}
 
 
@@ -202,7 +205,8 @@ def estimate(spec, batch: int | None = None, seq_len: int | None = None, *,
     # every tile at once
     disk = math.ceil(peak * 1.1 / MIB) * MIB
     # and leave the runtime's reserve free: (workers + 1) working sets of the largest task
-    # (Runtime refuses less out of core: StarPU would livelock moving tiles, kernels/guard.c)
+    # (Runtime refuses less out of core: StarPU would livelock moving tiles;
+    # kernels/runtime/guard.c)
     reserve = (s["ncpu"] + 1) * task_bytes
     disk = max(disk, math.ceil((peak + reserve - cap_mb * MIB) / MIB) * MIB)
     plan.disk_bytes = disk
@@ -232,9 +236,9 @@ def check(spec, **kw) -> MemoryPlan:
 def ooc_overhead_bytes(spec) -> int:
     """What an out-of-core process holds besides StarPU's tiles and its base: transfers
     in flight, StarPU's per-tile and per-request structures, the allocator's slack.
-    Measured (peak RSS − StarPU's peak − base) on the paper family, 2026-11-24: 130 MiB
-    at 0.6 G parameters, 280 MiB at 1.4 G; bounded here by 64 MiB plus the larger of 4
-    of the largest tiles and 0.2 bytes per parameter (an empirical fit, not a model)."""
+    Bounded by 64 MiB plus the larger of 4 of the largest tiles and 0.2 bytes per
+    parameter: an empirical fit, not a model, above what peak RSS − StarPU's peak − base
+    measured on the paper family (BENCHMARKS.md, "Measurements formerly in code comments")."""
     cfg = spec.gpt2_config() if not isinstance(spec, GPT2Config) else spec
     E, V = cfg.n_embd, cfg.vocab_size
     et, vt = cfg.tile("embd_tile", E), cfg.tile("vocab_tile", V)
@@ -286,7 +290,6 @@ PLAN_GROUPS = ("model", "data", "tiles", "runtime")
 
 def register_cli(subparsers):
     """``nntile-lab plan [model options] --memory-limit-mb N [--ooc-dir D] [--json]``."""
-    from nntile_lab.spec import OPTIMIZERS, add_arguments
     p = subparsers.add_parser("plan", help="will a training run fit in memory (or with disk)?",
                               description=__doc__.split("\n\n")[0])
     add_arguments(p, PLAN_GROUPS)
@@ -297,9 +300,7 @@ def register_cli(subparsers):
 
 
 def _plan_cli(args) -> int:
-    import json
 
-    from nntile_lab.spec import from_args
     plan = estimate(from_args(args, PLAN_GROUPS), optimizer=args.optimizer)
     print(json.dumps(plan.to_dict()) if args.json else plan.report())
     return 1 if plan.verdict == "cannot_run" else 0

@@ -24,6 +24,12 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
+import numpy as np
+from threadpoolctl import threadpool_info
+
+import nntile_lab
+from nntile_lab.data.bins import atomic_write_bytes
+
 FORMAT = 1
 # The ISA extensions that change which kernels a BLAS or compiler picks.
 ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
@@ -34,7 +40,7 @@ class RecordError(ValueError):
     """A record that cannot be used: unreadable, corrupt, or from another format."""
 
 
-def _cpuinfo() -> dict[str, str]:
+def cpuinfo() -> dict[str, str]:
     """The first processor's fields of /proc/cpuinfo (empty off Linux)."""
     out: dict[str, str] = {}
     try:
@@ -58,7 +64,7 @@ def machine() -> dict:
 
 @functools.lru_cache(maxsize=1)
 def _machine() -> dict:
-    info = _cpuinfo()
+    info = cpuinfo()
     flags = set(info.get("flags", "").split())
     try:
         mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
@@ -122,10 +128,6 @@ def git_commit() -> str | None:
 
 def blas() -> dict:
     """Each loaded BLAS (numpy's and the kernels'): file → version and core type."""
-    try:
-        from threadpoolctl import threadpool_info
-    except ImportError:
-        return {}
     return {os.path.basename(p["filepath"]): {"version": p.get("version"),
                                               "architecture": p.get("architecture"),
                                               "threads": p.get("num_threads")}
@@ -141,14 +143,9 @@ def _dist_version(name: str) -> str | None:
 
 def versions() -> dict:
     """Versions of everything that changes a number (torch read without importing it)."""
-    import numpy as np
-    try:
-        import nntile_lab  # importing loads the kernels' BLAS, so blas() sees it
-        own = nntile_lab.__version__
-    except ImportError:
-        own = _dist_version("nntile_lab")
-    return {"nntile_lab": own, "python": platform.python_version(), "numpy": np.__version__,
-            "starpu": starpu_version(), "blas": blas(), "torch": _dist_version("torch"),
+    return {"nntile_lab": nntile_lab.__version__, "python": platform.python_version(),
+            "numpy": np.__version__, "starpu": starpu_version(), "blas": blas(),
+            "torch": _dist_version("torch"),
             "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE")}
 
 
@@ -159,7 +156,6 @@ def environment() -> dict:
 
 def json_safe(obj):
     """NaN/inf → null, numpy scalars → Python, paths → str: standard JSON any tool reads."""
-    import numpy as np
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     if isinstance(obj, dict):
@@ -187,7 +183,6 @@ def make_record(spec, results: dict, kind: str, env: dict | None = None, **extra
 
 def write_record(path, spec, results: dict, kind: str, **extra) -> Path:
     """Atomically write the record of one run to ``path`` (a JSON file)."""
-    from nntile_lab.data.bins import atomic_write_bytes
     text = json.dumps(make_record(spec, results, kind, **extra), indent=2, default=str) + "\n"
     return atomic_write_bytes(Path(path), text.encode())
 

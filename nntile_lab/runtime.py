@@ -8,6 +8,7 @@ import os
 
 from nntile_lab._lib import ffi, lib
 from nntile_lab.interrupts import deferred_interrupts
+from nntile_lab.parallel.mpi import attach
 from nntile_lab.spec import DEFAULTS, parse_hints  # the runtime's defaults are the spec's (one set)
 from nntile_lab.watchdog import Watchdog
 
@@ -38,7 +39,7 @@ def wait_interruptibly(step, draining: bool = False) -> None:
     errno) until it reports done; a KeyboardInterrupt can land between calls. The
     running runtime's watchdog turns a stall into OutOfMemory (``draining``: into
     memory lent to the queued tasks only, while the runtime stops)."""
-    rt = Runtime._active
+    rt = Runtime.active
     dog = getattr(rt, "_watchdog", None)
     if dog is not None:
         dog.arm()
@@ -56,6 +57,15 @@ def scheduler_names() -> list[str]:
     """The scheduling policies this StarPU build knows."""
     names = ffi.new("const char *[]", 64)
     return sorted(ffi.string(names[i]).decode() for i in range(lib.nl_sched_policies(names, 64)))
+
+
+def check_scheduler(name: str) -> None:
+    """ValueError naming --scheduler when this StarPU build has no such policy (the
+    commands check it with their other options, before any work)."""
+    names = scheduler_names()
+    if name not in names:
+        raise ValueError(f"scheduler={name!r} (--scheduler) is unknown; valid ones: "
+                         f"{', '.join(names)}")
 
 
 def max_workers() -> int:
@@ -90,7 +100,7 @@ class Runtime:
 
     OOC_BACKENDS = ("o_direct", "unistd")
 
-    _active: Runtime | None = None
+    active: Runtime | None = None   # the running runtime (StarPU allows one per process)
     _generations = 0   # runs started in this process (StarPU's handles die with a run)
 
     def __init__(self, scheduler: str = DEFAULTS.scheduler, ncpu: int | None = DEFAULTS.ncpu,
@@ -154,8 +164,8 @@ class Runtime:
 
     # ---- life cycle --------------------------------------------------------
     def start(self) -> Runtime:
-        if Runtime._active is not None:
-            raise RuntimeError(f"a runtime is already running ({Runtime._active!r}); StarPU "
+        if Runtime.active is not None:
+            raise RuntimeError(f"a runtime is already running ({Runtime.active!r}); StarPU "
                                "allows one per process: stop it (rt.stop() or leave its "
                                "`with` block) before starting another")
         if self.ooc_dir is not None:
@@ -176,12 +186,11 @@ class Runtime:
             if ret:
                 lib.nl_buffer_cache(0)
                 raise RuntimeError(f"starpu_init failed with code {ret} ({os.strerror(-ret)})")
-            Runtime._active = self
+            Runtime.active = self
             self.alive = True
             Runtime._generations += 1
             self.generation = Runtime._generations
-        self.mpi = None   # StarPU-MPI under mpirun (nntile_lab.dist.mpi)
-        from nntile_lab.dist.mpi import attach
+        self.mpi = None   # StarPU-MPI under mpirun (nntile_lab.parallel.mpi)
         try:
             self.mpi = attach()
         except BaseException:
@@ -196,12 +205,14 @@ class Runtime:
         lib.nl_set_task_bytes_limit(
             self.memory_limit_mb << 20 if self.memory_limit_mb and self.mpi is None else 0)
         # tiles + the working sets in flight must leave room to move tiles between RAM
-        # and the disk node (kernels/guard.c); the watchdog catches what slips through
+        # and the disk node (kernels/runtime/guard.c); the watchdog catches what slips
+        # through
         # (in RAM alone, tiles that fill the limit exactly still run: no reserve there)
         guarded = self.mpi is None and self.memory_limit_mb is not None
         self._ooc_reserve = guarded and self.ooc_dir is not None
         lib.nl_guard_set(self.capacity_bytes() if self._ooc_reserve else 0, self.ncpu)
-        self._watchdog = Watchdog(self, self.stall_timeout_s) if guarded else None
+        self._watchdog = (Watchdog(self, self.stall_timeout_s, OutOfMemory) if guarded
+                          else None)
         if self.ooc_dir is not None:
             self._ooc_buf = ffi.new("char[]", os.fsencode(self.ooc_dir))
             node = lib.nl_disk_register_backend(self._ooc_buf, self.ooc_size_mb << 20,
@@ -234,8 +245,8 @@ class Runtime:
                 lib.nl_buffer_cache(0)   # the kept buffers go back to the system
             finally:
                 self.alive = False
-                Runtime._active = None
-            self._raise_task_error()
+                Runtime.active = None
+            self.raise_task_error()
             self._raise_stall()
 
     def __enter__(self) -> Runtime:
@@ -266,10 +277,10 @@ class Runtime:
 
     @classmethod
     def current(cls) -> Runtime:
-        if cls._active is None:
+        if cls.active is None:
             raise RuntimeError("no nntile_lab runtime is running: start one with "
                                "`with nntile_lab.Runtime() as rt:`")
-        return cls._active
+        return cls.active
 
     # ---- work --------------------------------------------------------------
     def wait(self) -> None:
@@ -278,7 +289,7 @@ class Runtime:
         if self.mpi is not None:
             self.mpi.wait_for_all()
         wait_interruptibly(lib.nl_wait_all)
-        self._raise_task_error()
+        self.raise_task_error()
         self._raise_stall()
 
     @contextlib.contextmanager
@@ -340,7 +351,7 @@ class Runtime:
         disk = self.ooc_size_mb if self.ooc_dir is not None else 0
         return (self.memory_limit_mb + disk) << 20
 
-    def _reserve(self, nbytes: int, tile_bytes: int, what: str) -> None:
+    def reserve(self, nbytes: int, tile_bytes: int, what: str) -> None:
         """Account ``nbytes`` of new tiles (the largest ``tile_bytes``); raise
         OutOfMemory if they cannot fit.
 
@@ -366,12 +377,12 @@ class Runtime:
         if cap is None:
             return
         ooc = getattr(self, "_ooc_reserve", False)
-        reserve = lib.nl_guard_reserve(0) if ooc else 0
-        if self.tile_bytes + nbytes + reserve > cap:
+        keep = lib.nl_guard_reserve(0) if ooc else 0   # room for the tasks in flight
+        if self.tile_bytes + nbytes + keep > cap:
             wait_interruptibly(lib.nl_wait_all)
-            reserve = lib.nl_guard_reserve(0) if ooc else 0
-        if self.tile_bytes + nbytes + reserve > cap:
-            raise self._capacity_error(what, self.tile_bytes, nbytes, reserve)
+            keep = lib.nl_guard_reserve(0) if ooc else 0
+        if self.tile_bytes + nbytes + keep > cap:
+            raise self._capacity_error(what, self.tile_bytes, nbytes, keep)
 
     @property
     def tile_bytes(self) -> int:
@@ -385,8 +396,8 @@ class Runtime:
         if dog is not None and dog.error is not None:
             raise dog.error
 
-    def _guard_refusal(self) -> OutOfMemory:
-        """The task the memory guard refused (kernels/guard.c) as an error."""
+    def guard_refusal(self) -> OutOfMemory:
+        """The task the memory guard refused (kernels/runtime/guard.c) as an error."""
         task, live = ffi.new("int64_t *"), ffi.new("int64_t *")
         op = lib.nl_guard_refused(task, live)
         name = ffi.string(lib.nl_op_name(op)).decode() if op >= 0 else "a"
@@ -415,7 +426,7 @@ class Runtime:
             f"already held{kept} that is {need} MiB, more than {where} allow: {fix}, or free "
             "tensors you no longer need")
 
-    def _raise_task_error(self) -> None:
+    def raise_task_error(self) -> None:
         buf = ffi.new("char[]", 512)
         if lib.nl_take_error(buf, 512):
             raise TaskError(ffi.string(buf).decode(errors="replace"))

@@ -1,9 +1,10 @@
 """One description of an experiment: model, data shape, tiles, runtime, training, benchmark.
 
 ``ExperimentSpec`` holds the ONE set of defaults (they describe the main job, ``nntile-lab
-train`` with no options); the CLI commands, the trainer, the benchmarks, the sweeps and the
-widgets all build from it. Its field names are the CLI options (``vocab_tile`` ↔
-``--vocab-tile``) and, for the model, ``GPT2Config``'s fields.
+train`` with no options); the CLI commands, the trainer, the optimizers, the benchmarks, the
+sweeps and the widgets all build from it. The model's shape defaults are ``GPT2Config``'s,
+the layer below, which the spec reads rather than copies. Its field names are the CLI
+options (``vocab_tile`` ↔ ``--vocab-tile``) and, for the model, ``GPT2Config``'s fields.
 
 Derived values (None in the spec, resolved where used, so ``replace`` keeps them derived):
 ``n_inner`` → 4·n_embd (``flops.inner_size``), ``n_positions`` → seq_len, ``warmup`` →
@@ -26,16 +27,23 @@ import math
 from dataclasses import dataclass, field, fields
 
 from nntile_lab import flops
+from nntile_lab.nn.config import TILE_FIELDS, GPT2Config
 
 OPTIMIZERS = ("adamw", "adam", "sgd")
-TILE_FIELDS = ("batch_tile", "seq_tile", "embd_tile", "inner_tile", "head_tile", "vocab_tile")
+# The optimizers' hyper-parameters that are not options (torch's names and meanings): the
+# optimizer classes' defaults, so every optimizer, built from a spec or not, uses these
+ADAM_BETAS = (0.9, 0.95)
+ADAM_EPS = 1e-8
+SGD_MOMENTUM = 0.9
+# the model's defaults are GPT2Config's (the lower layer: one set, read from there)
+_MODEL = {f.name: f.default for f in fields(GPT2Config)}
 # Tiles for fields left out, capped at each dimension: enough tasks in the big products
-# (vocabulary head, MLP) to keep 2-4 workers busy. Measured on 2 cores, L4/E256/T128/B8:
-# 124 GFLOP/s against 46 with whole-dimension tiles. The batch tile (None here) holds
-# TOKENS_PER_TILE tokens: TOKENS_PER_TILE // seq_len sequences, at least one. A step with
-# one token tile runs every product that accumulates over k (MLP and attention output,
-# the head's dx over the vocabulary) as one serial chain on one worker: at E 1024, T 256,
-# B 4, two tiles of 512 tokens took 2.15–2.20 s per step against 2.34–2.36 s with one.
+# (vocabulary head, MLP) to keep 2-4 workers busy, where whole-dimension tiles leave
+# workers idle. The batch tile (None here) holds TOKENS_PER_TILE tokens: TOKENS_PER_TILE //
+# seq_len sequences, at least one. A step with one token tile runs every product that
+# accumulates over k (MLP and attention output, the head's dx over the vocabulary) as one
+# serial chain on one worker; two token tiles give two chains. The timings behind both
+# choices: BENCHMARKS.md, "Measurements formerly in code comments".
 TOKENS_PER_TILE = 512
 TILE_DEFAULTS = {"batch_tile": None, "seq_tile": None, "embd_tile": None, "inner_tile": 512,
                  "head_tile": 2, "vocab_tile": 8192}
@@ -61,7 +69,7 @@ HINTS = ("invalidate", "wont_use", "prefetch", "drop_grads")
 
 # "auto" (the default): these when StarPU's RAM is capped, none in memory — there the
 # hints only cost: an invalidated gradient's buffer is freed and the next step's zero fill
-# faults fresh pages in (measured at E 1024: fill 128 → 889 ms of task time per 2 steps)
+# faults fresh pages in (the cost: BENCHMARKS.md, "Measurements formerly in code comments")
 OOC_HINTS = ("invalidate", "wont_use", "drop_grads")
 
 
@@ -114,14 +122,14 @@ class ExperimentSpec:
     """A run: model + data shape + tiles + runtime + training + benchmark settings."""
 
     # model
-    n_layer: int = _f(4, "model", "transformer blocks", int)
-    n_head: int = _f(4, "model", "attention heads (must divide n_embd)", int)
-    n_embd: int = _f(256, "model", "embedding width", int)
-    vocab_size: int = _f(50257, "model", "vocabulary size", int)
+    n_layer: int = _f(_MODEL["n_layer"], "model", "transformer blocks", int)
+    n_head: int = _f(_MODEL["n_head"], "model", "attention heads (must divide n_embd)", int)
+    n_embd: int = _f(_MODEL["n_embd"], "model", "embedding width", int)
+    vocab_size: int = _f(_MODEL["vocab_size"], "model", "vocabulary size", int)
     n_inner: int | None = _f(None, "model", "MLP width (default 4·n_embd)", int)
     n_positions: int | None = _f(None, "model", "position table size (default seq_len)", int)
     # data
-    seq_len: int = _f(128, "data", "tokens per sequence", int)
+    seq_len: int = _f(_MODEL["n_positions"], "data", "tokens per sequence", int)
     batch: int = _f(8, "data", "sequences per micro-batch", int)
     # tiles
     batch_tile: int | None = _tile("batch_tile", "batch")
@@ -212,7 +220,7 @@ class ExperimentSpec:
             raise ValueError(f"optimizer={self.optimizer!r} is unknown; valid ones: "
                              f"{', '.join(OPTIMIZERS)}")
         if self.n_embd % self.n_head:
-            ok = [h for h in range(1, self.n_embd + 1) if self.n_embd % h == 0]
+            ok = _divisors(self.n_embd)   # √n steps: a huge typo must not take minutes
             raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}; "
                              f"n_head (--n-head) must divide n_embd, e.g. one of {ok[:12]}")
         if self.seq_len > self.positions:
@@ -259,12 +267,11 @@ class ExperimentSpec:
     def weight_decay_resolved(self) -> float:
         if self.weight_decay is not None:
             return self.weight_decay
-        return 0.0 if self.optimizer == "sgd" else 0.1
+        return default_weight_decay(self.optimizer)
 
     # ---- builders ------------------------------------------------------------------
-    def gpt2_config(self):
+    def gpt2_config(self) -> GPT2Config:
         """The model's ``GPT2Config`` (shape and tiles)."""
-        from nntile_lab.nn.config import GPT2Config
         return GPT2Config(n_layer=self.n_layer, n_head=self.n_head, n_embd=self.n_embd,
                           n_positions=self.positions, vocab_size=self.vocab_size,
                           n_inner=self.n_inner,
@@ -281,6 +288,7 @@ class ExperimentSpec:
 
     def schedule(self):
         """The learning-rate schedule: warm-up then cosine to min_lr."""
+        # upward (train sits above the spec): listed in the layers contract
         from nntile_lab.train.schedule import WarmupCosine
         return WarmupCosine(self.lr, self.warmup_resolved, self.steps, min(self.min_lr, self.lr))
 
@@ -321,6 +329,15 @@ class ExperimentSpec:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def default_weight_decay(optimizer: str) -> float:
+    """The weight decay an optimizer gets when none is given: 0.1 for adam/adamw, 0 for
+    sgd (``weight_decay=None``; the optimizer classes' defaults too)."""
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer={optimizer!r} is unknown; valid ones: "
+                         f"{', '.join(OPTIMIZERS)}")
+    return 0.0 if optimizer == "sgd" else 0.1
+
+
 def field_names() -> list[str]:
     return [f.name for f in fields(ExperimentSpec)]
 
@@ -331,6 +348,12 @@ def spec_fields(group: str | None = None) -> list[dataclasses.Field]:
 
 
 _METAVARS = {int: "N", float: "X", str: "NAME"}
+
+
+def _divisors(n: int) -> list[int]:
+    """The divisors of ``n``, ascending."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
 
 
 def _opt(name: str) -> str:
@@ -403,27 +426,10 @@ def given(args, groups=GROUPS) -> dict:
 
 
 def from_args(args, groups=GROUPS, base: dict | None = None) -> ExperimentSpec:
-    """A spec from parsed options over ``base`` values (e.g. a checkpoint's) and defaults;
-    the scheduler is checked here too (against this StarPU build's policies), so that a
-    mistyped --scheduler is a usage error before any work."""
-    spec = ExperimentSpec.from_dict((base or {}) | given(args, groups))
-    check_scheduler(spec.scheduler)
-    return spec
+    """A spec from parsed options over ``base`` values (e.g. a checkpoint's) and defaults."""
+    return ExperimentSpec.from_dict((base or {}) | given(args, groups))
 
 
-def check_scheduler(name: str) -> None:
-    """ValueError naming --scheduler when this StarPU build has no such policy (nothing
-    where the compiled extension is not importable: drawing needs no StarPU)."""
-    try:
-        from nntile_lab.runtime import scheduler_names
-    except ImportError:
-        return
-    names = scheduler_names()
-    if name not in names:
-        raise ValueError(f"scheduler={name!r} (--scheduler) is unknown; valid ones: "
-                         f"{', '.join(names)}")
-
-
-# The one set of defaults as an object: GPT2Config, Runtime, train(), the memory planner and
-# the figures' plan take their defaults from here (none keeps a copy of its own).
+# The one set of defaults as an object: Runtime, train(), the optimizers, the memory planner
+# and the figures' plan take their defaults from here (none keeps a copy of its own).
 DEFAULTS = ExperimentSpec()

@@ -76,7 +76,9 @@ class TiledTensor:
     ``with`` block, or by dropping the last reference."""
 
     _base = None  # set on views: the tensor that owns the tiles
-    _dropped = False  # invalidate()d: no valid contents until the next full write
+    dropped = False  # invalidate()d: no valid contents until the next full write
+    owners = None     # owner rank of each tile under StarPU-MPI (nntile_lab.parallel.mpi)
+    replicated = False  # under StarPU-MPI: every rank owns its own copy
 
     def __init__(self, traits: TensorTraits, dtype=np.float32, runtime: Runtime | None = None):
         self.dtype = _check_dtype(dtype)
@@ -95,13 +97,12 @@ class TiledTensor:
             raise MemoryError(f"no memory for the {n} tile handles of {traits}")
         handles = ffi.gc(handles, lib.nl_tiles_release)
         size = self.dtype.itemsize
-        self.runtime._reserve(sum(traits.tile_sizes) * size, max(traits.tile_sizes) * size,
+        self.runtime.reserve(sum(traits.tile_sizes) * size, max(traits.tile_sizes) * size,
                               f"a {self.dtype.name} tensor of shape {traits.shape} with "
                               f"tiles {traits.tile_shape}")
         lib.nl_register_tiles(n, ffi.new("int64_t[]", traits.tile_sizes),
                               self.dtype.itemsize, handles)
         self._handles = handles
-        self._owners = None   # owner rank of each tile under StarPU-MPI (nntile_lab.dist.mpi)
         if getattr(self.runtime, "mpi", None) is not None:
             self.runtime.mpi.register(self)
 
@@ -163,7 +164,7 @@ class TiledTensor:
 
     def to_numpy(self) -> np.ndarray:
         """Wait for the tasks writing this tensor and gather it into a numpy array."""
-        if self.storage._dropped:
+        if self.storage.dropped:
             raise RuntimeError(f"{self!r} was invalidated (its contents were dropped): write "
                                "it (ops.fill, copy_from_numpy) before reading it")
         out = np.empty(self.shape, self.dtype)
@@ -173,7 +174,7 @@ class TiledTensor:
         self._copy_tiles(out, to_tiles=False)
         if mpi is not None:
             mpi.flush(self)
-        self.runtime._raise_task_error()
+        self.runtime.raise_task_error()
         return out
 
     def copy_from_numpy(self, array: np.ndarray) -> TiledTensor:
@@ -183,7 +184,7 @@ class TiledTensor:
             raise ValueError(f"array of shape {array.shape} and dtype {array.dtype} does not "
                              f"match the tensor's {self.shape}, {self.dtype}")
         self._copy_tiles(array, to_tiles=True, only=self._owned_tiles())
-        self.storage._dropped = False
+        self.storage.dropped = False
         return self
 
     # ---- memory hints (out of core: less disk traffic, a lower peak) ----------------
@@ -195,7 +196,7 @@ class TiledTensor:
         valid copy makes StarPU abort, or (these tiles have a zero-init codelet) read
         zeros — a silent wrong answer; ``to_numpy`` raises until the next write."""
         lib.nl_hint_tiles(self.ntiles, self.handles, 0)
-        self.storage._dropped = True
+        self.storage.dropped = True
         return self
 
     def wont_use(self, after: TiledTensor | None = None) -> TiledTensor:
@@ -212,7 +213,7 @@ class TiledTensor:
         return self._hint(2, after)
 
     def _hint(self, kind: int, after: TiledTensor | None) -> TiledTensor:
-        if self.storage._dropped:
+        if self.storage.dropped:
             return self
         if after is None:
             lib.nl_hint_tiles(self.ntiles, self.handles, kind)
@@ -242,10 +243,10 @@ class TiledTensor:
 
     def _owned_tiles(self):
         """Under StarPU-MPI: which tiles this rank owns; None on a single process."""
-        base = self._base if self._base is not None else self
-        if getattr(self.runtime, "mpi", None) is None or base._owners is None:
+        owners = self.storage.owners
+        if getattr(self.runtime, "mpi", None) is None or owners is None:
             return None
-        return [o == self.runtime.mpi.rank for o in base._owners]
+        return [o == self.runtime.mpi.rank for o in owners]
 
     def split_axis(self, axis: int, inner: int) -> TiledTensor:
         """A view with dimension ``axis`` (size s, tile t) split into (s/inner, inner),
@@ -317,15 +318,6 @@ def empty(shape, tile_shape=None, dtype=np.float32) -> TiledTensor:
 
 def empty_like(x: TiledTensor, dtype=None) -> TiledTensor:
     return TiledTensor(x.traits, x.dtype if dtype is None else dtype, x.runtime)
-
-
-def full(shape, value, tile_shape=None, dtype=np.float32) -> TiledTensor:
-    from nntile_lab.ops import fill
-    return fill(empty(shape, tile_shape, dtype), value)
-
-
-def zeros(shape, tile_shape=None, dtype=np.float32) -> TiledTensor:
-    return full(shape, 0, tile_shape, dtype)
 
 
 def from_numpy(array: np.ndarray, tile_shape=None) -> TiledTensor:

@@ -2,7 +2,7 @@
 
 Out of core, when the tiles held leave no room to move a tile between RAM and the
 disk node, StarPU's workers retry forever (100 % CPU, no task ends). The memory
-guard (kernels/guard.c, ``Runtime._reserve``) refuses the states known to do this;
+guard (kernels/runtime/guard.c, ``Runtime.reserve``) refuses the states known to do this;
 the watchdog is the net under it: every wait polls it, and when no task ended and
 none was submitted for ``timeout_s`` seconds while every memory node is full, it declares
 a stall. It then makes the runtime refuse new tasks, lends the full nodes the memory
@@ -23,9 +23,10 @@ MIB = 1 << 20
 class Watchdog:
     """Polled by every interruptible wait of one runtime (``poll``)."""
 
-    def __init__(self, runtime, timeout_s: float | None):
+    def __init__(self, runtime, timeout_s: float | None, error: type = MemoryError):
         self.runtime = runtime
         self.timeout_s = timeout_s
+        self.error_type = error    # the runtime's OutOfMemory (this module sits below it)
         self.error = None          # the stall declared, if any (raised again by stop/wait)
         self._mark = None
         self._since = 0.0
@@ -80,7 +81,6 @@ class Watchdog:
         self._lent += 1
 
     def _describe(self, full, now) -> Exception:
-        from nntile_lab.runtime import OutOfMemory
         rt = self.runtime
         nodes = ", ".join(f"{name} {free / MIB:.1f} MiB free of {total / MIB:.1f}"
                           for _, name, total, free in full)
@@ -92,7 +92,7 @@ class Watchdog:
         else:
             fix = (f"raise memory_limit_mb to ≥ {need} or give ooc_dir= (a disk node) with "
                    f"ooc_size_mb ≥ {max(16, need - (rt.memory_limit_mb or 0))}")
-        return OutOfMemory(
+        return self.error_type(
             f"StarPU stalled: no task ended for {self.timeout_s:g} s while memory was full "
             f"({nodes}); the tiles held ({held / MIB:.1f} MiB) leave no room to move tiles "
             f"between RAM and disk, so the workers would spin forever. The runtime now "

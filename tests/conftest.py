@@ -35,8 +35,8 @@ def rt(request):
 def rt1():
     """Any runtime, for tests where the scheduler does not matter: the one running
     (a module's ``rt``) or a fresh lws one for this test."""
-    if nl.Runtime._active is not None:
-        yield nl.Runtime._active
+    if nl.Runtime.active is not None:
+        yield nl.Runtime.active
         return
     with nl.Runtime(scheduler="lws", ncpu=2) as runtime:
         yield runtime

@@ -78,6 +78,41 @@ def test_one_set_of_defaults():
     assert resolve(args).spec == s          # `nntile-lab train` with no options = DEFAULTS
 
 
+def test_optimizers_default_to_the_spec():
+    """The optimizer classes' defaults are what ``nntile-lab train`` trains with: the
+    spec's lr and weight decay, and its betas, eps and momentum (no second copy)."""
+    from nntile_lab import spec
+    from nntile_lab.optim import SGD, Adam, AdamW
+    s = ExperimentSpec()
+    for cls, name in ((AdamW, "adamw"), (Adam, "adam"), (SGD, "sgd")):
+        d = _defaults(cls.__init__)
+        assert d["lr"] == s.lr == 1e-3, name
+        assert d["weight_decay"] == s.replace(optimizer=name).weight_decay_resolved, name
+    for cls in (AdamW, Adam):
+        assert _defaults(cls.__init__)["betas"] == spec.ADAM_BETAS == (0.9, 0.95)
+        assert _defaults(cls.__init__)["eps"] == spec.ADAM_EPS == 1e-8
+    assert _defaults(SGD.__init__)["momentum"] == spec.SGD_MOMENTUM == 0.9
+    with pytest.raises(ValueError, match="optimizer='lamb' is unknown"):
+        spec.default_weight_decay("lamb")
+
+
+def test_model_config_sits_below_the_spec():
+    """nn.config (the model's shape and TILE_FIELDS, read by the spec) imports no spec:
+    no import cycle; the spec's model defaults and tile fields are GPT2Config's."""
+    import subprocess
+    import sys
+
+    from nntile_lab import spec
+    from nntile_lab.nn import config
+    code = ("import sys, nntile_lab.nn.config; "
+            "assert 'nntile_lab.spec' not in sys.modules, 'nn.config imported the spec'")
+    subprocess.run([sys.executable, "-c", code], check=True)
+    assert spec.TILE_FIELDS is config.TILE_FIELDS
+    cfg, s = GPT2Config(), ExperimentSpec()
+    assert (cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.vocab_size, cfg.n_positions) == (
+        s.n_layer, s.n_head, s.n_embd, s.vocab_size, s.seq_len)
+
+
 def test_default_tiles_stay_default_through_replace():
     small = ExperimentSpec().replace(vocab_size=100, batch=2, n_head=1, n_embd=64)
     assert (small.vocab_tile, small.batch_tile, small.head_tile, small.inner_tile) == (
@@ -155,7 +190,7 @@ def test_record_has_spec_environment_and_results(tmp_path):
     assert rec["results"] == {"gflops": 1.5, "loss": None} and rec["note"] == "x"
     assert rec["kind"] == "test" and rec["format"] == record.FORMAT
     m = rec["machine"]
-    flags = set(record._cpuinfo().get("flags", "").split())
+    flags = set(record.cpuinfo().get("flags", "").split())
     assert m["cores"] == os.cpu_count() and m["memory_gib"] > 0 and m["cpu_model"]
     assert set(m["isa"]) == {f for f in record.ISA_FLAGS if f in flags}
     v = rec["versions"]

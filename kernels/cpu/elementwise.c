@@ -87,3 +87,49 @@ void nl_gelu_backward(int64_t n, float beta, const float *x, const float *dy, fl
         dx[i] = dy[i] * g + (beta == 0.0f ? 0.0f : beta * dx[i]);
     }
 }
+
+/* ReLU: out = x < 0 ? 0 : x (NaN stays NaN: the comparison is false for it)
+ * backward: dx[i] = (x[i] > 0 ? dy[i] : 0) + beta·dx[i]; the derivative at 0 is 0, as
+ * PyTorch takes it; beta == 0 overwrites dx without reading it */
+void nl_relu(int64_t n, const float *x, float *out)
+{
+    for (int64_t i = 0; i < n; i++) out[i] = x[i] < 0.0f ? 0.0f : x[i];
+}
+
+void nl_relu_backward(int64_t n, float beta, const float *x, const float *dy, float *dx)
+{
+    if (beta == 0.0f)
+        for (int64_t i = 0; i < n; i++) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+    else
+        for (int64_t i = 0; i < n; i++) dx[i] = (x[i] > 0.0f ? dy[i] : 0.0f) + beta * dx[i];
+}
+
+/* SiLU (swish): out = x·σ(x), σ(x) = 1/(1 + e^−x), from e = e^−|x| so that nothing
+ * overflows and neither σ nor 1 − σ cancels:
+ *   σ(x) = 1/(1 + e) for x ≥ 0, e/(1 + e) for x < 0
+ *   dy/dx = σ(x) + x·σ(x)·(1 − σ(x)) = σ(x)·(1 + x·(1 − σ(x)))
+ * backward: dx[i] = dy[i]·silu'(x[i]) + beta·dx[i] */
+static inline void sigmoid(float x, float *s, float *one_minus_s)
+{
+    float e = nl_expf(-fabsf(x)), r = 1.0f / (1.0f + e);
+    *s = x >= 0 ? r : e * r;
+    *one_minus_s = x >= 0 ? e * r : r;
+}
+
+void nl_silu(int64_t n, const float *x, float *out)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float s, q;
+        sigmoid(x[i], &s, &q);
+        out[i] = x[i] * s;
+    }
+}
+
+void nl_silu_backward(int64_t n, float beta, const float *x, const float *dy, float *dx)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i], s, q;
+        sigmoid(v, &s, &q);
+        dx[i] = dy[i] * (s * (1.0f + v * q)) + (beta == 0.0f ? 0.0f : beta * dx[i]);
+    }
+}

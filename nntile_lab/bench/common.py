@@ -7,6 +7,10 @@ import platform
 import statistics
 import time
 
+from threadpoolctl import threadpool_info
+
+from nntile_lab.record import machine as machine_facts
+
 
 def median_time(fn, repeats: int, warmup: int = 1) -> float:
     """Median wall time of ``fn()`` in seconds (machines here are shared and noisy)."""
@@ -22,7 +26,6 @@ def median_time(fn, repeats: int, warmup: int = 1) -> float:
 
 def machine() -> dict:
     """The run record's machine facts plus the date and the BLAS core-type override."""
-    from nntile_lab.record import machine as machine_facts
     return machine_facts() | {"date": datetime.datetime.now().isoformat(timespec="seconds"),
                               "python": platform.python_version(),
                               "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
@@ -34,10 +37,6 @@ def machine() -> dict:
 
 def numpy_blas_threads() -> int | None:
     """Threads numpy's own BLAS uses (a throttled baseline would flatter ratios)."""
-    try:
-        from threadpoolctl import threadpool_info
-    except ImportError:
-        return None
     counts = [p["num_threads"] for p in threadpool_info()
               if p.get("user_api") == "blas" and "scipy_openblas32" not in p.get("filepath", "")]
     return max(counts) if counts else None
@@ -46,9 +45,5 @@ def numpy_blas_threads() -> int | None:
 def blas_kernels() -> dict:
     """The OpenBLAS core type each loaded BLAS runs (numpy's and the kernels'):
     OPENBLAS_CORETYPE changes it, and with it every baseline."""
-    try:
-        from threadpoolctl import threadpool_info
-    except ImportError:
-        return {}
     return {os.path.basename(p["filepath"]): p.get("architecture") for p in threadpool_info()
             if p.get("user_api") == "blas"}

@@ -11,10 +11,15 @@ and a disk node, as in ``bench schedulers``.
 """
 from __future__ import annotations
 
+import json
+import sys
+
 import pandas as pd
 
 from nntile_lab.bench.schedulers import add_run_options, default_ooc_dir, out_of_core
-from nntile_lab.spec import ExperimentSpec
+from nntile_lab.record import json_safe
+from nntile_lab.spec import ExperimentSpec, add_arguments, from_args
+from nntile_lab.sweep import run as sweep_run
 
 IN_MEMORY, OUT_OF_CORE = "in memory", "out of core"
 
@@ -87,14 +92,12 @@ def table(summary: pd.DataFrame) -> str:
 def run(base: ExperimentSpec, layers=(4, 8), repeats: int = 3, ooc_fraction=0.5,
         ooc_dir=None, cache_dir=None, isolate: bool = True, progress: bool = True):
     """``(summary, every point's row)``."""
-    from nntile_lab.sweep import run as sweep_run
     df = sweep_run(points(base, layers, repeats, ooc_fraction, ooc_dir), cache_dir,
                    isolate=isolate, progress=progress, keep_traces=False)
     return summarize(df), df
 
 
 def register_cli(bsub) -> None:
-    from nntile_lab.spec import add_arguments
     p = bsub.add_parser("depth", help="throughput per FLOP of a deeper model against a "
                         "shallower one (8 vs 4 layers), in memory and out of core")
     add_arguments(p, ("model", "data", "tiles", "runtime", "bench"),
@@ -105,11 +108,7 @@ def register_cli(bsub) -> None:
 
 
 def _cli(args) -> int:
-    import json
-    import sys
 
-    from nntile_lab.record import json_safe
-    from nntile_lab.spec import from_args
     try:
         layers = [int(x) for x in args.layers.split(",") if x.strip()]
     except ValueError:

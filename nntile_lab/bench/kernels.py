@@ -2,11 +2,14 @@
 the same run.
 
 Each row of the codelet table (``kernels/codelets.py``) is run on a tile of the main
-job's sizes (n_embd 256, seq 128, batch tile 4 → 512 tokens, inner tile 512, vocabulary
-tile 8192, 2 heads of 64 per head tile; ``--config big``: n_embd 1024, seq 256, inner tile
-1024). Timing is done in C (``kernels/bench.c``: the kernel function called back to back,
-one thread — one StarPU worker runs one task — without the few µs a task costs the
-runtime), median and min–max over ``repeats`` repeats of ≥ 2 ms each.
+job's sizes (the spec's defaults, ``nntile_lab.spec.DEFAULTS``: batch tile × sequence
+tokens, n_embd, the inner tile, the vocabulary tile, a head tile of n_embd / n_head wide
+heads; ``--config big``: n_embd 1024 in 16 heads, seq 256, batch tile 4, inner tile 1024).
+The element-wise family's cases come from the table too: every op generated from it runs
+on a tile of its row's ``width`` with its Python defaults. Timing is done in C
+(``kernels/bench.c``: the kernel function called back to back, one thread — one StarPU
+worker runs one task — without the few µs a task costs the runtime), median and min–max
+over ``repeats`` repeats of ≥ 2 ms each.
 
 The roof of a kernel is the shortest time its work can take on one core, the largest of
   * bytes / bandwidth: bytes = what it reads plus what it writes (an RW tile twice, no
@@ -24,18 +27,31 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import inspect
 import json
 import math
 import statistics
 
 import numpy as np
 
-# sizes of a tile in the main job and in a bigger one
+from nntile_lab.bench.common import machine
+from nntile_lab.spec import DEFAULTS, ExperimentSpec
+
+
+def tile_dims(spec: ExperimentSpec) -> dict:
+    """The sizes of one tile of each kind in the run ``spec`` describes."""
+    seq = spec.seq_tile or spec.seq_len
+    return dict(tokens=spec.batch_tile * seq, embd=spec.embd_tile or spec.n_embd,
+                inner=spec.inner_tile or spec.inner, vocab_tile=spec.vocab_tile or spec.vocab_size,
+                vocab=spec.vocab_size, batch_tile=spec.batch_tile, seq=seq,
+                heads=spec.head_tile or spec.n_head, head_size=spec.n_embd // spec.n_head)
+
+
+# sizes of a tile in the main job and in a bigger one (GPT-2 medium's width and heads)
 CONFIGS = {
-    "main": dict(tokens=512, embd=256, inner=512, vocab_tile=8192, vocab=50257, batch_tile=4,
-                 seq=128, heads=2, head_size=64),
-    "big": dict(tokens=1024, embd=1024, inner=1024, vocab_tile=8192, vocab=50257, batch_tile=4,
-                seq=256, heads=2, head_size=64),
+    "main": tile_dims(DEFAULTS),
+    "big": tile_dims(DEFAULTS.replace(n_embd=1024, n_head=16, seq_len=256, batch_tile=4,
+                                      inner_tile=1024)),
 }
 TARGET = 0.5            # fraction of roof every non-GEMM kernel should reach
 MIN_REPEAT_S = 2e-3     # each timed repeat runs the kernel at least this long
@@ -73,29 +89,41 @@ def _ids(hi):           # token ids / labels in [0, hi)
     return lambda n: np.random.default_rng(2).integers(0, hi, n)
 
 
+def elementwise_cases(d: dict) -> list[Case]:
+    """A case per element-wise op generated from the codelet table: every buffer a tile
+    of the row's width (the residual stream's or the MLP's), the scalars at the op's
+    defaults (1.0 where it has none), the exps of the row's formula."""
+    # the ops load the compiled extension: importing this module must not (--help, readers)
+    from nntile_lab import ops
+    from nntile_lab.ops._generated import OPS
+    out = []
+    for op in OPS.values():
+        n = d["tokens"] * d[op.width]
+        params = inspect.signature(getattr(ops, op.name)).parameters
+        args = {"n": n, **{s: (1.0 if params[s].default is inspect.Parameter.empty
+                                else params[s].default) for s in op.scalars}}
+        exps = int(eval(op.exps, {"__builtins__": {}}, args))   # the table's formula
+        out.append(Case(op.row, args, dict.fromkeys((*op.inputs, op.output), n), exps=exps))
+    return out
+
+
 def cases(d: dict) -> list[Case]:
     """One case per codelet, at the sizes of config ``d`` (see CONFIGS)."""
     t, e, h, vt = d["tokens"], d["embd"], d["inner"], d["vocab_tile"]
-    act, mlp = t * e, t * h                       # an activation tile, an MLP hidden tile
+    act = t * e                                   # an activation tile
     sm_m, sm_k = d["batch_tile"] * d["heads"] * d["seq"], d["seq"]   # attention scores
     sm = sm_m * sm_k
     hd = d["heads"] * d["head_size"]             # a head tile's width
     ln = dict(m=t, k=e, n=1)                       # layer norm and biases along n_embd
     ln_stats = {"mean": lambda n: np.zeros(n, np.float32), "inv_std": _positive}
     emb = dict(n=t, e=e, voff=0, vrows=vt, vocab=d["vocab"], check=0)
-    return [
+    return elementwise_cases(d) + [
         Case("fill", dict(n=act, value=1.0), {"y": act}),
         Case("fill_i64", dict(n=t, value=3), {"y": t}),
         # drop_grads' zeroing: a fill whose first buffer only orders the task
         Case("fill_after", dict(n=act, value=0.0), {"after": 1, "y": act}),
         Case("copy", dict(n=act), {"x": act, "y": act}),
         Case("copy_i64", dict(n=t), {"x": t, "y": t}),
-        Case("axpby", dict(n=act, alpha=1.0, beta=1.0), {"x": act, "y": act}),
-        Case("scale", dict(n=act, alpha=0.5), {"x": act, "y": act}),
-        Case("mul", dict(n=act, alpha=1.0), {"a": act, "b": act, "y": act}),
-        Case("gelu", dict(n=mlp), {"x": mlp, "y": mlp}, exps=mlp),
-        Case("gelu_backward", dict(n=mlp, beta=0.0), {"x": mlp, "dy": mlp, "dx": mlp},
-             exps=mlp),
         Case("sum_slice", dict(**ln, alpha=1.0, beta=0.0), {"x": act, "s": t}),
         Case("sumsq_slice", dict(**ln, alpha=1.0, beta=0.0), {"x": act, "s": t}),
         Case("sumprod_slice", dict(**ln, alpha=1.0, beta=0.0), {"a": act, "b": act, "s": t}),
@@ -176,6 +204,7 @@ def cases(d: dict) -> list[Case]:
 def table() -> list[dict]:
     """The compiled codelet table: per op, its name, buffers (mode, dtype, name), scalar
     arguments (type, name) and flops formula, as the extension was built."""
+    # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab._lib import ffi, lib
     rows = []
     for i in range(lib.nl_op_count()):
@@ -214,6 +243,7 @@ def _time(fn, repeats: int) -> dict:
 def stream(nbytes: int, repeats: int, kind: int = 1) -> float:
     """GB/s of a one-core STREAM copy (kind 0, 8 B per element) or triad (kind 1, 12 B)
     whose arrays total ``nbytes``, best of ``repeats``."""
+    # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab._lib import ffi, lib
     per = 8 if kind == 0 else 12
     n = max(64, nbytes // per)
@@ -225,6 +255,7 @@ def stream(nbytes: int, repeats: int, kind: int = 1) -> float:
 
 def exp_rate(repeats: int, n: int = 4096) -> float:
     """Exps per ns (1e9/s) of the 8-lane exp, on an L1-resident array, best of ``repeats``."""
+    # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab._lib import ffi, lib
     x = np.linspace(-20, 20, n, dtype=np.float32)
     y = np.empty_like(x)
@@ -250,6 +281,7 @@ def _buffers(case: Case, row: dict, rng) -> list[np.ndarray]:
 
 
 def measure_case(case: Case, row: dict, roofs: dict, repeats: int, stream_cache: dict) -> dict:
+    # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab._lib import ffi, lib
     bufs = _buffers(case, row, np.random.default_rng(0))
     ptrs = ffi.new("void *[]", [ffi.cast("void *", b.ctypes.data) for b in bufs])
@@ -278,8 +310,8 @@ def measure_case(case: Case, row: dict, roofs: dict, repeats: int, stream_cache:
 
 def run(config: str = "main", repeats: int = 7, only: list[str] | None = None) -> dict:
     """Every codelet of the compiled table (or ``only`` those) timed against the roofs."""
+    # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab._lib import ffi, lib
-    from nntile_lab.bench.common import machine
     rows = {r["name"]: r for r in table()}
     by_name = {c.name: c for c in cases(CONFIGS[config])}
     missing = sorted(set(rows) - set(by_name))

@@ -25,9 +25,13 @@ import sys
 import tempfile
 import time
 
-from nntile_lab import memory
+import numpy as np
+
+from nntile_lab import experiment, memory
+from nntile_lab.options import float_range, int_list, int_range
 from nntile_lab.orphans import child_env
-from nntile_lab.spec import ExperimentSpec
+from nntile_lab.record import json_safe
+from nntile_lab.spec import DEFAULTS, HINTS, ExperimentSpec, add_arguments, from_args
 
 MIB = 1 << 20
 # the paper's family at a size this machine trains: 4 layers, E = 64·k, V = 50257; E is
@@ -47,15 +51,15 @@ def family(n_embd: int, **kw) -> ExperimentSpec:
 def measure_point(spec: ExperimentSpec) -> dict:
     """Train ``spec`` for warmup + measure steps in this process: step time (median),
     StarPU's peak RAM, the process's peak RSS, the disk traffic per measured step."""
-    from nntile_lab import experiment
+    # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab._lib import lib
-    from nntile_lab.trace.records import _drain_samples
+    from nntile_lab.trace.recorder import drain_samples
 
     batches = experiment.RandomTokens(spec.vocab_size)
     starpu_peak = 0
 
     def ram_peak():   # drained after every step: the samples of a long run stay small
-        samples = _drain_samples()
+        samples = drain_samples()
         return int(samples["used"][samples["node"] == 0].max(initial=0))   # RAM, not disk
 
     with experiment.runtime(spec) as rt:
@@ -89,7 +93,7 @@ def measure_point(spec: ExperimentSpec) -> dict:
 
 def torch_point(spec: ExperimentSpec) -> dict:
     """PyTorch fp32 AdamW on ``spec``'s model in this process: step time, peak RSS."""
-    import numpy as np
+    # torch and the PyTorch models: optional heavy dependencies, loaded where they are used
     import torch
 
     from nntile_lab.reference.torch_gpt2 import TorchGPT2
@@ -275,7 +279,6 @@ def report(res: dict) -> str:
 # ---- the hints: each one's effect out of core ---------------------------------------
 def hint_configs() -> list[tuple[str, str]]:
     """(label, hints) pairs: none, all, and all but one for each hint."""
-    from nntile_lab.spec import HINTS
     return ([("none", "none"), ("all", ",".join(HINTS))]
             + [(f"all but {h}", ",".join(x for x in HINTS if x != h)) for h in HINTS])
 
@@ -286,7 +289,6 @@ def run_hints(base: ExperimentSpec | None = None, *, fraction: float = 0.5,
     with StarPU's RAM capped at ``fraction`` of the planner's peak, for every set of
     ``hint_configs()``, each in a fresh process (``repeats`` times, interleaved so that a
     noisy neighbour hits every set alike), plus one in-memory run for reference."""
-    from nntile_lab.spec import DEFAULTS
     base = base or DEFAULTS
     ooc_dir = ooc_dir or tempfile.mkdtemp(prefix="nntile_lab_hints_")
     peak = memory.estimate(base.replace(memory_limit_mb=None, ooc_dir=None)).peak_bytes
@@ -368,8 +370,6 @@ HINT_SKIP = ("memory_limit_mb", "ooc_dir", "ooc_size_mb", "hints")
 def register_cli(bsub):
     """``nntile-lab bench memory [--caps 2048,4096] [--json]`` (the capacity experiment)
     and ``nntile-lab bench memory --hints [model options] [--json]`` (each hint's effect)."""
-    from nntile_lab.options import float_range, int_list, int_range
-    from nntile_lab.spec import DEFAULTS, add_arguments
     p = bsub.add_parser("memory", help="largest model under a process RAM cap vs PyTorch "
                         "(out of core), or with --hints each memory hint's effect",
                         description=__doc__.split("\n\n")[0])
@@ -405,8 +405,6 @@ def register_cli(bsub):
 
 
 def _cli(args) -> int:
-    from nntile_lab.record import json_safe
-    from nntile_lab.spec import from_args
 
     def progress(msg):
         print(msg, file=sys.stderr if args.json else sys.stdout, flush=True)

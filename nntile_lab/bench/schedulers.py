@@ -22,12 +22,18 @@ from __future__ import annotations
 import math
 import os
 import tempfile
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from nntile_lab import memory
+from nntile_lab.data.bins import atomic_write_bytes
+from nntile_lab.options import float_range, int_range
+from nntile_lab.record import write_record
 from nntile_lab.spec import ExperimentSpec
+from nntile_lab.sweep import run as sweep_run
 
 SCHEDULERS = ("dmdasd", "dmdas", "lws", "eager", "heteroprio")
 MiB = 1 << 20
@@ -45,7 +51,6 @@ def default_ooc_dir() -> str:
 
 def out_of_core(spec: ExperimentSpec, fraction: float, ooc_dir: str) -> ExperimentSpec:
     """``spec`` with a RAM cap at ``fraction`` of its planned peak and a disk node."""
-    from nntile_lab import memory
     if not 0 < fraction < 1:
         raise ValueError(f"ooc_fraction={fraction!r} must be between 0 and 1 (a cap below the "
                          "step's peak, so that tiles are evicted)")
@@ -64,7 +69,6 @@ def out_of_core(spec: ExperimentSpec, fraction: float, ooc_dir: str) -> Experime
 def add_run_options(parser, repeats_of: str, peak_of: str) -> None:
     """The options ``bench schedulers`` and ``bench depth`` share: repeats, the
     out-of-core cap and disk node, where points run, and the output form."""
-    from nntile_lab.options import float_range, int_range
     parser.add_argument("--repeats", type=int_range(), default=3,
                         help=f"runs per {repeats_of} (default 3)")
     parser.add_argument("--ooc-fraction", type=float_range(0, 1, lo_open=True), default=0.5,
@@ -88,6 +92,7 @@ def mode_of(row) -> str:
 def points(base: ExperimentSpec, schedulers=SCHEDULERS, repeats: int = 3,
            ooc_fraction: float | None = 0.5, ooc_dir: str | None = None) -> list:
     """Every point of the comparison (see the module docstring)."""
+    # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab.runtime import NO_PRIORITIES
     if repeats < 1:
         raise ValueError(f"repeats={repeats!r} must be ≥ 1")
@@ -195,7 +200,6 @@ def run(base: ExperimentSpec | None = None, schedulers=SCHEDULERS, repeats: int 
         ooc_fraction: float | None = 0.5, ooc_dir: str | None = None, cache_dir=None,
         isolate: bool = True, progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(summary, every point's row)``; see ``summarize`` and ``sweep.run``."""
-    from nntile_lab.sweep import run as sweep_run
     base = base or default_base()
     df = sweep_run(points(base, schedulers, repeats, ooc_fraction, ooc_dir), cache_dir,
                    isolate=isolate, progress=progress)
@@ -204,10 +208,7 @@ def run(base: ExperimentSpec | None = None, schedulers=SCHEDULERS, repeats: int 
 
 def write(summary: pd.DataFrame, df: pd.DataFrame, out, base: ExperimentSpec) -> dict:
     """schedulers.png, schedulers.md (the table), schedulers.json (record) in ``out``."""
-    from pathlib import Path
 
-    from nntile_lab.data.bins import atomic_write_bytes
-    from nntile_lab.record import write_record
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"png": out / "schedulers.png", "md": out / "schedulers.md",

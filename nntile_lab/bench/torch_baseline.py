@@ -16,18 +16,20 @@ import time
 import numpy as np
 
 from nntile_lab.experiment import timed_steps
+from nntile_lab.record import cpuinfo
 from nntile_lab.rss import peak_rss_mb, reset_peak_rss
+from nntile_lab.spec import ExperimentSpec
 
 # CPU flags under which bf16 autocast runs in hardware (else it is emulated: no baseline)
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 
 
 def cpu_has_bf16() -> bool:
-    from nntile_lab.record import _cpuinfo
-    return bool(set(_cpuinfo().get("flags", "").split()) & set(BF16_FLAGS))
+    return bool(set(cpuinfo().get("flags", "").split()) & set(BF16_FLAGS))
 
 
 def _adamw(params, impl: str):
+    # torch: an optional heavy dependency, loaded where it is used
     import torch
     return torch.optim.AdamW(params, lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1,
                              **{impl: True})
@@ -36,6 +38,7 @@ def _adamw(params, impl: str):
 def pick_adamw(model, repeats: int = 3) -> str:
     """"fused" or "foreach", whichever steps this model's parameters faster (timed on
     throw-away copies; the model itself is left untouched)."""
+    # torch: an optional heavy dependency, loaded where it is used
     import torch
     best, best_t = "foreach", float("inf")
     for impl in ("fused", "foreach"):
@@ -59,7 +62,6 @@ def pick_adamw(model, repeats: int = 3) -> str:
 
 
 def _resolve(cfg, batch, seq_len, steps, warmup):
-    from nntile_lab.spec import ExperimentSpec
     if isinstance(cfg, ExperimentSpec):
         spec = cfg
         cfg = spec.gpt2_config()
@@ -91,6 +93,7 @@ def measure(cfg, batch: int | None = None, seq_len: int | None = None, *,
     ``bf16``: autocast matmuls to bfloat16 (fp32 weights and Adam state); only where the
     CPU has bf16 instructions (avx512_bf16 / amx_bf16), else ValueError.
     """
+    # torch and the PyTorch models: optional heavy dependencies, loaded where they are used
     import torch
 
     from nntile_lab.reference.nanogpt import NanoGPT

@@ -22,8 +22,8 @@ from pathlib import Path
 from nntile_lab.data.prepare import encode_files
 from nntile_lab.data.store import cached_meta, fingerprint, write_dataset
 
-# CPython 3.11's stdlib without tests is ~12 MB (~5.7M GPT-2 tokens, ~1 s to tokenise); the
-# cap only bounds the work on an unusually large installation.
+# CPython 3.11's stdlib without tests is ~12 MB (~5.7M GPT-2 tokens), under the cap, which
+# only bounds the work on an unusually large installation.
 DEFAULT_MAX_BYTES = 16 * 2**20
 VAL_FILE_FRACTION = 0.05
 _EXCLUDED_DIRS = frozenset(

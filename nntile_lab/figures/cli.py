@@ -5,13 +5,16 @@ import dataclasses
 import sys
 import time
 
+from nntile_lab.errors import writable_dir
+from nntile_lab.figures import FULL, SMOKE, redraw, run_figures
+from nntile_lab.figures.records import failed
+from nntile_lab.options import int_range
+
 
 def _run(args) -> int:
-    from nntile_lab.figures import FULL, SMOKE, redraw, run_figures
     if args.from_dir:
         out = args.out or args.from_dir
         if args.out:
-            from nntile_lab.errors import writable_dir
             writable_dir(out, "--out")
         df = redraw(args.from_dir, out)
         print(f"redrew {len(df)} points from {args.from_dir}/records into {out}")
@@ -29,7 +32,6 @@ def _run(args) -> int:
     plan = dataclasses.replace(plan, **{k: tuple(v) if isinstance(v, list) else v
                                         for k, v in overrides.items()})
     out = args.out or ("runs/figures_smoke" if args.smoke else "runs/figures")
-    from nntile_lab.errors import writable_dir
     writable_dir(out, "--out")   # before the first point, not after minutes of measuring
     t0 = time.perf_counter()
     df = run_figures(plan, out, resume=not args.fresh)
@@ -41,7 +43,6 @@ def _run(args) -> int:
 def _failures(df) -> int:
     """1 (and the reasons on stderr) when a point failed for another reason than memory:
     an error is never a result."""
-    from nntile_lab.figures.records import failed
     bad = df[df.status.map(failed)]
     for _, r in bad.iterrows():
         print(f"nntile-lab figures: {r.system} L={r.n_layer} E={r.n_embd} failed: {r.status}: "
@@ -51,6 +52,7 @@ def _failures(df) -> int:
 
 def _check_options(args) -> None:
     """Each option against its range, named as the user typed it (before any point runs)."""
+    # the compiled extension: imported here so that --help and --from work without it
     from nntile_lab.runtime import max_workers, scheduler_names
     # ranges (≥ 1, the cap ≥ 16) are checked by argparse (nntile_lab.options.int_range)
     for v in args.embds or ():
@@ -65,7 +67,6 @@ def _check_options(args) -> None:
 
 
 def register_cli(sub) -> None:
-    from nntile_lab.options import int_range
     p = sub.add_parser("figures", help="the NNTile paper's figures at this machine's scale",
                        description=__doc__)
     p.add_argument("--smoke", action="store_true", help="small sizes: under 5 minutes")

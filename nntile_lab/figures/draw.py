@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from nntile_lab.figures.family import SYSTEMS  # noqa: E402
+from nntile_lab.figures.paper import SETUPS
 from nntile_lab.figures.records import CATEGORIES, OOC_CATEGORY, failed  # noqa: E402
 
 COLORS = {"nntile_lab": "#1f77b4", "torch_fp32": "#ff7f0e", "torch_bf16": "#2ca02c",
@@ -167,7 +168,6 @@ def reference_table(ref: pd.DataFrame, setup: str) -> pd.DataFrame:
 
 def reference_figure(ref: pd.DataFrame):
     """The paper's own points (NNTile vs PyTorch FSDP on A100s), same axes style."""
-    from nntile_lab.figures.paper import SETUPS
     fig, axes = plt.subplots(len(SETUPS), 1, figsize=(11, 3.2 * len(SETUPS)))
     for ax, (setup, title) in zip(axes, SETUPS.items()):
         grouped_bars(ax, reference_table(ref, setup), "Tflops/s")

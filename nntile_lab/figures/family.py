@@ -9,9 +9,13 @@ both systems run under; a plan is the whole description of one figure run.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
-from nntile_lab.spec import DEFAULTS  # steps, scheduler, workers: the spec's defaults
+from nntile_lab.bench.torch_baseline import cpu_has_bf16 as has_bf16
+from nntile_lab.spec import (
+    DEFAULTS,  # steps, scheduler, workers: the spec's defaults
+    ExperimentSpec,
+)
 
 PAPER_VOCAB = 50257
 HEAD_SIZE = 64            # GPT-2's head size; n_head = E / 64
@@ -69,7 +73,6 @@ class FigurePlan:
         """``bf16=None`` becomes True exactly where the CPU has native bf16 (avx512_bf16)."""
         if self.bf16 is not None:
             return self
-        from dataclasses import replace
         return replace(self, bf16=cpu_has_bf16())
 
 
@@ -77,7 +80,7 @@ SYSTEMS = {"nntile_lab": "nntile_lab fp32", "torch_fp32": "PyTorch fp32",
            "torch_bf16": "PyTorch bf16 autocast"}
 
 # Full size: E from 256 to 1536 spans 2.2 to 4.8 GB of fp32 Adam state at 8 layers against a
-# 2 GiB cap.  Smoke: small E under a 512 MiB cap; the same shape of result in < 5 minutes.
+# 2 GiB cap.  Smoke: small E under a 512 MiB cap; the same shape of result in minutes.
 FULL = FigurePlan()
 SMOKE = FigurePlan(embds=(64, 128, 256, 384, 512), batch=2, seq_len=64, cap_mb=512,
                    measure_steps=3, point_timeout_s=120)
@@ -87,15 +90,15 @@ def point_spec(n_layer: int, n_embd: int, plan: FigurePlan, **runtime):
     """The family member as the ExperimentSpec both systems run: heads of 64, tiles of
     about 1–10 ms tasks, the plan's batch, sequence, scheduler, workers and steps
     (``runtime``: memory_limit_mb / ooc_dir of an out-of-core run)."""
-    from nntile_lab.spec import ExperimentSpec
     n_head = n_embd // HEAD_SIZE
-    return ExperimentSpec(n_layer=n_layer, n_head=n_head, n_embd=n_embd,
-                          vocab_size=plan.vocab_size, n_inner=4 * n_embd, seq_len=plan.seq_len,
-                          batch=plan.batch, batch_tile=plan.batch,
-                          inner_tile=min(4 * n_embd, 1024), head_tile=max(1, n_head // 2),
+    spec = ExperimentSpec(n_layer=n_layer, n_head=n_head, n_embd=n_embd,
+                          vocab_size=plan.vocab_size, seq_len=plan.seq_len,
+                          batch=plan.batch, batch_tile=plan.batch, head_tile=max(1, n_head // 2),
                           vocab_tile=min(plan.vocab_size, 8192), scheduler=plan.scheduler,
                           ncpu=plan.ncpu, warmup_steps=plan.warmup_steps,
                           measure_steps=plan.measure_steps, **runtime)
+    # n_inner stated (the family's, recorded with every point) by GPT-2's rule, 4·E
+    return spec.replace(n_inner=spec.inner, inner_tile=min(spec.inner, 1024))
 
 
 def model_config(n_layer: int, n_embd: int, plan: FigurePlan):
@@ -105,7 +108,6 @@ def model_config(n_layer: int, n_embd: int, plan: FigurePlan):
 
 def cpu_has_bf16() -> bool:
     """Native bf16 (avx512_bf16 / amx_bf16): the PyTorch baseline's own rule."""
-    from nntile_lab.bench.torch_baseline import cpu_has_bf16 as has_bf16
     return has_bf16()
 
 

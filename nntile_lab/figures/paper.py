@@ -1,6 +1,10 @@
-"""The paper's own data points (NNTile, arXiv 2504.13236), as read from its vector figures.
+"""The paper's own data points, as read from its vector figures.
 
-Source: /work/shared/DESIGN.md ("The paper's figures", ±2 Tflops/s).  Model sizes are the
+Source: A. Mikhalev, A. Katrutsa, K. Sozykin, I. Oseledets, "NNTile: a machine learning
+framework capable of training extremely large GPT language models on a single node",
+arXiv:2504.13236 (2025): its throughput figures for custom GPT-2 models (total Tflop/s
+against model size; 4 layers on 4×A100-80GB, 4 layers on 8×A100-80GB, 8 layers on
+8×A100-80GB), read to about ±2 Tflop/s.  Model sizes are the
 family's ``E = 5120 + 1024·k``; a throughput of 0 is a run that failed (out of memory).  Only
 values the text states are here: a range ("752–773 up to 7.9B") is kept as its midpoint on
 each size it covers, flagged ``approx``; sizes the text skips ("…") are absent, not guessed.

@@ -23,8 +23,11 @@ import threading
 
 import numpy as np
 
+from nntile_lab import experiment
+from nntile_lab.bench.torch_baseline import pick_adamw
 from nntile_lab.experiment import timed_steps
 from nntile_lab.figures.family import FigurePlan, point_spec
+from nntile_lab.orphans import die_with_parent
 from nntile_lab.rss import peak_rss_bytes, reset_peak_rss, rss_bytes
 
 RESULT_MARK = "RESULT "
@@ -103,8 +106,8 @@ def _tiny(spec):
 
 def _nntile(spec, cap: MemoryCap) -> tuple[list, dict]:
     """The trainer's step on ``spec`` (``experiment``: model, optimizer, schedule, clipping)."""
-    from nntile_lab import experiment
-    from nntile_lab.trace.records import _tensor_bytes
+    # loads the compiled extension: importing this module must not (--help, readers)
+    from nntile_lab.trace.recorder import tensor_bytes
     with experiment.runtime(spec) as rt:
         def trainer(spec):
             model, opt, schedule = experiment.build(spec)
@@ -114,9 +117,9 @@ def _nntile(spec, cap: MemoryCap) -> tuple[list, dict]:
 
         model, opt, times = _capped_steps(trainer, spec, cap)
         state = [t for slot in opt.state.values() for t in slot.values()]
-        static = {"parameters": _tensor_bytes(model.params.values()),
-                  "gradients": _tensor_bytes(model.grads.values()),
-                  "optimizer state": _tensor_bytes(state)}
+        static = {"parameters": tensor_bytes(model.params.values()),
+                  "gradients": tensor_bytes(model.grads.values()),
+                  "optimizer state": tensor_bytes(state)}
         return times, static
 
 
@@ -124,9 +127,9 @@ def _torch(spec, cap: MemoryCap, bf16: bool) -> tuple[list, dict]:
     """The strongest PyTorch CPU baseline (``bench.torch_baseline``'s: nanoGPT with scaled
     dot-product attention, the faster AdamW implementation, clipping at 1.0) on the same
     config, batches and cores (all of them)."""
+    # torch and the PyTorch models: optional heavy dependencies, loaded where they are used
     import torch
 
-    from nntile_lab.bench.torch_baseline import pick_adamw
     from nntile_lab.reference.nanogpt import NanoGPT
     torch.set_num_threads(spec.ncpu or len(os.sched_getaffinity(0)))
 
@@ -194,7 +197,6 @@ def measure(system: str, n_layer: int, n_embd: int, plan: FigurePlan,
 
 
 def main(argv: list[str]) -> int:
-    from nntile_lab.orphans import die_with_parent
     die_with_parent()   # a killed figures run leaves no orphan point
     args = json.loads(argv[0])
     plan = FigurePlan.from_dict(args.pop("plan"))

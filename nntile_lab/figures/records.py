@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import datetime
 import json
+import sys
 from pathlib import Path
 
 import pandas as pd
 
+from nntile_lab.data.bins import atomic_write_bytes
 from nntile_lab.figures.family import ADAM_BYTES_PER_PARAM, FigurePlan, family_params
+from nntile_lab.record import environment as shared_environment
+from nntile_lab.record import json_safe
 
 RECORD_KIND = "figure_point"
 RECORD_VERSION = 1
@@ -28,14 +32,11 @@ def record_path(out_dir: Path, system: str, n_layer: int, n_embd: int) -> Path:
 def environment() -> dict:
     """``{"git_commit", "versions", "machine"}`` of this run: ``nntile_lab.record``'s, the
     one definition of what a record says about its software and machine."""
-    from nntile_lab.record import environment as shared_environment
     return shared_environment()
 
 
 def write_point_record(out_dir: Path, plan: FigurePlan, result: dict) -> Path:
     """Atomically write the point's record (the figure can be redrawn from these alone)."""
-    from nntile_lab.data.bins import atomic_write_bytes
-    from nntile_lab.record import json_safe
     rec = {"kind": RECORD_KIND, "record_version": RECORD_VERSION,
            "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
            "plan": plan.to_dict(), "result": result, **environment()}
@@ -52,7 +53,6 @@ def failed(status: str) -> bool:
 def set_aside(out_dir: Path, path: Path, why: str) -> Path:
     """Move a record out of ``out_dir/records`` (never delete a measurement) into
     ``out_dir/records.set_aside/<time>/``, saying so on stderr."""
-    import sys
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     dest_dir = Path(out_dir) / SET_ASIDE / stamp
     dest_dir.mkdir(parents=True, exist_ok=True)

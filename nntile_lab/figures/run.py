@@ -13,6 +13,7 @@ import pandas as pd
 from nntile_lab.figures import draw
 from nntile_lab.figures.family import SYSTEMS, FigurePlan, point_spec
 from nntile_lab.figures.paper import reference_points
+from nntile_lab.figures.point import RESULT_MARK  # not at import: `-m …point` runs it
 from nntile_lab.figures.records import (
     check_record,
     does_not_fit,
@@ -23,6 +24,7 @@ from nntile_lab.figures.records import (
     set_aside,
     write_point_record,
 )
+from nntile_lab.figures.summary import write_summary
 from nntile_lab.orphans import child_env
 
 # what may differ between records drawn in one figure: which points a run measured
@@ -54,7 +56,6 @@ def run_point(plan: FigurePlan, system: str, n_layer: int, n_embd: int) -> dict:
 
 
 def _run_process(plan, system, n_layer, n_embd, base, *, out_of_core: bool) -> dict:
-    from nntile_lab.figures.point import RESULT_MARK  # not at import: `-m …point` runs it
     base = base | {"out_of_core": out_of_core}
     arg = json.dumps({"system": system, "n_layer": n_layer, "n_embd": n_embd,
                       "plan": plan.to_dict(), "out_of_core": out_of_core})
@@ -157,6 +158,5 @@ def redraw(records_dir: str | os.PathLike, out_dir: str | os.PathLike | None = N
     ref = reference_points()
     draw.save(draw.reference_figure(ref), out_dir, "paper_reference", ref.set_index("setup"))
     df.to_csv(out_dir / "points.csv", index=False)
-    from nntile_lab.figures.summary import write_summary
     write_summary(df, records, out_dir)
     return df

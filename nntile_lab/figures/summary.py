@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from nntile_lab.data.bins import atomic_write_bytes
 from nntile_lab.figures.draw import size_label
 from nntile_lab.figures.family import SYSTEMS
 from nntile_lab.figures.paper import reference_points
@@ -75,6 +76,5 @@ def summary_markdown(df: pd.DataFrame, records: list[dict]) -> str:
 
 
 def write_summary(df: pd.DataFrame, records: list[dict], out_dir: Path) -> Path:
-    from nntile_lab.data.bins import atomic_write_bytes
     return atomic_write_bytes(Path(out_dir) / "summary.md",
                               summary_markdown(df, records).encode())

@@ -1,8 +1,12 @@
 """Models on tiled tensors.
 
 ``GPT2`` loads on first use (PEP 562), so ``nntile_lab.nn.config`` — the model's shape,
-which the memory planner and the CLI's parser read — imports without the compiled
-extension (``nntile-lab --help``, ``plan`` and figure redraws work without StarPU).
+which the memory planner and the CLI's parser read — and ``nntile_lab.nn.activations`` —
+what a step saves, which the planner sizes — import without the compiled extension
+(``nntile-lab --help``, ``plan`` and figure redraws work without StarPU).
+
+``gpt2`` is the math, ``policy`` where tensors are freed and which stage, priority and
+memory hints the tasks get, ``activations`` the saved records (docs/model.md).
 """
 from __future__ import annotations
 

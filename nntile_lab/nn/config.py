@@ -4,8 +4,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 
 from nntile_lab import flops
-from nntile_lab.spec import DEFAULTS
 
+# The tiling fields, here and in ExperimentSpec (which imports them: the spec builds a
+# GPT2Config, never the other way round)
 TILE_FIELDS = ("batch_tile", "seq_tile", "embd_tile", "inner_tile", "head_tile", "vocab_tile")
 
 
@@ -17,16 +18,18 @@ class GPT2Config:
     head_tile counts heads: attention tensors are tiled by whole heads, so Q, K, V
     and the attention output use tiles of head_tile·head_size along n_embd.
 
-    The shape's defaults are ``ExperimentSpec``'s (``spec.DEFAULTS``, the one set); the
-    tiles default to None, no tiling: a GPT2Config states a tiling exactly, while the spec
-    chooses one (``ExperimentSpec(...).gpt2_config()`` gives its capped default tiles).
+    The shape's defaults are the main job's, and the one set: ``ExperimentSpec`` takes
+    its model defaults (and its default ``seq_len``, the position table's size) from
+    here. The tiles default to None, no tiling: a GPT2Config states a tiling exactly,
+    while the spec chooses one (``ExperimentSpec(...).gpt2_config()`` gives its capped
+    default tiles).
     """
 
-    n_layer: int = DEFAULTS.n_layer
-    n_head: int = DEFAULTS.n_head
-    n_embd: int = DEFAULTS.n_embd
-    n_positions: int = DEFAULTS.positions
-    vocab_size: int = DEFAULTS.vocab_size
+    n_layer: int = 4
+    n_head: int = 4
+    n_embd: int = 256
+    n_positions: int = 128
+    vocab_size: int = 50257
     n_inner: int | None = None
     layer_norm_epsilon: float = 1e-5
     batch_tile: int | None = None

@@ -7,21 +7,96 @@ E n_embd, H heads of D = E/H, F n_inner, V vocabulary.
 Q, K, V and the attention output are (B, T, E) tensors tiled by whole heads
 (head_tile·D along E), so the split E → (H, D) is a free view of the same tiles
 and one permute makes the (B, H, T, D) layout the batched products want.
+
+This file is the math: each layer's forward and backward side by side, the formula in
+one comment. Where tensors are freed, which stage and priority a task gets and which
+memory hints fire is ``nn.policy``'s (every stage runs inside a ``StepPolicy`` stage,
+whose ``temp`` frees a temporary when the stage ends); what the forward keeps for the
+backward is the typed records of ``nn.activations``, which the memory planner sizes.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, fields
 
 import numpy as np
 
 from nntile_lab import ops
-from nntile_lab.nn import priorities
+from nntile_lab.nn.activations import Activations, Batch, BlockActivations, HeadActivations
 from nntile_lab.nn.config import GPT2Config
+from nntile_lab.nn.policy import Stage, StepPolicy
 from nntile_lab.nn.state import from_hf, from_hf_entry, hf_shapes, iter_init_chunks, to_hf
 from nntile_lab.runtime import Runtime
 from nntile_lab.tensor import TiledTensor, empty, empty_like, from_numpy
 
 HEADS_FIRST = (0, 2, 1, 3)  # (B, T, H, D) ↔ (B, H, T, D)
+
+
+# ---- the parameters (or their gradients), by layer ------------------------------------
+class _Group:
+    def tensors(self) -> list[TiledTensor]:
+        out = []
+        for f in fields(self):
+            v = getattr(self, f.name)
+            out += v.tensors() if isinstance(v, _Group) else [v]
+        return out
+
+
+@dataclass
+class Linear(_Group):
+    weight: TiledTensor     # (in, out)
+    bias: TiledTensor       # (out,)
+
+
+@dataclass
+class LayerNorm(_Group):
+    weight: TiledTensor     # (E,)
+    bias: TiledTensor       # (E,)
+
+
+@dataclass
+class Block(_Group):
+    ln_1: LayerNorm
+    q: Linear               # c_attn, split by q, k, v
+    k: Linear
+    v: Linear
+    attn_proj: Linear       # attn.c_proj
+    ln_2: LayerNorm
+    fc: Linear              # mlp.c_fc
+    mlp_proj: Linear        # mlp.c_proj
+
+
+@dataclass
+class Weights:
+    """A model's parameters (or gradients) by layer; the tensors are those of the
+    Hugging Face-named dict they are read from."""
+
+    wte: TiledTensor        # (V, E), also the head
+    wpe: TiledTensor        # (n_positions, E)
+    blocks: list[Block]
+    ln_f: LayerNorm
+
+    @classmethod
+    def of(cls, named: dict[str, TiledTensor], n_layer: int) -> Weights:
+        def lin(name):
+            return Linear(named[name + ".weight"], named[name + ".bias"])
+
+        def norm(name):
+            return LayerNorm(named[name + ".weight"], named[name + ".bias"])
+
+        blocks = []
+        for i in range(n_layer):
+            h = f"transformer.h.{i}."
+            blocks.append(Block(norm(h + "ln_1"), lin(h + "attn.q"), lin(h + "attn.k"),
+                                lin(h + "attn.v"), lin(h + "attn.c_proj"), norm(h + "ln_2"),
+                                lin(h + "mlp.c_fc"), lin(h + "mlp.c_proj")))
+        return cls(named["transformer.wte.weight"], named["transformer.wpe.weight"], blocks,
+                   norm("transformer.ln_f"))
+
+    def tensors(self) -> list[TiledTensor]:
+        """Every tensor, in Hugging Face order."""
+        return [self.wte, self.wpe, *(t for b in self.blocks for t in b.tensors()),
+                *self.ln_f.tensors()]
 
 
 class GPT2:
@@ -44,8 +119,10 @@ class GPT2:
             for q in "qkv":
                 tiles |= {h + f"attn.{q}.weight": (et, ht), h + f"attn.{q}.bias": (ht,)}
         shapes = hf_shapes(c, split_qkv=True)
-        self.params = {n: empty(shapes[n], tiles[n]) for n in shapes}
+        self.params = {n: empty(shapes[n], tiles[n]) for n in shapes}   # HF names
         self.grads = {n: empty_like(p) for n, p in self.params.items()}
+        self.w = Weights.of(self.params, c.n_layer)   # the same tensors, by layer
+        self.g = Weights.of(self.grads, c.n_layer)
         for name, row0, chunk in iter_init_chunks(c, seed):   # whole tile bands in numpy
             for n, part in from_hf_entry(name, chunk).items():
                 self.params[n].copy_rows_from_numpy(part, row0)
@@ -57,30 +134,40 @@ class GPT2:
         added to ``self.grads`` (zeroed first unless ``accumulate``).
 
         The runtime's memory hints (``Runtime(hints=...)``) change where tiles live, never
-        a result: with drop_grads each gradient is zeroed just before its block's
-        backward, not here."""
-        hints = self.runtime.hints
-        if accumulate and any(g.storage._dropped for g in self.grads.values()):
-            raise RuntimeError("accumulate=True after the optimizer dropped the gradients "
-                               "(the invalidate hint): the first micro-batch of a step must "
-                               "not accumulate")
-        lazy = "drop_grads" in hints and not accumulate
-        if not accumulate and not lazy:
-            with self._stage(None, "backward", priorities.ZERO_GRAD):
-                for g in self.grads.values():
-                    ops.fill(g, 0.0)
-        ids, labels_t, pos = self._inputs(input_ids, labels)
-        saved, x = self._forward(ids, pos, keep=True)
-        loss, dlogits = self._head(x, labels_t, saved, grad_scale)
-        self._backward(ids, pos, saved, dlogits, zero_grads=lazy)
+        a result (``nn.policy``)."""
+        step = StepPolicy(self.runtime, self.w, self.g, backward=True)
+        step.start_gradients(accumulate)
+        acts = self.forward(input_ids, labels, step)
+        loss, dlogits = self._head(acts, step, grad_scale)
+        self._backward(acts, dlogits, step)
         return float(loss.to_numpy()[0])
 
     def loss(self, input_ids, labels) -> float:
         """Mean cross-entropy, forward only (validation)."""
-        ids, labels_t, pos = self._inputs(input_ids, labels)
-        _, x = self._forward(ids, pos, keep=False)
-        loss, _ = self._head(x, labels_t, None, 1.0)
+        step = StepPolicy(self.runtime, self.w, self.g, backward=False)
+        loss, _ = self._head(self.forward(input_ids, labels, step), step, 1.0)
         return float(loss.to_numpy()[0])
+
+    def forward(self, input_ids, labels, step: StepPolicy | None = None) -> Activations:
+        """The forward up to the final layer norm; returns what a training step keeps for
+        its backward (free it with ``.free()``). Under a ``step`` without backward, the
+        blocks' records are freed as the forward goes (``loss``)."""
+        step = step or StepPolicy(self.runtime, self.w, self.g, backward=True)
+        w, c = self.w, self.config
+        batch = self._batch(input_ids, labels)
+        with step.embedding_forward() as s:
+            x = ops.embedding(batch.ids, w.wte)                          # (B, T, E)
+            ops.add(s.temp(ops.embedding(batch.pos, w.wpe)), x)          # x = wte[ids] + wpe[pos]
+        blocks = []
+        for i, p in enumerate(w.blocks):
+            with step.block_forward(i, x) as s:
+                a, x = self._block_forward(p, x, s)
+                s.save(a, after=x)
+            blocks.append(a)
+        with step.head_forward():
+            xf, mean, inv_std = ops.layer_norm(x, w.ln_f.weight, w.ln_f.bias, axis=2,
+                                               eps=c.layer_norm_epsilon)
+        return Activations(batch, blocks, HeadActivations(x, xf, mean, inv_std))
 
     def state_dict(self) -> dict[str, np.ndarray]:
         """Parameters with Hugging Face GPT2LMHeadModel names and layouts."""
@@ -101,18 +188,80 @@ class GPT2:
         for t in (*self.params.values(), *self.grads.values()):
             t.free()
 
-    def _stage(self, layer: int | None, phase: str, priority: int | None = None):
-        """Scope of one stage of the step: its layer and phase tags and, with the runtime's
-        ``priorities`` on, its priority (``priority`` or the stage's, nn.priorities)."""
-        if not self.runtime.priorities:
-            priority = None
-        elif priority is None:
-            rank = priorities.forward if phase == "forward" else priorities.backward
-            priority = rank(layer, self.config.n_layer)
-        return self.runtime.scope(layer=layer, phase=phase, priority=priority)
+    # ---- a block: h = x + c_proj(attention(ln_1(x))), out = h + c_proj(gelu(c_fc(ln_2(h))))
+    def _block_forward(self, p: Block, x: TiledTensor, s: Stage):
+        D, eps = self.config.head_size, self.config.layer_norm_epsilon
+        ln1, ln1_mean, ln1_inv_std = ops.layer_norm(x, p.ln_1.weight, p.ln_1.bias, axis=2,
+                                                    eps=eps)
+        q, k, v = (_heads(s.temp(_linear(ln1, lin)), D) for lin in (p.q, p.k, p.v))
+        att = _attention(q, k, s)                                        # (B, H, T, T)
+        y = ops.permute(s.temp(ops.gemm(att, v, batch_ndim=2)),          # (B, T, E)
+                        HEADS_FIRST).merge_axes(2)
+        h = _linear(y, p.attn_proj)
+        ops.add(x, h)                                                    # h = x + c_proj(y)
+        ln2, ln2_mean, ln2_inv_std = ops.layer_norm(h, p.ln_2.weight, p.ln_2.bias, axis=2,
+                                                    eps=eps)
+        fc = _linear(ln2, p.fc)                                          # (B, T, F)
+        gelu = ops.gelu(fc)
+        out = _linear(gelu, p.mlp_proj)
+        ops.add(h, out)                                                  # out = h + mlp
+        return BlockActivations(x, ln1, ln1_mean, ln1_inv_std, q, k, v, att, y, h,
+                                ln2, ln2_mean, ln2_inv_std, fc, gelu), out
 
-    # ---- forward -----------------------------------------------------------------
-    def _inputs(self, input_ids, labels):
+    def _block_backward(self, p: Block, g: Block, a: BlockActivations, dx: TiledTensor,
+                        s: Stage) -> None:
+        """``dx``: ∂loss/∂out in, ∂loss/∂x out (in place: the residual passes it through,
+        each branch adds to it); ``g`` gets the block's weight gradients."""
+        D = self.config.head_size
+        # MLP: out = h + c_proj(gelu(c_fc(ln_2(h))))
+        dgelu = s.temp(_linear_backward(a.gelu, dx, p.mlp_proj, g.mlp_proj, s))
+        dfc = s.temp(ops.gelu_backward(a.fc, dgelu))
+        dln2 = s.temp(_linear_backward(a.ln2, dfc, p.fc, g.fc, s))
+        ops.layer_norm_backward(a.h, dln2, p.ln_2.weight, a.ln2_mean, a.ln2_inv_std, axis=2,
+                                dx=dx, dgamma=g.ln_2.weight, dbeta=g.ln_2.bias)  # dh += ∂ln_2
+        # attention: h = x + c_proj(softmax(mask(q·kᵀ/√D))·v)
+        dy = s.temp(_linear_backward(a.y, dx, p.attn_proj, g.attn_proj, s))
+        dheads = s.temp(_heads(dy, D))                                   # (B, H, T, D)
+        datt = s.temp(ops.gemm(dheads, a.v, trans_b=True, batch_ndim=2))  # datt = dheads·vᵀ
+        dv = ops.gemm(a.att, dheads, trans_a=True, batch_ndim=2)          # dv = attᵀ·dheads
+        dq, dk = _attention_backward(a.q, a.k, a.att, datt, s)
+        dln1 = None
+        for d, lin, glin in ((dq, p.q, g.q), (dk, p.k, g.k), (dv, p.v, g.v)):
+            dlin = s.temp(ops.permute(s.temp(d), HEADS_FIRST).merge_axes(2))   # (B, T, E)
+            dln1 = _linear_backward(a.ln1, dlin, lin, glin, s, dx=dln1)
+        ops.layer_norm_backward(a.x, s.temp(dln1), p.ln_1.weight, a.ln1_mean, a.ln1_inv_std,
+                                axis=2, dx=dx, dgamma=g.ln_1.weight,
+                                dbeta=g.ln_1.bias)                       # dx += ∂ln_1
+
+    # ---- the tied head: loss = cross_entropy(ln_f(x)·wteᵀ, labels) --------------------
+    def _head(self, acts: Activations, step: StepPolicy, grad_scale: float):
+        """The loss and, in a step with a backward, ∂loss/∂logits (times ``grad_scale``)."""
+        with step.head_forward() as s:
+            logits = s.temp(ops.gemm(acts.head.xf, self.w.wte, trans_b=True))  # (B, T, V)
+            loss, dlogits = ops.cross_entropy(logits, acts.batch.labels, grad=step.backward,
+                                              grad_scale=grad_scale)
+            s.save(acts.head, after=loss)
+            s.save(acts.batch, after=loss)
+        return loss, dlogits
+
+    def _backward(self, acts: Activations, dlogits: TiledTensor, step: StepPolicy) -> None:
+        w, g, top = self.w, self.g, acts.head
+        with step.head_backward(dlogits, top) as s:
+            dxf = s.temp(ops.gemm(dlogits, w.wte))                       # dxf = dlogits·wte
+            with s.weight_grads():                                       # dwte += dlogitsᵀ·xf
+                ops.gemm(dlogits, top.xf, trans_a=True, ndim=2, beta=1.0, out=g.wte)
+            dx, _, _ = ops.layer_norm_backward(top.x, dxf, w.ln_f.weight, top.mean,
+                                               top.inv_std, axis=2, dgamma=g.ln_f.weight,
+                                               dbeta=g.ln_f.bias)        # dx = ∂ln_f
+        for i in reversed(range(self.config.n_layer)):
+            with step.block_backward(i, dx, acts.blocks[i]) as s:
+                self._block_backward(w.blocks[i], g.blocks[i], acts.blocks[i], dx, s)
+        with step.embedding_backward(dx, acts.batch):                    # weight grads only
+            ops.embedding_backward(acts.batch.ids, dx, g.wte)            # dwte[ids] += dx
+            ops.embedding_backward(acts.batch.pos, dx, g.wpe)            # dwpe[pos] += dx
+
+    # ---- inputs ----------------------------------------------------------------------
+    def _batch(self, input_ids, labels) -> Batch:
         c = self.config
         ids, labels = _token_array(input_ids, "input_ids", c), _token_array(labels, "labels", c)
         if ids.shape != labels.shape:
@@ -124,197 +273,43 @@ class GPT2:
                              f"sequences of at most {c.n_positions} tokens")
         tiles = (c.tile("batch_tile", B), c.tile("seq_tile", T))
         pos = np.ascontiguousarray(np.broadcast_to(np.arange(T, dtype=np.int64), (B, T)))
-        return from_numpy(ids, tiles), from_numpy(labels, tiles), from_numpy(pos, tiles)
-
-    def _forward(self, ids, pos, keep: bool):
-        p, eps = self.params, self.config.layer_norm_epsilon
-        with self._stage(0, "forward"):
-            x = ops.embedding(ids, p["transformer.wte.weight"])
-            wpe = ops.embedding(pos, p["transformer.wpe.weight"])
-            ops.add(wpe, x)
-            wpe.free()
-        saved, hints, L = [], self.runtime.hints, self.config.n_layer
-        for i in range(L):
-            if "prefetch" in hints and i + 1 < L:   # the next block's weights, as this starts
-                for t in self._layer_params(i + 1).values():
-                    t.prefetch(after=x)
-            with self._stage(i, "forward"):
-                acts, out = self._block_forward(i, x)
-            if keep:
-                saved.append(acts)
-                if "wont_use" in hints and i + 1 < L:   # read again only in the backward
-                    for t in acts.values():
-                        t.wont_use(after=out)
-            else:
-                _free(acts)
-            x = out
-        with self._stage(self.config.n_layer, "forward"):
-            xf, mean, inv_std = ops.layer_norm(x, p["transformer.ln_f.weight"],
-                                               p["transformer.ln_f.bias"], axis=2, eps=eps)
-        saved.append({"x": x, "xf": xf, "mean": mean, "inv_std": inv_std})
-        return saved, xf
-
-    def _block_forward(self, i: int, x: TiledTensor):
-        p, c = self._layer_params(i), self.config
-        D, eps = c.head_size, c.layer_norm_epsilon
-        a = {"x": x}
-        a["ln1"], a["m1"], a["r1"] = ops.layer_norm(x, p["ln_1.weight"], p["ln_1.bias"],
-                                                     axis=2, eps=eps)
-        for q in "qkv":
-            y = _linear(a["ln1"], p[f"attn.{q}.weight"], p[f"attn.{q}.bias"])
-            a[q] = ops.permute(y.split_axis(2, D), HEADS_FIRST)          # (B, H, T, D)
-            y.free()
-        scores = ops.gemm(a["q"], a["k"], trans_b=True, batch_ndim=2, alpha=1 / math.sqrt(D))
-        ops.mask_causal(scores)
-        a["att"] = ops.softmax(scores, axis=3)                           # (B, H, T, T)
-        scores.free()
-        heads = ops.gemm(a["att"], a["v"], batch_ndim=2)                 # (B, H, T, D)
-        a["o"] = ops.permute(heads, HEADS_FIRST).merge_axes(2)           # (B, T, E)
-        heads.free()
-        a["h"] = h = _linear(a["o"], p["attn.c_proj.weight"], p["attn.c_proj.bias"])
-        ops.add(x, h)                                                    # h = x + attn
-        a["ln2"], a["m2"], a["r2"] = ops.layer_norm(h, p["ln_2.weight"], p["ln_2.bias"],
-                                                     axis=2, eps=eps)
-        a["f"] = _linear(a["ln2"], p["mlp.c_fc.weight"], p["mlp.c_fc.bias"])
-        a["g"] = ops.gelu(a["f"])
-        out = _linear(a["g"], p["mlp.c_proj.weight"], p["mlp.c_proj.bias"])
-        ops.add(h, out)                                                  # out = h + mlp
-        return a, out
-
-    def _head(self, xf, labels, saved, grad_scale):
-        """Tied head and loss; with ``saved``, also the logits' gradient."""
-        with self._stage(self.config.n_layer, "forward"):
-            logits = ops.gemm(xf, self.params["transformer.wte.weight"], trans_b=True)
-            loss, dlogits = ops.cross_entropy(logits, labels, grad=saved is not None,
-                                              grad_scale=grad_scale)
-            logits.free()
-        if saved is None:
-            xf.free()
-        return loss, dlogits
-
-    # ---- backward ----------------------------------------------------------------
-    def _backward(self, ids, pos, saved, dlogits, zero_grads: bool = False):
-        """``zero_grads``: zero each gradient just before the first task that adds to it
-        (a fill ordered after the gradient flowing into its block), not all at once."""
-        p, g, hints = self.params, self.grads, self.runtime.hints
-        top = saved.pop()
-        if zero_grads:
-            with self._stage(self.config.n_layer, "backward", priorities.ZERO_GRAD):
-                for n in ("transformer.wte.weight", "transformer.ln_f.weight",
-                          "transformer.ln_f.bias"):
-                    ops.fill(g[n], 0.0, after=dlogits)
-        with self._stage(self.config.n_layer, "backward"):
-            dxf = ops.gemm(dlogits, p["transformer.wte.weight"])
-            with _weight_grads():
-                ops.gemm(dlogits, top["xf"], trans_a=True, ndim=2, beta=1.0,
-                         out=g["transformer.wte.weight"])
-            dlogits.free()
-            dx, _, _ = ops.layer_norm_backward(
-                top["x"], dxf, p["transformer.ln_f.weight"], top["mean"], top["inv_std"],
-                axis=2, dgamma=g["transformer.ln_f.weight"], dbeta=g["transformer.ln_f.bias"])
-            _free(top)
-            dxf.free()
-        for i in reversed(range(self.config.n_layer)):
-            acts = saved.pop()
-            if "prefetch" in hints and i > 0:   # the block below, as this block starts
-                # (parameters only: StarPU 1.3 aborts when a tile with a prefetch and a
-                # wont_use push to disk in flight is unregistered, as activations are)
-                for t in self._layer_params(i - 1).values():
-                    t.prefetch(after=dx)
-            if zero_grads:
-                with self._stage(i, "backward", priorities.ZERO_GRAD):
-                    for t in self._layer_params(i, self.grads).values():
-                        ops.fill(t, 0.0, after=dx)
-            with self._stage(i, "backward"):
-                dx = self._block_backward(i, acts, dx)
-            if "wont_use" in hints:   # this block's weights and gradients: next needed by
-                for t in (*self._layer_params(i).values(),           # the optimizer
-                          *self._layer_params(i, self.grads).values()):
-                    t.wont_use(after=dx)
-        if zero_grads:
-            with self._stage(0, "backward", priorities.ZERO_GRAD):
-                ops.fill(g["transformer.wpe.weight"], 0.0, after=dx)
-        with self._stage(0, "backward"), _weight_grads():
-            ops.embedding_backward(ids, dx, g["transformer.wte.weight"])
-            ops.embedding_backward(pos, dx, g["transformer.wpe.weight"])
-        _free({"dx": dx, "ids": ids, "pos": pos})
-
-    def _block_backward(self, i: int, a: dict, dout: TiledTensor) -> TiledTensor:
-        p, g = self._layer_params(i), self._layer_params(i, self.grads)
-        D = self.config.head_size
-        # MLP: out = h + c_proj(gelu(c_fc(ln2(h))))
-        dg = _linear_backward(a["g"], dout, p["mlp.c_proj.weight"], g["mlp.c_proj.weight"],
-                              g["mlp.c_proj.bias"])
-        df = ops.gelu_backward(a["f"], dg)
-        dg.free()
-        dln2 = _linear_backward(a["ln2"], df, p["mlp.c_fc.weight"], g["mlp.c_fc.weight"],
-                                g["mlp.c_fc.bias"])
-        df.free()
-        dh = dout   # the residual's gradient, plus (in place) what flows through ln_2
-        ops.layer_norm_backward(a["h"], dln2, p["ln_2.weight"], a["m2"], a["r2"], axis=2,
-                                dx=dh, dgamma=g["ln_2.weight"], dbeta=g["ln_2.bias"])
-        dln2.free()
-        # attention: h = x + c_proj(softmax(mask(q·kᵀ/√D))·v)
-        do = _linear_backward(a["o"], dh, p["attn.c_proj.weight"], g["attn.c_proj.weight"],
-                              g["attn.c_proj.bias"])
-        dheads = ops.permute(do.split_axis(2, D), HEADS_FIRST)
-        do.free()
-        datt = ops.gemm(dheads, a["v"], trans_b=True, batch_ndim=2)
-        dqkv = {"v": ops.gemm(a["att"], dheads, trans_a=True, batch_ndim=2)}
-        dheads.free()
-        dscores = ops.softmax_backward(a["att"], datt, axis=3)
-        datt.free()
-        scale = 1 / math.sqrt(D)
-        dqkv["q"] = ops.gemm(dscores, a["k"], batch_ndim=2, alpha=scale)
-        dqkv["k"] = ops.gemm(dscores, a["q"], trans_a=True, batch_ndim=2, alpha=scale)
-        dscores.free()
-        dln1 = None
-        for q in "qkv":
-            dy = ops.permute(dqkv.pop(q), HEADS_FIRST).merge_axes(2)
-            dln1 = _linear_backward(a["ln1"], dy, p[f"attn.{q}.weight"], g[f"attn.{q}.weight"],
-                                    g[f"attn.{q}.bias"], dx=dln1)
-            dy.free()
-        dx = dh    # likewise through ln_1
-        ops.layer_norm_backward(a["x"], dln1, p["ln_1.weight"], a["m1"], a["r1"], axis=2,
-                                dx=dx, dgamma=g["ln_1.weight"], dbeta=g["ln_1.bias"])
-        dln1.free()
-        _free(a)
-        return dx
-
-    def _layer_params(self, i: int, source: dict | None = None) -> dict:
-        prefix = f"transformer.h.{i}."
-        source = self.params if source is None else source
-        return {n[len(prefix):]: t for n, t in source.items() if n.startswith(prefix)}
+        return Batch(from_numpy(ids, tiles), from_numpy(labels, tiles), from_numpy(pos, tiles))
 
 
-def _linear(x: TiledTensor, w: TiledTensor, b: TiledTensor) -> TiledTensor:
+# ---- layers: forward and backward side by side ------------------------------------------
+def _linear(x: TiledTensor, p: Linear) -> TiledTensor:
     """y[..., j] = Σ_i x[..., i]·w[i, j] + b[j]"""
-    y = ops.gemm(x, w)
-    ops.add_fiber(b, y, axis=y.ndim - 1)
+    y = ops.gemm(x, p.weight)
+    ops.add_fiber(p.bias, y, axis=y.ndim - 1)
     return y
 
 
-def _linear_backward(x, dy, w, dw, db, dx=None) -> TiledTensor:
+def _linear_backward(x, dy, p: Linear, g: Linear, s: Stage, dx=None) -> TiledTensor:
     """dw += xᵀ·dy; db += Σ dy; returns dx (+)= dy·wᵀ."""
-    lead = x.ndim - 1
-    with _weight_grads():
-        ops.gemm(x, dy, trans_a=True, ndim=lead, beta=1.0, out=dw)
-        ops.sum_fiber(dy, axis=dy.ndim - 1, out=db, beta=1.0)
-    return ops.gemm(dy, w, trans_b=True, out=dx, beta=0.0 if dx is None else 1.0)
+    with s.weight_grads():
+        ops.gemm(x, dy, trans_a=True, ndim=x.ndim - 1, beta=1.0, out=g.weight)
+        ops.sum_fiber(dy, axis=dy.ndim - 1, out=g.bias, beta=1.0)
+    return ops.gemm(dy, p.weight, trans_b=True, out=dx, beta=0.0 if dx is None else 1.0)
 
 
-def _weight_grads():
-    """Scope of weight-gradient accumulations: off the critical path (they feed only the
-    optimizer), so with priorities on they fill the gaps of the dx chain."""
-    rt = Runtime.current()
-    return rt.scope(priority=priorities.WEIGHT_GRAD if rt.priorities else None)
+def _heads(y: TiledTensor, D: int) -> TiledTensor:
+    """(B, T, E) → (B, H, T, D): a free split of E by heads, then one permute."""
+    return ops.permute(y.split_axis(2, D), HEADS_FIRST)
 
 
-def _free(tensors: dict) -> None:
-    # no invalidate hint needed first: a tile with no home node is dropped, never written
-    # back, by its free (measured: the same disk bytes either way)
-    for t in tensors.values():
-        t.free()
+def _attention(q, k, s: Stage) -> TiledTensor:
+    """att = softmax(mask(q·kᵀ/√D)), causal, over the last axis."""
+    scores = s.temp(ops.gemm(q, k, trans_b=True, batch_ndim=2, alpha=1 / math.sqrt(q.shape[3])))
+    ops.mask_causal(scores)
+    return ops.softmax(scores, axis=3)
+
+
+def _attention_backward(q, k, att, datt, s: Stage):
+    """dscores = softmax'(att)·datt; dq = dscores·k/√D; dk = dscoresᵀ·q/√D."""
+    dscores = s.temp(ops.softmax_backward(att, datt, axis=3))
+    scale = 1 / math.sqrt(q.shape[3])
+    return (ops.gemm(dscores, k, batch_ndim=2, alpha=scale),
+            ops.gemm(dscores, q, trans_a=True, batch_ndim=2, alpha=scale))
 
 
 def _token_array(a, what: str, c: GPT2Config) -> np.ndarray:

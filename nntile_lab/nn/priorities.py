@@ -17,7 +17,7 @@ critical path first and keeps off-path work as filler for the gaps:
 Priorities only reorder tasks that do not depend on each other; every task's result
 depends only on its inputs' values (no atomics; the one commuting access, the embedding
 lookup, copies each row from exactly one vocabulary tile), so results are bit-identical
-with and without them (tests/test_priorities.py).
+with and without them (tests/nn/test_priorities.py).
 """
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ import math
 import os
 
 import numpy as np
+from safetensors.numpy import load_file
 
 from nntile_lab.nn.config import GPT2Config
 
@@ -172,7 +173,6 @@ def load_checkpoint_file(path: str | os.PathLike) -> dict[str, np.ndarray]:
     if not os.path.exists(path):
         raise FileNotFoundError(f"checkpoint file {path!r} does not exist")
     if path.endswith(".safetensors"):
-        from safetensors.numpy import load_file
         try:
             return load_file(path)
         except Exception as exc:   # safetensors raises its own SafetensorError

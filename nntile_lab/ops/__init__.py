@@ -1,15 +1,11 @@
-"""Tiled ops: each loops over tiles and submits one StarPU task per tile op."""
+"""Tiled ops: each loops over tiles and submits one StarPU task per tile op.
+
+The element-wise family's tile loops are generated from the codelet table
+(kernels/codelets.py) into ``_generated`` at build time; the rest are written here."""
+from nntile_lab.ops import _generated
 from nntile_lab.ops._common import SubmitError
-from nntile_lab.ops.elementwise import (
-    add,
-    axpy,
-    copy,
-    fill,
-    gelu,
-    gelu_backward,
-    mul,
-    scale,
-)
+from nntile_lab.ops._generated import *  # noqa: F403  (the names in _generated.__all__)
+from nntile_lab.ops.elementwise import axpy, copy, fill
 from nntile_lab.ops.embedding import embedding, embedding_backward
 from nntile_lab.ops.gemm import gemm
 from nntile_lab.ops.layernorm import layer_norm, layer_norm_backward
@@ -30,8 +26,9 @@ from nntile_lab.ops.reduce import (
 )
 from nntile_lab.ops.softmax import softmax, softmax_backward
 
-__all__ = ["SubmitError", "adamw", "add", "add_fiber", "add_slice", "axpy", "copy",
-           "cross_entropy", "embedding", "embedding_backward", "fill", "gelu", "gelu_backward",
-           "gemm", "layer_norm", "layer_norm_backward", "mask_causal", "max_slice", "mul",
-           "mul_fiber", "mul_slice", "permute", "scale", "sgd", "softmax", "softmax_backward",
-           "sum_fiber", "sum_slice", "sumprod_slice", "sumsq_all", "sumsq_slice"]
+__all__ = ["SubmitError", "adamw", "add_fiber", "add_slice", "axpy", "copy", "cross_entropy",
+           "embedding", "embedding_backward", "fill", "gemm", "layer_norm",
+           "layer_norm_backward", "mask_causal", "max_slice", "mul_fiber", "mul_slice",
+           "permute", "sgd", "softmax", "softmax_backward", "sum_fiber", "sum_slice",
+           "sumprod_slice", "sumsq_all", "sumsq_slice"]
+__all__ += _generated.__all__

@@ -18,8 +18,8 @@ def check(ret: int) -> None:
     """Raise if a submit helper returned an error code (kept out of the hot path)."""
     if ret == -errno.E2BIG:
         raise _task_too_big()
-    if ret == -errno.ENOMEM:   # the memory guard (kernels/guard.c)
-        raise Runtime.current()._guard_refusal()
+    if ret == -errno.ENOMEM:   # the memory guard (kernels/runtime/guard.c)
+        raise Runtime.current().guard_refusal()
     if ret:
         raise SubmitError(f"starpu_task_submit failed with code {ret}")
 
@@ -30,7 +30,7 @@ def _task_too_big() -> OutOfMemory:
     op = ffi.new("int *")
     nbytes = lib.nl_refused_task(op)
     name = ffi.string(lib.nl_op_name(op[0])).decode() if op[0] >= 0 else "a"
-    rt = Runtime._active
+    rt = Runtime.active
     limit = rt.memory_limit_mb if rt is not None else None
     mib = 1 << 20
     return OutOfMemory(

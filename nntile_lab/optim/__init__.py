@@ -1,5 +1,8 @@
 """Optimizers over a model's tiled parameters; their state lives in tiles too.
 
+The defaults (learning rate, betas, eps, momentum, weight decay) are the spec's, the ones
+``nntile-lab train`` uses (``spec.DEFAULTS``, ``spec.ADAM_BETAS``, …).
+
 Weight decay applies to matrices and embeddings, not to biases and layer norms
 (nanoGPT's grouping: parameters with ≥ 2 dimensions decay). Global gradient-norm
 clipping is torch's clip_grad_norm_ (coefficient max_norm/(norm + 1e-6), at most
@@ -12,6 +15,7 @@ import math
 import numpy as np
 
 from nntile_lab import ops
+from nntile_lab.spec import ADAM_BETAS, ADAM_EPS, DEFAULTS, SGD_MOMENTUM, default_weight_decay
 from nntile_lab.tensor import empty_like
 
 
@@ -31,7 +35,7 @@ class Optimizer:
 
     def grad_norm(self) -> float:
         """√(Σ over all gradients of g²), the global norm (waits for the gradients)."""
-        if any(g.storage._dropped for g in self.model.grads.values()):
+        if any(g.storage.dropped for g in self.model.grads.values()):
             raise RuntimeError("the gradients were dropped after the last update (the "
                                "invalidate hint): compute new ones first")
         total = None
@@ -98,8 +102,8 @@ class AdamW(Optimizer):
     slots = ("m", "v")
     decoupled = True
 
-    def __init__(self, model, lr: float = 6e-4, betas=(0.9, 0.95), eps: float = 1e-8,
-                 weight_decay: float = 0.1):
+    def __init__(self, model, lr: float = DEFAULTS.lr, betas=ADAM_BETAS, eps: float = ADAM_EPS,
+                 weight_decay: float = default_weight_decay("adamw")):
         super().__init__(model, lr, weight_decay)
         self.betas, self.eps = tuple(betas), eps
 
@@ -110,20 +114,22 @@ class AdamW(Optimizer):
 
 
 class Adam(AdamW):
-    """torch.optim.Adam: weight decay as an L2 term added to the gradient."""
+    """torch.optim.Adam: weight decay as an L2 term added to the gradient (by default
+    the spec's 0.1, as ``--optimizer adam`` trains; torch's default is 0)."""
 
     decoupled = False
 
-    def __init__(self, model, lr: float = 6e-4, betas=(0.9, 0.95), eps: float = 1e-8,
-                 weight_decay: float = 0.0):
+    def __init__(self, model, lr: float = DEFAULTS.lr, betas=ADAM_BETAS, eps: float = ADAM_EPS,
+                 weight_decay: float = default_weight_decay("adam")):
         super().__init__(model, lr, betas, eps, weight_decay)
 
 
 class SGD(Optimizer):
     """torch.optim.SGD with momentum (and optional Nesterov)."""
 
-    def __init__(self, model, lr: float = 0.1, momentum: float = 0.9,
-                 weight_decay: float = 0.0, nesterov: bool = False, dampening: float = 0.0):
+    def __init__(self, model, lr: float = DEFAULTS.lr, momentum: float = SGD_MOMENTUM,
+                 weight_decay: float = default_weight_decay("sgd"), nesterov: bool = False,
+                 dampening: float = 0.0):
         self.slots = ("buf",) if momentum else ()
         super().__init__(model, lr, weight_decay)
         self.momentum, self.nesterov, self.dampening = momentum, nesterov, dampening

@@ -20,7 +20,14 @@ import json
 import sys
 from pathlib import Path
 
-from nntile_lab.spec import field_names, spec_fields
+from nntile_lab.data.bins import atomic_write_bytes
+from nntile_lab.errors import writable_dir
+from nntile_lab.record import json_safe, write_record
+from nntile_lab.spec import ExperimentSpec, field_names, spec_fields
+from nntile_lab.sweep import plots
+from nntile_lab.sweep.grid import InvalidSpec, grid, parse_axes
+from nntile_lab.sweep.run import POINT_TIMEOUT_S, run
+from nntile_lab.sweep.size import MAX_POINTS, check_size
 
 SHOWN = ("gflops", "tokens_per_s", "mfu", "step_time_s", "utilisation", "idle_share",
          "critical_path_s", "peak_rss_mb")
@@ -41,12 +48,10 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
     r.add_argument("--out", metavar="DIR", help="write sweep.csv, sweep.png, sweep.json here")
     r.add_argument("--in-process", action="store_true",
                    help="run points in this process (no isolation from StarPU aborts)")
-    from nntile_lab.sweep.run import POINT_TIMEOUT_S
     r.add_argument("--timeout", type=float, default=POINT_TIMEOUT_S, metavar="S",
                    help=f"seconds per point before it counts as failed (default "
                         f"{POINT_TIMEOUT_S:g})")
     r.add_argument("--retry-errors", action="store_true", help="re-run cached failed points")
-    from nntile_lab.sweep.size import MAX_POINTS
     r.add_argument("--yes", action="store_true",
                    help=f"run a sweep of more than {MAX_POINTS} points (otherwise refused with "
                         "its size and estimated time)")
@@ -60,9 +65,6 @@ def specs_from_args(args):
     """(points, axis names) from parsed options: single values form the base spec. A sweep
     larger than ``sweep.size.MAX_POINTS`` is refused (before any spec is built) unless
     ``args.yes``."""
-    from nntile_lab.spec import ExperimentSpec
-    from nntile_lab.sweep.grid import grid, parse_axes
-    from nntile_lab.sweep.size import check_size
     texts = {name: getattr(args, name) for name in field_names()
              if getattr(args, name, None) is not None}
     axes = parse_axes(texts)
@@ -89,9 +91,6 @@ def table(df, axes) -> str:
 def write_outputs(df, out, axes, title: str | None = None) -> dict[str, Path]:
     """sweep.csv, sweep.png (tile_figure, or scheduler_figure when only the scheduler
     varies) and sweep.json (a record: rows + environment) into ``out``."""
-    from nntile_lab.data.bins import atomic_write_bytes
-    from nntile_lab.record import write_record
-    from nntile_lab.sweep import plots
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"csv": out / "sweep.csv", "png": out / "sweep.png", "json": out / "sweep.json"}
@@ -110,14 +109,9 @@ def write_outputs(df, out, axes, title: str | None = None) -> dict[str, Path]:
 
 
 def run_cli(args) -> int:
-    from nntile_lab.errors import writable_dir
-    from nntile_lab.record import json_safe
-    from nntile_lab.sweep import plots
-    from nntile_lab.sweep.run import run
     if not args.timeout > 0 or args.timeout == float("inf"):
         raise ValueError(f"--timeout {args.timeout}: must be a number of seconds > 0")
     points, axes = specs_from_args(args)
-    from nntile_lab.sweep.grid import InvalidSpec
     if points and all(isinstance(p, InvalidSpec) for p in points):
         raise ValueError(f"{points[0].error} (no point of this sweep is valid)")
     if args.out:   # before the first point: a measurement never waits on a bad --out

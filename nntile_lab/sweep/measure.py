@@ -31,6 +31,7 @@ import numpy as np
 
 from nntile_lab.rss import peak_rss_mb, reset_peak_rss
 from nntile_lab.spec import ExperimentSpec
+from nntile_lab.trace import idle, metrics
 
 MiB = float(1 << 20)
 
@@ -39,13 +40,13 @@ def measure(spec: ExperimentSpec, *, peak_gflops: float | None = None,
             trace_dir: str | None = None) -> dict:
     """Run one point here and return its numbers (see the module docstring). With
     ``trace_dir`` the trace's tables are saved there (``Trace.load`` reads them)."""
-    from nntile_lab import experiment
-    from nntile_lab.trace import idle, metrics
+    # loads the compiled extension: importing this module must not (--help, readers)
+    from nntile_lab.trace import training
 
     reset_peak_rss()
     t0 = time.perf_counter()
-    tr, memory, tokens = experiment.run_for_trace(spec, spec.measure_steps, data="random",
-                                                  warmup_steps=spec.warmup_steps)
+    tr, memory, tokens = training.run_for_trace(spec, spec.measure_steps, data="random",
+                                                warmup_steps=spec.warmup_steps)
     wall = time.perf_counter() - t0
     if memory and not tr.static_memory:
         tr.static_memory = {k: v for k, v in memory.items() if k != "activations"}

@@ -4,9 +4,9 @@ Each point runs in a fresh subprocess by default (``isolate=True``):
 - a StarPU abort, a segfault or the OOM killer ends that process, not the sweep (or the
   Jupyter kernel): the point becomes a row with the error;
 - the peak RSS is the point's own, not the high-water mark of everything run before;
-- the start-up costs 0.6–0.8 s (Python, numpy, pandas, the extension, ``starpu_init``;
-  measured 2026-11-22 on 2 busy shared cores: total minus the point's own wall time)
-  against seconds per point of a real model, so no warm worker is kept.
+- the start-up (Python, numpy, pandas, the extension, ``starpu_init``) is short against
+  the seconds a point of a real model takes (BENCHMARKS.md, "Measurements formerly in code
+  comments"), so no warm worker is kept.
 ``isolate=False`` runs points in this process (``measure``): no start-up, shares the
 kernel's StarPU (none may be running), and a StarPU abort kills the kernel.
 Every finished point is written to the cache at once, so an interrupted sweep (Ctrl-C,
@@ -26,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
+from nntile_lab import memory, sgemm_peak
 from nntile_lab.orphans import child_env
 from nntile_lab.spec import ExperimentSpec, field_names
 from nntile_lab.sweep.cache import Cache, code_version
@@ -44,6 +45,7 @@ POINT_TIMEOUT_S = 600.0   # a point still running after this is a row with a tim
 def precheck(spec: ExperimentSpec) -> str | None:
     """Why a valid spec cannot run here (unknown scheduler, too many workers, a model that
     does not fit), found without starting a process; None when it may run."""
+    # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab.runtime import max_workers, scheduler_names
     names = scheduler_names()
     if spec.scheduler not in names:
@@ -59,12 +61,8 @@ def precheck(spec: ExperimentSpec) -> str | None:
 
 
 def memory_check(spec: ExperimentSpec) -> None:
-    """The memory planner's ``check`` (``nntile_lab.memory``, where present): raises
-    when the model cannot run under the spec's memory cap."""
-    try:
-        from nntile_lab import memory
-    except ImportError:
-        return
+    """The memory planner's ``check``: raises when the model cannot run under the spec's
+    memory cap."""
     memory.check(spec)
 
 
@@ -120,7 +118,7 @@ def run(specs, cache_dir=None, *, isolate: bool = True, progress: bool = True,
     ``cache_dir`` (default ``~/.cache/nntile_lab/sweep``, ``$NNTILE_LAB_CACHE``) holds
     finished points; points run earlier with the same code are read from it, points that
     failed are retried only with ``retry_errors``. ``on_point(row)`` is called after each
-    point (the widgets redraw from it). ``peak_gflops`` defaults to ``nntile_lab.peak``'s
+    point (the widgets redraw from it). ``peak_gflops`` defaults to ``nntile_lab.sgemm_peak``'s
     cached sgemm peak. ``df.attrs["messages"]`` lists what was ignored and why (corrupt
     or outdated cache files).
     """
@@ -129,8 +127,7 @@ def run(specs, cache_dir=None, *, isolate: bool = True, progress: bool = True,
     messages: list[str] = []
     own_peak = peak_gflops is None and any(isinstance(s, ExperimentSpec) for s in specs)
     if own_peak:
-        from nntile_lab.peak import peak_gflops as measured_peak
-        peak_gflops = measured_peak()
+        peak_gflops = sgemm_peak.gflops()
     rows = []
     bar = tqdm(total=len(specs), desc="sweep", unit="point", disable=not progress,
                dynamic_ncols=True)
@@ -154,7 +151,7 @@ def run(specs, cache_dir=None, *, isolate: bool = True, progress: bool = True,
     fastest = df["gflops"].max() if len(df) else None
     if own_peak and fastest is not None and fastest > peak_gflops:
         # a point beat the cached peak: that peak was measured on busy cores
-        better = measured_peak(at_least=float(fastest))
+        better = sgemm_peak.gflops(at_least=float(fastest))
         mine = df["peak_gflops"] == peak_gflops
         df.loc[mine, "mfu"] = df.loc[mine, "gflops"] / better
         df.loc[mine, "peak_gflops"] = better

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+from nntile_lab.spec import ExperimentSpec
+
 MAX_POINTS = 500          # above this a sweep runs only when confirmed
 START_S = 0.7             # a point's process start-up (sweep.run's docstring)
 ROUGH_GFLOPS = 50.0       # a deliberately modest rate for a 2-core machine's estimate
@@ -20,7 +22,6 @@ def point_count(axes: dict[str, list]) -> int:
 
 def estimate_s(n: int, base_values: dict) -> float:
     """Seconds for ``n`` points like the base spec (start-up + warm-up + timed steps)."""
-    from nntile_lab.spec import ExperimentSpec
     try:
         spec = ExperimentSpec(**base_values)
     except (ValueError, TypeError):

@@ -14,15 +14,16 @@ import json
 import os
 import sys
 
+from nntile_lab.data.bins import atomic_write_bytes
+from nntile_lab.orphans import die_with_parent
+from nntile_lab.record import json_safe
+from nntile_lab.spec import ExperimentSpec
+from nntile_lab.sweep.measure import measure
+
 
 def main() -> int:
-    from nntile_lab.orphans import die_with_parent
     die_with_parent()   # a killed sweep leaves no orphan point
     job = json.load(sys.stdin)
-    from nntile_lab.data.bins import atomic_write_bytes
-    from nntile_lab.record import json_safe
-    from nntile_lab.spec import ExperimentSpec
-    from nntile_lab.sweep.measure import measure
 
     spec = ExperimentSpec.from_dict(job["spec"])
     if os.environ.get("NNTILE_LAB_SWEEP_FAULT") == "abort":

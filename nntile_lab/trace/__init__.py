@@ -7,12 +7,13 @@
             tr.mark_step(tokens=ids.size)
         tr.memory_by_category(model, opt)  # while the model lives
     tr.tasks                              # pandas: name, worker, submit_us, start_us, ...
-    metrics.summary(tr, peak_gflops=nntile_lab.peak.peak_gflops())
+    metrics.summary(tr, peak_gflops=nntile_lab.sgemm_peak.gflops())
     viz.gantt(tr, step=2).savefig("gantt.png"); viz.save_all(tr, "out/")
     write_chrome(tr, "trace.json")        # Perfetto
 
-Modules: ``records`` (Trace and its tables), ``metrics``, ``viz``, ``chrome``,
-``overhead`` (what tracing costs), ``cli`` (``nntile-lab trace`` and ``peak``).
+Modules: ``recorder`` (Trace and its tables), ``metrics``, ``viz``, ``chrome``,
+``training`` (training steps under a Trace), ``overhead`` (what tracing costs), ``cli``
+(``nntile-lab trace`` and ``peak``).
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ def __getattr__(name: str):
     first use, so reading and drawing saved traces works without StarPU."""
     if name not in ("Trace", "TraceError"):
         raise AttributeError(f"module 'nntile_lab.trace' has no attribute {name!r}")
-    from nntile_lab.trace import records
-    globals()[name] = getattr(records, name)
+    # loads the compiled extension: importing this module must not (--help, readers)
+    from nntile_lab.trace import recorder
+    globals()[name] = getattr(recorder, name)
     return globals()[name]

@@ -11,18 +11,25 @@ transfers.png, op_time.png, throughput.png.
 
 The training options after ``--`` are the fields of ``nntile_lab.spec.ExperimentSpec``
 (as for ``nntile-lab train``) and ``--data DIR``; the steps run through
-``nntile_lab.experiment.run_for_trace(spec, steps, data, bound=...)``, which returns
+``nntile_lab.trace.training.run_for_trace(spec, steps, data, bound=...)``, which returns
 ``(trace, memory by category, tokens_per_step)``.
 
     nntile-lab peak [--refresh] [--json]
 
-prints the machine's sgemm peak (cached; see nntile_lab.peak).
+prints the machine's sgemm peak (cached; see nntile_lab.sgemm_peak).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+
+from nntile_lab import sgemm_peak
+from nntile_lab import spec as specs
+from nntile_lab.record import write_record
+from nntile_lab.spec import DEFAULTS
+from nntile_lab.trace import metrics, viz
+from nntile_lab.trace.chrome import write_chrome
 
 
 def register_cli(subparsers) -> None:
@@ -31,7 +38,6 @@ def register_cli(subparsers) -> None:
                               description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     t.add_argument("--out", required=True, help="directory for the files")
-    from nntile_lab.spec import DEFAULTS
     t.add_argument("--steps", type=int, default=None, help="training steps to trace (default: "
                    f"the spec's measure_steps, {DEFAULTS.measure_steps}), after its "
                    f"warmup_steps ({DEFAULTS.warmup_steps}) untraced ones")
@@ -54,7 +60,6 @@ TRAIN_GROUPS = ("model", "data", "tiles", "runtime", "train", "bench")
 
 def parse_train_args(train_argv: list[str]):
     """``(spec, data dir or None)`` from the options after ``--``."""
-    from nntile_lab import spec as specs
     p = argparse.ArgumentParser(prog="nntile-lab trace --")
     specs.add_arguments(p, TRAIN_GROUPS)
     p.add_argument("--data", metavar="DIR", help="prepared dataset (default: the "
@@ -66,17 +71,16 @@ def parse_train_args(train_argv: list[str]):
 def run_training(spec, data, steps: int | None = None, bound: bool = False):
     """(trace, memory by category or None, tokens per step) of the described run:
     ``steps`` (default ``spec.measure_steps``) traced after ``spec.warmup_steps``."""
-    from nntile_lab import experiment
-    return experiment.run_for_trace(spec, spec.measure_steps if steps is None else steps,
-                                    data, warmup_steps=spec.warmup_steps, profiling=True,
-                                    bound=bound)
+    # runs tasks: the compiled extension, which --help and the readers here do without
+    from nntile_lab.trace import training
+    return training.run_for_trace(spec, spec.measure_steps if steps is None else steps,
+                                  data, warmup_steps=spec.warmup_steps, profiling=True,
+                                  bound=bound)
 
 
 def write_outputs(tr, out: str, peak_gflops: float | None = None,
                   tokens_per_step: int | None = None) -> dict:
     """Every file of ``nntile-lab trace`` into ``out``; returns the summary."""
-    from nntile_lab.trace import metrics, viz
-    from nntile_lab.trace.chrome import write_chrome
     os.makedirs(out, exist_ok=True)
     tr.save(out)
     summary = metrics.summary(tr, peak_gflops=peak_gflops)
@@ -119,10 +123,9 @@ def _trace(args) -> int:
         tr.static_memory = {k: v for k, v in memory.items() if k != "activations"}
     peak = None
     if not args.no_peak:
-        from nntile_lab.peak import peak_gflops
-        peak = peak_gflops(at_least=float(tr.steps["gflops"].max()) if len(tr.steps) else None)
+        fastest = float(tr.steps["gflops"].max()) if len(tr.steps) else None
+        peak = sgemm_peak.gflops(at_least=fastest)
     summary = write_outputs(tr, args.out, peak, tokens_per_step)
-    from nntile_lab.record import write_record
     write_record(os.path.join(args.out, "run.json"), spec,
                  {k: v for k, v in summary.items() if k != "workers"}, kind="trace",
                  steps=steps, data=data)
@@ -136,7 +139,6 @@ def _trace(args) -> int:
 
 
 def _peak(args) -> int:
-    from nntile_lab import peak
-    entry = peak.peak(refresh=args.refresh)
-    print(json.dumps(entry) if args.json else peak.report(entry))
+    entry = sgemm_peak.cached(refresh=args.refresh)
+    print(json.dumps(entry) if args.json else sgemm_peak.report(entry))
     return 0

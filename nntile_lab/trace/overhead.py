@@ -22,8 +22,9 @@ import time
 import numpy as np
 
 import nntile_lab as nl
+from nntile_lab import experiment
 from nntile_lab.spec import DEFAULTS, ExperimentSpec
-from nntile_lab.trace.records import Trace
+from nntile_lab.trace.recorder import Trace
 
 # ~1000 tasks a step, tens of µs each: many small tasks, where a per-task cost shows most.
 SMALL = ExperimentSpec(n_layer=2, n_head=4, n_embd=128, seq_len=64, vocab_size=512, batch=4,
@@ -37,7 +38,6 @@ def measure(spec: ExperimentSpec = SMALL, repeats: int = 7, steps: int = 3,
             bound: bool = False) -> dict:
     """Step times of ``spec``'s model (built as the trainer builds it; runtime from the spec,
     without profiling) untraced and traced, ``repeats`` pairs of ``steps`` steps each."""
-    from nntile_lab import experiment
     rng = np.random.default_rng(0)
     ids = rng.integers(0, spec.vocab_size, (spec.batch, spec.seq_len))
     labels = rng.integers(0, spec.vocab_size, (spec.batch, spec.seq_len))

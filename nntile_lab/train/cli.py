@@ -14,10 +14,15 @@ import sys
 from pathlib import Path
 
 from nntile_lab import spec as specs
+from nntile_lab.data import prepare_default_corpus
 from nntile_lab.experiment import build as build_spec
 from nntile_lab.experiment import runtime
-from nntile_lab.train.checkpoint import clean_stale, find_checkpoint, read_state
-from nntile_lab.train.trainer import restore_log
+from nntile_lab.parallel.launch import for_this_rank, relaunch_train
+from nntile_lab.record import write_record
+from nntile_lab.train.checkpoint import clean_stale, config_dict, find_checkpoint, read_state
+from nntile_lab.train.plots import save_loss_plot
+from nntile_lab.train.resume import resumed_schedule
+from nntile_lab.train.trainer import restore_log, train
 
 TRAIN_GROUPS = ("model", "data", "tiles", "runtime", "train", "run")
 # What a checkpoint fixes: the model's shape (its config) and the batch shape (its settings).
@@ -72,6 +77,9 @@ def resolve(args: argparse.Namespace) -> argparse.Namespace:
     spec field's resolved value also set on the namespace, and the run directory."""
     args = argparse.Namespace(**vars(args))
     spec = specs.from_args(args, TRAIN_GROUPS, base=checkpoint_values(args.resume))
+    # the compiled extension: imported here so that --help and parsing work without it
+    from nntile_lab.runtime import check_scheduler
+    check_scheduler(spec.scheduler)
     for name, value in spec.to_dict().items():
         setattr(args, name, value)
     args.n_positions, args.n_inner = spec.positions, spec.inner
@@ -91,17 +99,10 @@ def build(spec: specs.ExperimentSpec):
 
 def run_cli(args: argparse.Namespace) -> int:
     """Run ``train`` for parsed arguments; return the process exit code."""
-    from nntile_lab.data import prepare_default_corpus
-    from nntile_lab.record import write_record
-    from nntile_lab.train.checkpoint import config_dict
-    from nntile_lab.train.plots import save_loss_plot
-    from nntile_lab.train.trainer import train
 
     if getattr(args, "ranks", 1) != 1:
-        from nntile_lab.dist.launch import relaunch_train
         return relaunch_train(args)
     args = resolve(args)
-    from nntile_lab.dist.launch import for_this_rank
     args = for_this_rank(args)
     spec = args.spec
     out = Path(args.out)
@@ -117,7 +118,6 @@ def run_cli(args: argparse.Namespace) -> int:
         raise ValueError("--reschedule applies only with --resume (it chooses the schedule "
                          "a resumed run follows)")
     if args.resume:
-        from nntile_lab.train.resume import resumed_schedule
         planned = spec.schedule()
         chosen, message = resumed_schedule(read_state(args.resume), find_checkpoint(args.resume),
                                            planned, args.reschedule, spec.steps)

@@ -28,6 +28,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from nntile_lab.data.bins import load_split
+from nntile_lab.experiment import NonFiniteValue, train_step
 from nntile_lab.spec import DEFAULTS  # keyword defaults are the spec's (one set)
 from nntile_lab.train.checkpoint import (
     atomic_write_text,
@@ -228,17 +229,12 @@ def train(model, optimizer, data_dir, *, steps: int, batch: int, seq_len: int,
             step = run.step + 1
             lr = float(lr_at(step - 1))
             t0 = time.perf_counter()
-            loss = 0.0
-            for micro in range(grad_accum):
-                x, y = train_bin.sample_batch(batch, seq_len, run.rng)
-                loss += model.forward_backward(x, y, accumulate=micro > 0,
-                                               grad_scale=1.0 / grad_accum) / grad_accum
-            if not math.isfinite(loss):
-                raise NonFiniteLoss(step, "the training loss", loss, out_dir)
-            norm = optimizer.step(lr, clip_norm)
-            grad_norm = math.nan if norm is None else float(norm)  # None: not reported
-            if norm is not None and not math.isfinite(grad_norm):
-                raise NonFiniteLoss(step, "the gradient norm", grad_norm, out_dir)
+            try:
+                loss, grad_norm = train_step(model, optimizer, train_bin, run.rng, batch=batch,
+                                             seq_len=seq_len, grad_accum=grad_accum, lr=lr,
+                                             clip_norm=clip_norm)
+            except NonFiniteValue as exc:
+                raise NonFiniteLoss(step, exc.what, exc.value, out_dir) from exc
             dt = time.perf_counter() - t0
             n_tokens = batch * seq_len * grad_accum
             run.step, run.tokens = step, run.tokens + n_tokens

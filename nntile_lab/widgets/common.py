@@ -5,6 +5,10 @@ import html
 import io
 
 import ipywidgets as w
+import pandas as pd
+
+from nntile_lab.sweep import run
+from nntile_lab.sweep.plots import varied
 
 
 def png(fig, dpi: int = 80) -> bytes:
@@ -38,7 +42,6 @@ def notice_html(lines) -> str:
 
 def failures(df) -> list[str]:
     """One line per failed point: its varied values and the error."""
-    from nntile_lab.sweep.plots import varied
     names = varied(df)
     bad = df[df["error"].notna()]
     return [(", ".join(f"{n}={r[n]}" for n in names) or "point") + f": {r['error']}"
@@ -62,6 +65,7 @@ class SweepView:
         self._total = 0
 
     def _ipython_display_(self):
+        # IPython: an optional heavy dependency, loaded where it is used
         from IPython.display import display
         display(self.view)
 
@@ -84,7 +88,6 @@ class SweepView:
         """The Run button: sweep, redrawing after each point; the rows, or None when the
         input is bad (the message says why). Interrupting keeps the finished points (they
         are cached: Run again resumes)."""
-        from nntile_lab.sweep import run
         self.message.value = ""
         try:
             pts = self.points()
@@ -117,7 +120,6 @@ class SweepView:
         return df
 
     def _on_point(self, row: dict) -> None:
-        import pandas as pd
         self.rows.append(row)
         self.status.value = f"running: {len(self.rows)} of {self._total} points"
         self._draw(pd.DataFrame.from_records(self.rows))

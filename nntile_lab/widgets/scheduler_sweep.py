@@ -10,6 +10,8 @@ from __future__ import annotations
 import ipywidgets as w
 
 from nntile_lab.spec import ExperimentSpec
+from nntile_lab.sweep import grid
+from nntile_lab.sweep.plots import aggregate_repeats, best, scheduler_figure
 from nntile_lab.widgets.common import SweepView, image, notice_html, png
 
 # Test policies, not schedulers for real work.
@@ -19,6 +21,7 @@ COMMON = ("eager", "prio", "ws", "lws", "dm", "dmda", "dmdas", "dmdar", "heterop
 
 def applicable_schedulers() -> list[str]:
     """Every scheduling policy of this StarPU build that applies to a CPU run."""
+    # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab.runtime import scheduler_names
     return [s for s in scheduler_names() if s not in NOT_APPLICABLE]
 
@@ -46,7 +49,6 @@ class SchedulerSweep(SweepView):
         self.message.value = notice_html(self._notes())
 
     def points(self) -> list:
-        from nntile_lab.sweep import grid
         if not self.schedulers.value:
             raise ValueError("no scheduler selected: pick one or more in the list")
         axes = {"scheduler": list(self.schedulers.value),
@@ -63,12 +65,10 @@ class SchedulerSweep(SweepView):
         return unknown + (prio if self.priorities.value else [])
 
     def _draw(self, df) -> None:
-        from nntile_lab.sweep.plots import aggregate_repeats, scheduler_figure
         self.plot.value = png(scheduler_figure(aggregate_repeats(df),
                                                title=f"Schedulers ({self.repeats.value} "
                                                      "repeats: bars min–max over repeats)"))
 
     def _best_text(self, df) -> str:
-        from nntile_lab.sweep.plots import aggregate_repeats, best
         b = best(aggregate_repeats(df))
         return ", none ran" if b is None else f", best {b['scheduler']}: {b['gflops']:.3g} GFLOP/s"

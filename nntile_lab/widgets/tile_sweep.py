@@ -18,6 +18,8 @@ import os
 import ipywidgets as w
 
 from nntile_lab.spec import TILE_FIELDS, ExperimentSpec
+from nntile_lab.sweep import grid, parse_axes
+from nntile_lab.sweep.plots import best, tile_figure
 from nntile_lab.widgets.common import SweepView, error_html, image, png
 
 MODEL_FIELDS = ("n_layer", "n_head", "n_embd", "vocab_size", "seq_len", "batch")
@@ -28,6 +30,7 @@ class TileSweep(SweepView):
 
     def __init__(self, base: ExperimentSpec | None = None, tiles: dict | None = None, *,
                  cache_dir=None, isolate: bool = True, peak_gflops: float | None = None):
+        # loads the compiled extension: importing this module must not (--help, readers)
         from nntile_lab.runtime import max_workers, scheduler_names
         self.base = base or ExperimentSpec()
         self._init_view("nl-sweep", "Run sweep", cache_dir, isolate, peak_gflops)
@@ -68,7 +71,6 @@ class TileSweep(SweepView):
 
     def points(self) -> list:
         """The grid the controls describe (ValueError with the bad value and the fix)."""
-        from nntile_lab.sweep import grid, parse_axes
         base = self.base.replace(**{f: c.value for f, c in self.model.items()},
                                  scheduler=self.scheduler.value, ncpu=self.ncpu.value)
         axes = parse_axes({f: c.value for f, c in self.tiles.items() if c.value.strip()})
@@ -80,6 +82,7 @@ class TileSweep(SweepView):
 
     def show_point(self, index: int) -> None:
         """The Gantt chart (last measured step) and memory plot of point ``index``."""
+        # loads the compiled extension: importing this module must not (--help, readers)
         from nntile_lab.trace import Trace, viz
         row = self.df.loc[index]
         if not row["trace_dir"]:
@@ -101,12 +104,10 @@ class TileSweep(SweepView):
                                 gantt, memory]
 
     def _draw(self, df) -> None:
-        from nntile_lab.sweep.plots import tile_figure
         x = self._axes[0] if self._axes else None
         self.plot.value = png(tile_figure(df, x=x, title="Tile sweep"))
 
     def _best_text(self, df) -> str:
-        from nntile_lab.sweep.plots import best
         b = best(df)
         return ", none ran" if b is None else (
             f", best {self._label(b)}: {b['gflops']:.3g} GFLOP/s")

@@ -12,6 +12,7 @@ from pathlib import Path
 import ipywidgets as w
 import pandas as pd
 
+from nntile_lab.trace import viz
 from nntile_lab.widgets.common import error_html, image, label, png
 
 ALL = "all"
@@ -19,6 +20,7 @@ ALL = "all"
 
 class TraceExplorer:
     def __init__(self, trace):
+        # loads the compiled extension: importing this module must not (--help, readers)
         from nntile_lab.trace import Trace
         if isinstance(trace, (str, Path)):
             if not (Path(trace) / "tasks.csv").exists():
@@ -47,6 +49,7 @@ class TraceExplorer:
         self.update()
 
     def _ipython_display_(self):
+        # IPython: an optional heavy dependency, loaded where it is used
         from IPython.display import display
         display(self.view)
 
@@ -73,7 +76,6 @@ class TraceExplorer:
 
     def update(self) -> pd.DataFrame:
         """Redraw the table and the Gantt chart for the current selection."""
-        from nntile_lab.trace import viz
         sel = self.select(self.step.value, self.worker.value, self.layer.value,
                           self.phase.value)
         if not len(sel):

@@ -1,2 +1,2 @@
 """Fixtures of the fault tests: the CLI's PyTorch-adapter build (from the train CLI tests)."""
-from tests.test_train_cli import torch_build  # noqa: F401
+from tests.train.test_cli import torch_build  # noqa: F401

@@ -44,6 +44,11 @@ def products(a_np, tile, n, rt):
             print("RESULT_WRONG", flush=True)
             return
     print("OK", len(outs), flush=True)
+    # StarPU 1.3.10's shutdown after an out-of-core run near its cap sometimes aborts in
+    # _starpu_data_request_prio_list_deinit (a request left queued; a few runs in a hundred,
+    # under load). It is not what these cases check (refusal, no hang, right results) and
+    # is reported in docs/reliability.md; the stall cases below do shut down.
+    os._exit(0)
 
 
 def main():

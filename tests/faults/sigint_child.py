@@ -54,7 +54,7 @@ def main():
     except KeyboardInterrupt:
         print(f"INTERRUPTED {time.monotonic():.3f} {lib.starpu_task_nsubmitted()}", flush=True)
     rt.stop()
-    assert nl.Runtime._active is None
+    assert nl.Runtime.active is None
     with nl.Runtime(ncpu=2) as rt2:
         work(rt2, rng)
         a = rng.standard_normal((64, 48)).astype(np.float32)

@@ -7,8 +7,8 @@ import pytest
 from nntile_lab import cli as main_cli
 from nntile_lab import data as data_module
 from nntile_lab.train import cli
-from tests.test_train_cli import parse
 from tests.torch_adapter import tiny_dataset
+from tests.train.test_cli import parse
 
 COMMON = ["--n-layer", "1", "--n-head", "2", "--n-embd", "32", "--seq-len", "16",
           "--vocab-size", "64", "--batch", "4", "--lr", "1e-2", "--eval-every", "0",

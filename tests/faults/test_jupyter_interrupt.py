@@ -84,5 +84,5 @@ def test_interrupt_kernel_is_harmless(kernel):
     assert reply["status"] == "ok", reply
     interrupt_loop(km, kc)                     # a later runtime (used to hang for good)
     reply, out = execute(kc, "rt.stop()\nwith nl.Runtime(ncpu=2):\n    work()\n"
-                             "print('FINE', nl.Runtime._active)\n", timeout=60)
+                             "print('FINE', nl.Runtime.active)\n", timeout=60)
     assert reply["status"] == "ok" and "FINE None" in out, (reply, out)

@@ -23,7 +23,7 @@ class Reached(Exception):
 def no_sweep_work(monkeypatch):
     def reached(*_a, **_k):
         raise Reached
-    monkeypatch.setattr(importlib.import_module("nntile_lab.sweep.run"), "run", reached)
+    monkeypatch.setattr(importlib.import_module("nntile_lab.sweep.cli"), "run", reached)
 
 
 def main(capsys, *argv):

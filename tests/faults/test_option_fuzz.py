@@ -35,17 +35,17 @@ COMMANDS = {
     "plan": ([], []),
     "train": (["--data", "/nonexistent/nl-fuzz", "--out", "/tmp/nl-fuzz-out"],
               [("nntile_lab.train.cli", "_data_dir")]),
-    "sweep": (["--cache", "/tmp/nl-fuzz-cache"], [("nntile_lab.sweep.run", "run")]),
-    "figures": (["--out", "/tmp/nl-fuzz-figures"], [("nntile_lab.figures", "run_figures")]),
+    "sweep": (["--cache", "/tmp/nl-fuzz-cache"], [("nntile_lab.sweep.cli", "run")]),
+    "figures": (["--out", "/tmp/nl-fuzz-figures"], [("nntile_lab.figures.cli", "run_figures")]),
     "bench train": ([], [("nntile_lab.bench.train", "run")]),
     "bench gemm": ([], [("nntile_lab.bench.gemm", "run")]),
     "bench schedulers": ([], [("nntile_lab.bench.schedulers", "run")]),
     "bench depth": ([], [("nntile_lab.bench.depth", "run")]),
     "bench memory": ([], [("nntile_lab.bench.memory", "run"),
                           ("nntile_lab.bench.memory", "run_hints")]),
-    "collectives": ([], [("nntile_lab.dist.collectives", "run")]),
-    "proxy": (["gpt2"], [("nntile_lab.dist.replay", "launch"),
-                          ("nntile_lab.dist.proxies", "build")]),
+    "collectives": ([], [("nntile_lab.proxies.collectives", "run")]),
+    "proxy": (["gpt2"], [("nntile_lab.proxies.replay", "launch"),
+                          ("nntile_lab.proxies.models", "build")]),
 }
 
 

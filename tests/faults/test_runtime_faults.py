@@ -82,7 +82,7 @@ def test_ooc_dir_that_is_a_file_or_cannot_be_created(tmp_path):
     with pytest.raises(ValueError, match=r"ooc_dir=.*sub' cannot be created \(Not a "
                                          r"directory\)"):
         nl.Runtime(memory_limit_mb=64, ooc_dir=str(f / "sub"))
-    assert nl.Runtime._active is None
+    assert nl.Runtime.active is None
 
 
 def test_view_of_freed_base_raises():
@@ -126,6 +126,6 @@ def test_user_exception_is_not_replaced_by_a_pending_task_error():
         raise KeyError("mine")
     assert isinstance(err.value.__context__, nl.TaskError)
     assert any("a task had failed too" in n and "99" in n for n in err.value.__notes__)
-    assert nl.Runtime._active is None
+    assert nl.Runtime.active is None
     with nl.Runtime(ncpu=2) as rt:   # the error does not leak into the next runtime
         rt.wait()

@@ -77,3 +77,58 @@ def test_mismatched_tiles_rejected(rt1):
     b = nl.zeros((4, 4), (4, 2))
     with pytest.raises(ValueError, match=r"tile"):
         nl.ops.add(a, b)
+
+
+def sigmoid_ref(x):
+    with np.errstate(over="ignore"):              # exp(1e4) = inf: σ = 0, as it should be
+        return 1 / (1 + np.exp(-x.astype(np.float64)))
+
+
+@given(shape_and_tiles(), SCALARS)
+def test_relu_forward_backward(rt, st_, beta):
+    shape, tiles = st_
+    x, dy, dx0 = rand(shape) * 4, rand(shape), rand(shape)
+    x.flat[::3] = 0.0                                  # the kink: the derivative is 0 there
+    tx, tdy = nl.from_numpy(x, tiles), nl.from_numpy(dy, tiles)
+    assert np.array_equal(nl.ops.relu(tx).to_numpy(), np.maximum(x, 0))
+    g = np.where(x > 0, dy, 0).astype(np.float64)
+    assert np.array_equal(nl.ops.relu_backward(tx, tdy).to_numpy(), g)
+    dx = nl.from_numpy(dx0, tiles)                     # β accumulates into a given dx
+    nl.ops.relu_backward(tx, tdy, dx, beta=beta)
+    assert cond_err(dx.to_numpy(), g + np.float32(beta) * dx0,
+                    abs(g) + abs(np.float32(beta) * dx0)) <= 1e-6
+    nl.ops.relu(tx, out=tx)                            # in place
+    assert np.array_equal(tx.to_numpy(), np.maximum(x, 0))
+
+
+@given(shape_and_tiles(), SCALARS)
+def test_silu_forward_backward(rt, st_, beta):
+    shape, tiles = st_
+    x, dy, dx0 = rand(shape) * 4, rand(shape), rand(shape)
+    tx, tdy = nl.from_numpy(x, tiles), nl.from_numpy(dy, tiles)
+    s = sigmoid_ref(x)
+    assert rel_err(nl.ops.silu(tx).to_numpy(), x * s) <= 5e-7
+    g = dy * s * (1 + x * (1 - s))
+    assert rel_err(nl.ops.silu_backward(tx, tdy).to_numpy(), g) <= 5e-7
+    dx = nl.from_numpy(dx0, tiles)
+    nl.ops.silu_backward(tx, tdy, dx, beta=beta)
+    assert cond_err(dx.to_numpy(), g + np.float32(beta) * dx0,
+                    abs(g) + abs(np.float32(beta) * dx0)) <= 1e-6
+    nl.ops.silu(tx, out=tx)
+    assert rel_err(tx.to_numpy(), x * s) <= 5e-7
+
+
+def test_relu_silu_tails_and_nan(rt1):
+    """Far out (exp under- or overflows) and NaN: finite where the function is, NaN kept."""
+    x = np.float32([-1e4, -200, -88, -87, -20, -1e-30, 0, 1e-30, 20, 88, 200, 1e4, np.nan])
+    tx = nl.from_numpy(x, (4,))
+    relu, silu = nl.ops.relu(tx).to_numpy(), nl.ops.silu(tx).to_numpy()
+    dy = nl.from_numpy(np.ones_like(x), (4,))
+    drelu, dsilu = (f(tx, dy).to_numpy() for f in (nl.ops.relu_backward, nl.ops.silu_backward))
+    x64, s = x.astype(np.float64), sigmoid_ref(x)
+    ok = ~np.isnan(x)
+    assert np.isnan(relu[-1]) and np.isnan(silu[-1]) and np.isnan(dsilu[-1])
+    assert np.array_equal(relu[ok], np.maximum(x[ok], 0))
+    assert np.array_equal(drelu[ok], (x[ok] > 0).astype(np.float32))
+    np.testing.assert_allclose(silu[ok], (x64 * s)[ok], rtol=1e-6, atol=1e-30)
+    np.testing.assert_allclose(dsilu[ok], (s * (1 + x64 * (1 - s)))[ok], rtol=1e-6, atol=1e-30)

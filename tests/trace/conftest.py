@@ -33,6 +33,6 @@ def traced_gpt2(steps: int = 2, batch: int = 2):
 
 @pytest.fixture(scope="session")
 def gpt2_trace():
-    if nl.Runtime._active is not None:
+    if nl.Runtime.active is not None:
         pytest.skip("a runtime is running; the stand-in needs its own")
     return traced_gpt2()

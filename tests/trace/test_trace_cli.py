@@ -6,9 +6,9 @@ import os
 import pandas as pd
 import pytest
 
-from nntile_lab import experiment, peak
+from nntile_lab import sgemm_peak
 from nntile_lab.record import read_record
-from nntile_lab.trace import cli
+from nntile_lab.trace import cli, training
 from tests.trace.conftest import traced_gpt2
 
 
@@ -26,7 +26,7 @@ def fake_peak(monkeypatch, tmp_path):
     def measure():
         calls.append(1)
         return {"gflops": 100.0, "method": "test", "blas_threads": 2, "measured": "now"}
-    monkeypatch.setattr(peak, "measure", measure)
+    monkeypatch.setattr(sgemm_peak, "measure", measure)
     return calls
 
 
@@ -37,7 +37,7 @@ def test_trace_command_writes_every_file(tmp_path, monkeypatch, capsys, fake_pea
         seen.update(n_layer=spec.n_layer, vocab_tile=spec.vocab_tile, steps=steps, data=data,
                     warmup_steps=warmup_steps, profiling=profiling)
         return traced_gpt2(steps=steps)
-    monkeypatch.setattr(experiment, "run_for_trace", run_for_trace)
+    monkeypatch.setattr(training, "run_for_trace", run_for_trace)
     out = tmp_path / "out"
     args = parse(["trace", "--out", str(out), "--steps", "2", "--", "--n-layer", "1",
                   "--vocab-size", "100", "--data", "d", "--warmup-steps", "2"])
@@ -83,10 +83,10 @@ def test_trace_command_bad_options_are_clear_errors(tmp_path):
 
 
 def test_peak_is_measured_once_and_cached(fake_peak, capsys):
-    assert peak.peak_gflops() == 100.0 and peak.peak_gflops() == 100.0
+    assert sgemm_peak.gflops() == 100.0 and sgemm_peak.gflops() == 100.0
     assert len(fake_peak) == 1
-    with open(peak.cache_path()) as f:
-        assert list(json.load(f)) == [peak.machine_key()]
+    with open(sgemm_peak.cache_path()) as f:
+        assert list(json.load(f)) == [sgemm_peak.machine_key()]
     args = parse(["peak", "--refresh", "--json"])
     assert args.func(args) == 0
     assert len(fake_peak) == 2
@@ -94,8 +94,9 @@ def test_peak_is_measured_once_and_cached(fake_peak, capsys):
 
 
 def test_peak_measurement_is_a_rate():
-    res = peak.measure(n=256, repeats=1)
+    res = sgemm_peak.measure(n=256, trials=2, rounds=2, pause_s=0.01)
     assert res["gflops"] > 0.1 and "N=256" in res["method"]
+    assert res["gflops"] >= res["median_gflops"]
 
 
 def test_tracing_overhead_benchmark_builds_from_a_spec():

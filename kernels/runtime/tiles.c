@@ -1,0 +1,137 @@
+#include "internal.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Bytes of the tiles registered and not yet unregistered. */
+int64_t nl_registered_bytes;
+
+/* Bytes of tiles freed asynchronously since every task was last seen done: StarPU
+ * releases them only after their tasks, so they still take memory. The memory
+ * guard of Runtime counts them (a loop of create/free must not queue more tiles
+ * than the memory limit holds: StarPU would spin forever) and waits for the
+ * tasks when they matter. (Counting exactly, with an acquire callback per tile
+ * before starpu_data_unregister_submit, delayed the release: RSS grew by 100+ MB
+ * in the create/free stress test of tests/test_runtime.py.) */
+int64_t nl_freed_pending_bytes;
+
+/* ---- tiles ------------------------------------------------------------------
+ * Each tile is a StarPU vector registered with home node -1: StarPU allocates it
+ * on first write, so it can later be evicted to disk (out-of-core). Reading a
+ * tile never written would trip a StarPU assertion (an abort); with this init
+ * codelet it reads as zeros instead. */
+static void zero_tile(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    memset((void *)STARPU_VECTOR_GET_PTR(buffers[0]), 0,
+           (size_t)STARPU_VECTOR_GET_NX(buffers[0]) * STARPU_VECTOR_GET_ELEMSIZE(buffers[0]));
+}
+
+static struct starpu_codelet zero_cl = {
+    .cpu_funcs = {zero_tile}, .nbuffers = 1, .modes = {STARPU_W}, .name = "zero_init"};
+
+void nl_register_tiles(int64_t n, const int64_t *nelems, size_t elemsize,
+                       starpu_data_handle_t *out)
+{
+    for (int64_t i = 0; i < n; i++) {
+        starpu_vector_data_register(&out[i], -1, 0, (uint32_t)nelems[i], elemsize);
+        __atomic_add_fetch(&nl_registered_bytes, nelems[i] * (int64_t)elemsize, __ATOMIC_RELAXED);
+        starpu_data_set_reduction_methods(out[i], NULL, &zero_cl);
+    }
+}
+
+/* sync = 0: unregister once the tasks using the tiles are done, without
+ * waiting (the usual free); sync = 1: now, blocking (runtime shutdown: StarPU
+ * must have no pending request left when it stops). */
+void nl_unregister_tiles(int64_t n, starpu_data_handle_t *handles, int sync)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (handles[i]) {
+            int64_t bytes = (int64_t)starpu_data_get_size(handles[i]);
+            __atomic_sub_fetch(&nl_registered_bytes, bytes, __ATOMIC_RELAXED);
+            if (sync) {
+                starpu_data_unregister(handles[i]);
+            } else {
+                __atomic_add_fetch(&nl_freed_pending_bytes, bytes, __ATOMIC_RELAXED);
+                starpu_data_unregister_submit(handles[i]);
+            }
+            handles[i] = NULL;
+        }
+}
+
+/* ---- tile handle blocks -------------------------------------------------------
+ * A tensor's handles live in a block allocated here and freed by a C function
+ * that cffi calls when the Python array object is collected (ffi.gc): no Python
+ * code runs there, so a Ctrl-C cannot cut a free in half or be swallowed by a
+ * __del__. Live blocks form a ring, so that stopping a runtime unregisters every
+ * tile still registered. A non-NULL handle in a block is always a live one. */
+struct nl_tiles { struct nl_tiles *prev, *next; int64_t n; starpu_data_handle_t h[]; };
+static struct nl_tiles live_tiles = {&live_tiles, &live_tiles, 0};
+static pthread_mutex_t tiles_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct nl_tiles *block_of(starpu_data_handle_t *h)
+{
+    return (struct nl_tiles *)((char *)h - offsetof(struct nl_tiles, h));
+}
+
+starpu_data_handle_t *nl_tiles_new(int64_t n)
+{
+    struct nl_tiles *b = calloc(1, sizeof *b + (size_t)n * sizeof b->h[0]);
+    if (!b) return NULL;
+    b->n = n;
+    pthread_mutex_lock(&tiles_lock);
+    b->prev = live_tiles.prev;
+    b->next = &live_tiles;
+    live_tiles.prev->next = b;
+    live_tiles.prev = b;
+    pthread_mutex_unlock(&tiles_lock);
+    return b->h;
+}
+
+/* The destructor: unregister what is still registered (once its tasks are done). */
+void nl_tiles_release(starpu_data_handle_t *h)
+{
+    struct nl_tiles *b = block_of(h);
+    pthread_mutex_lock(&tiles_lock);
+    b->prev->next = b->next;
+    b->next->prev = b->prev;
+    pthread_mutex_unlock(&tiles_lock);
+    if (starpu_is_initialized()) nl_unregister_tiles(b->n, b->h, 0);
+    free(b);
+}
+
+/* Runtime shutdown: unregister every tile still registered, now. Returns how
+ * many blocks had tiles registered. */
+int64_t nl_tiles_unregister_all(void)
+{
+    int64_t count = 0;
+    pthread_mutex_lock(&tiles_lock);
+    for (struct nl_tiles *b = live_tiles.next; b != &live_tiles; b = b->next) {
+        int any = 0;
+        for (int64_t i = 0; i < b->n; i++) any |= b->h[i] != NULL;
+        count += any;
+        nl_unregister_tiles(b->n, b->h, 1);
+    }
+    pthread_mutex_unlock(&tiles_lock);
+    return count;
+}
+
+/* How many tensors have tiles registered now. */
+int64_t nl_tiles_live(void)
+{
+    int64_t count = 0;
+    pthread_mutex_lock(&tiles_lock);
+    for (struct nl_tiles *b = live_tiles.next; b != &live_tiles; b = b->next)
+        for (int64_t i = 0; i < b->n; i++)
+            if (b->h[i]) { count++; break; }
+    pthread_mutex_unlock(&tiles_lock);
+    return count;
+}
+
+/* Bytes of the tiles registered, plus those freed while tasks were pending. */
+int64_t nl_held_bytes(void)
+{
+    return __atomic_load_n(&nl_registered_bytes, __ATOMIC_RELAXED)
+           + __atomic_load_n(&nl_freed_pending_bytes, __ATOMIC_RELAXED);
+}

@@ -1,0 +1,160 @@
+"""Extrapolate a proxy to N nodes with the α-β model: simulate one iteration's timeline.
+
+One rank per node. Weak scaling: the tensor and pipeline sizes stay, ``data = N / (tensor ·
+pipeline)`` replicas each keep their own micro-batches. Replicas (and tensor shards) run the
+same program, so one rank per pipeline stage is simulated:
+
+- compute advances the rank's clock by the modelled time;
+- every message uses the rank's one link (a queue): a blocking collective starts when both
+  the rank and its link are free and holds the rank; a non-blocking one only holds the link;
+- a pipeline send arrives ``α + n·β`` after it starts; the receiver waits for it;
+- ``Wait`` holds the rank until its link is free.
+
+The iteration time is the latest stage's clock; *exposed* communication = iteration time − the
+rank's compute.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nntile_lab.proxies.collectives import cost, save_figure
+from nntile_lab.proxies.models import build
+from nntile_lab.proxies.program import FLOAT_BYTES, P2P, Collective, Compute, Proxy, Wait
+
+
+@dataclass(frozen=True)
+class Link:
+    name: str
+    latency_s: float
+    bandwidth_bytes_s: float
+
+    @property
+    def beta(self) -> float:
+        return 1.0 / self.bandwidth_bytes_s
+
+
+# Nominal per-link figures (one-way small-message latency, unidirectional bandwidth); what a
+# job gets is lower: override with latency/bandwidth of your own measurement.
+INTERCONNECTS = {
+    "ethernet-10g": Link("ethernet-10g", 25e-6, 1.25e9),
+    "ethernet-100g": Link("ethernet-100g", 5e-6, 12.5e9),
+    "infiniband-hdr": Link("infiniband-hdr", 1.5e-6, 25e9),
+    "infiniband-ndr": Link("infiniband-ndr", 1.0e-6, 50e9),
+}
+
+
+def link(name: str = "infiniband-hdr", latency_us: float | None = None,
+         bandwidth_gbs: float | None = None) -> Link:
+    if name not in INTERCONNECTS:
+        raise ValueError(f"interconnect {name!r}: choose one of {', '.join(INTERCONNECTS)}")
+    base = INTERCONNECTS[name]
+    if (latency_us is not None and latency_us < 0) or (bandwidth_gbs is not None
+                                                       and bandwidth_gbs <= 0):
+        raise ValueError(f"latency_us={latency_us} must be >= 0 and bandwidth_gbs="
+                         f"{bandwidth_gbs} > 0")
+    lat = base.latency_s if latency_us is None else latency_us * 1e-6
+    bw = base.bandwidth_bytes_s if bandwidth_gbs is None else bandwidth_gbs * 1e9
+    custom = latency_us is not None or bandwidth_gbs is not None
+    return Link(f"{name} ({lat * 1e6:g} us, {bw / 1e9:g} GB/s)" if custom else name, lat, bw)
+
+
+def simulate(proxy: Proxy, ln: Link) -> dict:
+    """{"iteration_s", "compute_s", "exposed_s", "comm_s"} of one iteration (module doc)."""
+    lay = proxy.layout
+    stages = [lay.rank(s, 0, 0) for s in range(lay.pipeline)]
+    pc = {r: 0 for r in stages}
+    clock = {r: 0.0 for r in stages}
+    link_free = {r: 0.0 for r in stages}
+    busy = {r: 0.0 for r in stages}        # seconds of link use
+    arrivals: dict = {}
+
+    def message(e) -> float:
+        if isinstance(e, Collective):
+            return cost(e.op, e.count * FLOAT_BYTES, lay.size(e.group), ln.latency_s, ln.beta)
+        return len(e.sends) * (ln.latency_s + e.count * FLOAT_BYTES * ln.beta)
+
+    while any(pc[r] < len(proxy.program(r)) for r in stages):
+        progressed = False
+        for r in stages:
+            prog = proxy.program(r)
+            while pc[r] < len(prog):
+                e = prog[pc[r]]
+                if isinstance(e, P2P) and e.group == "pipeline" and e.recvs:
+                    s = lay.coords(r)[0]
+                    keys = [(e.tag, src, s) for src in e.recvs]
+                    if any(k not in arrivals for k in keys):
+                        break              # its sender has not got there yet
+                    clock[r] = max([clock[r]] + [arrivals.pop(k) for k in keys])
+                if isinstance(e, Compute):
+                    clock[r] += e.seconds
+                elif isinstance(e, Wait):
+                    clock[r] = max(clock[r], link_free[r])
+                elif isinstance(e, (Collective, P2P)) and (not isinstance(e, P2P) or e.sends):
+                    dt = message(e)
+                    start = max(clock[r], link_free[r])
+                    link_free[r] = start + dt
+                    busy[r] += dt
+                    if isinstance(e, P2P) and e.group == "pipeline":
+                        s = lay.coords(r)[0]
+                        for dst in e.sends:
+                            arrivals[(e.tag, s, dst)] = start + dt
+                    if not isinstance(e, Collective) or e.blocking:
+                        clock[r] = start + dt
+                pc[r] += 1
+                progressed = True
+        if not progressed:
+            raise RuntimeError("the proxy deadlocks: a pipeline receive has no matching send")
+    end = max(clock[r] for r in stages)
+    compute = max(sum(e.seconds for e in proxy.program(r) if isinstance(e, Compute))
+                  for r in stages)
+    return {"iteration_s": end, "compute_s": compute, "exposed_s": end - compute,
+            "comm_s": max(busy.values())}
+
+
+def extrapolate(build_kwargs: dict, nodes, links) -> list[dict]:
+    """Rows (nodes, link, iteration_s, …) for each node count the layout admits."""
+    fixed = build_kwargs.get("tensor", 1) * build_kwargs.get("pipeline", 1)
+    rows = []
+    for n in nodes:
+        if n < 1 or n % fixed:
+            raise ValueError(f"{n} nodes: must be a multiple of tensor·pipeline = {fixed}")
+        kw = dict(build_kwargs, data=n // fixed)
+        try:
+            proxy = build(**kw)
+        except ValueError as exc:
+            rows.append({"nodes": n, "error": str(exc)})
+            continue
+        for ln in links:
+            rows.append({"nodes": n, "link": ln.name, **simulate(proxy, ln)})
+    return rows
+
+
+def report(rows: list) -> str:
+    lines = [f"{'nodes':>6} {'link':<34} {'iteration ms':>13} {'exposed ms':>11} {'comm ms':>9}"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"{r['nodes']:>6} (not possible: {r['error']})")
+            continue
+        lines.append(f"{r['nodes']:>6} {r['link']:<34} {r['iteration_s'] * 1e3:>13.2f} "
+                     f"{r['exposed_s'] * 1e3:>11.2f} {r['comm_s'] * 1e3:>9.2f}")
+    return "\n".join(lines)
+
+
+def plot(rows: list, path: str, title: str = "") -> str:
+    """Iteration time (solid) and exposed communication (dashed) against nodes, per link."""
+    import matplotlib  # heavy: only a plot loads pyplot
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # after use("Agg"): a file, never a window
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for i, name in enumerate(dict.fromkeys(r["link"] for r in rows if "link" in r)):
+        pts = [r for r in rows if r.get("link") == name]
+        xs = [r["nodes"] for r in pts]
+        ax.plot(xs, [r["iteration_s"] for r in pts], "o-", color=f"C{i}", label=name)
+        ax.plot(xs, [max(r["exposed_s"], 1e-9) for r in pts], "x--", color=f"C{i}", lw=1)
+    ax.set(xscale="log", yscale="log", xlabel="nodes (one rank each)", ylabel="seconds",
+           title=title or "extrapolated iteration (solid) and exposed communication (dashed)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, path)
+    plt.close(fig)
+    return path
