@@ -5,7 +5,8 @@ import textwrap
 from codelets import CODELETS
 
 C_TYPES = {"i64": "int64_t", "i32": "int32_t", "f32": "float"}
-BUF_TYPES = {"f32": "float", "i64": "int64_t"}
+# bf16 tiles hold the upper 16 bits of an IEEE float32 (kernels/cpu/bf16.c)
+BUF_TYPES = {"f32": "float", "i64": "int64_t", "bf16": "uint16_t"}
 MODES = {"R": "STARPU_R", "W": "STARPU_W", "RW": "STARPU_RW",
          "RWC": "STARPU_RW | STARPU_COMMUTE"}
 
@@ -67,8 +68,8 @@ def _glue(op_id, row):
     pick = (f"({' || '.join(f'{w} == {r}' for w, r in pairs)}) ? &nl_cl_{n}_rw : &nl_cl_{n}"
             if pairs else f"&nl_cl_{n}")
     # ``overwrite`` true (beta == 0): a twin whose RW tiles are W — StarPU would otherwise
-    # zero-fill a fresh tile before the task (measured: 1.7 ms before each 16 MiB logits
-    # gemm of the main job) or read an evicted one back, to have it overwritten unread.
+    # zero-fill a fresh tile before the task (a cost BENCHMARKS.md records) or read an
+    # evicted one back, to have it overwritten unread.
     # Not when an RW tile is also an input (then the kernel reads it).
     if row.overwrite:
         w_modes = ", ".join("STARPU_W" if m == "STARPU_RW" else m for _, m, _, _, _ in bufs)
@@ -210,7 +211,7 @@ def elementwise_ops():
             raise TableError(f"{where}: an element-wise row's first argument is 'i64 n', "
                              "the tile's element count")
         if any(typ != "float" for _, _, typ, _, _ in bufs):
-            raise TableError(f"{where}: element-wise buffers are float32 (no ':i64')")
+            raise TableError(f"{where}: element-wise buffers are float32 (no ':i64' or ':bf16')")
         written = [(bname, mode) for _, mode, _, bname, ro in bufs if not ro]
         if len(written) != 1 or written[0][1] not in ("STARPU_W", "STARPU_RW"):
             raise TableError(f"{where}: an element-wise row writes exactly one buffer, "

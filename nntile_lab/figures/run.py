@@ -77,9 +77,11 @@ def _run_process(plan, system, n_layer, n_embd, base, *, out_of_core: bool) -> d
 
 
 def run_figures(plan: FigurePlan, out_dir: str | os.PathLike, *, resume: bool = True,
-                progress: bool = True) -> pd.DataFrame:
+                progress=True) -> pd.DataFrame:
     """Measure the plan's points (a point whose record exists for the same plan is reused, so
-    an interrupted run resumes), then draw everything into ``out_dir``.
+    an interrupted run resumes), then draw everything into ``out_dir``. ``progress``: a line
+    per point on stderr (True), on a stream of yours (a notebook passes ``sys.stdout``), or
+    none (False).
 
     No measurement is ever deleted: records of other points measured with the same settings
     stay and are drawn too (a subset of sizes can be measured into an existing folder);
@@ -111,7 +113,7 @@ def run_figures(plan: FigurePlan, out_dir: str | os.PathLike, *, resume: bool = 
                   f" L={n_layer} E={n_embd}: {res['status']}"
                   + (f", {res['gflops']:.1f} GFLOP/s" if res["status"] == "ok" else "")
                   + (f" ({res.get('error')})" if res["status"] != "ok" else ""),
-                  file=sys.stderr, flush=True)
+                  file=progress if hasattr(progress, "write") else sys.stderr, flush=True)
     return redraw(out_dir)
 
 
