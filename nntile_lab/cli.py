@@ -24,7 +24,7 @@ import os
 import sys
 
 import nntile_lab
-from nntile_lab.errors import UsageError
+from nntile_lab.errors import UsageError, os_error_message
 
 # module -> the subcommands its register_cli adds (in --help's order)
 COMMANDS: dict[str, tuple[str, ...]] = {
@@ -86,7 +86,10 @@ def main(argv=None) -> int:
         if is_usage_error(exc):
             print(f"nntile-lab {args.command}: error: {exc}", file=sys.stderr)
             return EXIT_USAGE
-        print(f"nntile-lab {args.command}: error: {exc}", file=sys.stderr)
+        # a raw file-system error (errno set) as one sentence; one raised with our own text
+        # keeps it
+        text = os_error_message(exc) if isinstance(exc, OSError) and exc.errno else exc
+        print(f"nntile-lab {args.command}: error: {text}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK if code is None else int(code)
 

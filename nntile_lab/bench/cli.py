@@ -14,6 +14,7 @@ import sys
 
 from nntile_lab.bench import depth, kernels, memory, schedulers, submit_cost, train
 from nntile_lab.errors import UsageError
+from nntile_lab.options import float_range, int_list, int_range
 from nntile_lab.record import json_safe, write_record
 from nntile_lab.spec import DEFAULTS, add_arguments, from_args
 
@@ -26,13 +27,6 @@ DEPTH_GROUPS = ("model", "data", "tiles", "runtime", "bench")
 # ``bench memory --hints``
 HINT_GROUPS = ("model", "data", "tiles", "runtime", "bench")
 HINT_SKIP = ("memory_limit_mb", "ooc_dir", "ooc_size_mb", "hints")
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be ≥ 1")
-    return value
 
 
 def _ints(option: str, text: str, count: int | None = None) -> list[int]:
@@ -53,12 +47,12 @@ def register_cli(subparsers) -> None:
     bsub = bench.add_subparsers(dest="what", required=True)
 
     g = bsub.add_parser("gemm", help="tiled sgemm vs numpy matmul")
-    g.add_argument("--n", type=_positive, default=4096, help="matrix size (default 4096)")
-    g.add_argument("--tiles", type=_positive, nargs="+", default=[256, 512, 1024])
-    g.add_argument("--repeats", type=_positive, default=5)
+    g.add_argument("--n", type=int_range(), default=4096, help="matrix size (default 4096)")
+    g.add_argument("--tiles", type=int_range(), nargs="+", default=[256, 512, 1024])
+    g.add_argument("--repeats", type=int_range(), default=5)
     g.add_argument("--scheduler", default=None,
                    help=f"StarPU scheduling policy (default {DEFAULTS.scheduler})")
-    g.add_argument("--ncpu", type=_positive, default=None)
+    g.add_argument("--ncpu", type=int_range(), default=None)
     g.add_argument("--json", action="store_true", help="print one JSON object")
     g.set_defaults(func=_gemm)
 
@@ -94,7 +88,7 @@ def register_cli(subparsers) -> None:
                         description=kernels.__doc__)
     k.add_argument("--config", choices=sorted(kernels.CONFIGS), default="main",
                    help="tile sizes: the main job's (default) or a bigger model's")
-    k.add_argument("--repeats", type=_positive, default=7,
+    k.add_argument("--repeats", type=int_range(), default=7,
                    help="timed repeats (median; default 7)")
     k.add_argument("--only", metavar="OPS", help="comma list of codelets (default all)")
     k.add_argument("--json", action="store_true", help="print one JSON object")
@@ -103,15 +97,17 @@ def register_cli(subparsers) -> None:
     p = bsub.add_parser("memory", help="largest model under a process RAM cap vs PyTorch "
                         "(out of core), or with --hints each memory hint's effect",
                         description=memory.__doc__.split("\n\n")[0])
-    p.add_argument("--caps", default="2048,4096",
+    p.add_argument("--caps", default="2048,4096", type=int_list(16),
                    help="process RSS caps in MiB, comma list (default %(default)s)")
     p.add_argument("--ooc-dir", default=None, help="disk node directory (default: a new "
                    "directory in the system's temp dir)")
-    p.add_argument("--widths", default=None, help="n_embd values to search, comma list "
+    p.add_argument("--widths", default=None, type=int_list(64),
+                   help="n_embd values to search, comma list "
                    f"(default {memory.WIDTHS[0]} … {memory.WIDTHS[-1]})")
-    p.add_argument("--max-width", type=int, default=None,
+    p.add_argument("--max-width", type=int_range(64), default=None,
                    help="widest n_embd nntile_lab tries out of core (default the widest)")
-    p.add_argument("--speeds", default="1,2,4", help="throughput at these multiples of the "
+    p.add_argument("--speeds", default="1,2,4", type=int_list(1),
+                   help="throughput at these multiples of the "
                    "cap (in-memory peak), comma list (default %(default)s)")
     p.add_argument("--hint-set", default=None, help="memory hints of every nntile_lab point "
                    f"(default {DEFAULTS.hints})")
@@ -119,10 +115,10 @@ def register_cli(subparsers) -> None:
                    help="instead: out of core under --fraction of the planned peak, disk "
                         "traffic and step time with no hints, all, and all but each one "
                         "(model options below; default the main job)")
-    p.add_argument("--fraction", type=float, default=0.5,
+    p.add_argument("--fraction", type=float_range(0, 1, lo_open=True), default=0.5,
                    help="with --hints: StarPU's RAM cap as a fraction of the planned peak "
                         "(default %(default)s)")
-    p.add_argument("--repeats", type=_positive, default=1,
+    p.add_argument("--repeats", type=int_range(), default=1,
                    help="with --hints: runs per hint set (default %(default)s)")
     p.add_argument("--json", action="store_true",
                    help="progress to stderr, JSON Lines: one object per point, the result last")
@@ -139,8 +135,8 @@ def register_cli(subparsers) -> None:
 
     o = bsub.add_parser("trace-overhead", help="what tracing costs: a GPT-2 step with and "
                         "without a Trace, and per tiny task")
-    o.add_argument("--repeats", type=_positive, default=7)
-    o.add_argument("--steps", type=_positive, default=None, help="steps per run (default 3)")
+    o.add_argument("--repeats", type=int_range(), default=7)
+    o.add_argument("--steps", type=int_range(), default=None, help="steps per run (default 3)")
     o.add_argument("--scheduler", default=None,
                    help=f"StarPU scheduling policy (default {DEFAULTS.scheduler})")
     o.add_argument("--big", action="store_true", help="the main job's model (spec defaults)")
@@ -150,8 +146,8 @@ def register_cli(subparsers) -> None:
 
     s = bsub.add_parser("submit-cost", help="µs to submit one task from Python (the "
                         "single-process path of the generated submit helpers)")
-    s.add_argument("--tasks", type=_positive, default=20000)
-    s.add_argument("--repeats", type=_positive, default=7)
+    s.add_argument("--tasks", type=int_range(), default=20000)
+    s.add_argument("--repeats", type=int_range(), default=7)
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.set_defaults(func=_submit_cost)
 
@@ -207,6 +203,7 @@ def _memory(args) -> int:
     def progress(msg):
         print(msg, file=sys.stderr if args.json else sys.stdout, flush=True)
 
+    from_args(args, HINT_GROUPS)   # the model options, checked even where unused
     if args.hints_table:
         res = memory.run_hints(from_args(args, HINT_GROUPS), fraction=args.fraction,
                                ooc_dir=args.ooc_dir, repeats=args.repeats, progress=progress)

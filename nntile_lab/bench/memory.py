@@ -28,6 +28,7 @@ import time
 import numpy as np
 
 from nntile_lab import experiment, memory
+from nntile_lab.orphans import child_env
 from nntile_lab.spec import DEFAULTS, HINTS, ExperimentSpec
 
 MIB = 1 << 20
@@ -119,7 +120,8 @@ def measure(spec: ExperimentSpec, system: str = "nntile", timeout: float = 1800)
            json.dumps(spec.to_dict())]
     t0 = time.perf_counter()
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                             env=child_env())   # it dies with this process (orphans)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f} s"}
     if out.returncode:

@@ -7,6 +7,7 @@ import argparse
 import json
 
 from nntile_lab.bench import memory
+from nntile_lab.orphans import die_with_parent
 from nntile_lab.spec import ExperimentSpec
 
 
@@ -19,6 +20,7 @@ def register_cli(subparsers) -> None:
 
 def _memory_point(args) -> int:
     """One point of ``bench memory``: its JSON on the last line of stdout."""
+    die_with_parent()   # a killed bench memory leaves no orphan point
     spec = ExperimentSpec.from_dict(json.loads(args.spec))
     res = memory.torch_point(spec) if args.system == "torch" else memory.measure_point(spec)
     print(json.dumps(res), flush=True)

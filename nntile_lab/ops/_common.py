@@ -18,6 +18,8 @@ def check(ret: int) -> None:
     """Raise if a submit helper returned an error code (kept out of the hot path)."""
     if ret == -errno.E2BIG:
         raise _task_too_big()
+    if ret == -errno.ENOMEM:   # the memory guard (kernels/runtime/guard.c)
+        raise Runtime.current().guard_refusal()
     if ret:
         raise SubmitError(f"starpu_task_submit failed with code {ret}")
 
