@@ -66,12 +66,24 @@ def is_usage_error(exc: BaseException) -> bool:
 
 
 def main(argv=None) -> int:
-    os.environ.setdefault("MPLBACKEND", "Agg")   # the CLI draws files, never windows
+    # the CLI draws files, never windows; restored after, so that main() called in a
+    # process that goes on (a test, a notebook) leaves its backend, and its kernels', alone
+    saved = os.environ.get("MPLBACKEND")
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    try:
+        return _run(argv)
+    finally:
+        if saved is None:
+            os.environ.pop("MPLBACKEND", None)
+
+
+def _run(argv) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     known = {n for names in COMMANDS.values() for n in names}
     parser = build_parser(argv[0] if argv and argv[0] in known else None)
     try:
         args = parser.parse_args(argv)
+        args.argv = argv   # the command line as given (a launcher re-runs it on each rank)
     except SystemExit as exc:             # --help (0), or a usage error argparse printed (2)
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     try:

@@ -102,6 +102,9 @@ def train_command(argv: list[str], ranks: int | None, *, hosts: str | None = Non
             ranks = sum(n for _, n in host_list)
         else:
             raise UsageError("give --ranks N (or run under Slurm, or give --hosts)")
+    if ranks < 2 and host_list and "--ranks" not in argv:
+        raise UsageError(f"--hosts {hosts!r} has {ranks} slot: give 2 or more slots in all "
+                         "(host:slots entries), or --ranks N")
     if ranks < 2:
         raise UsageError(f"--ranks {ranks}: give 2 or more (1 is the ordinary run)")
     if hostfile and not os.path.isfile(hostfile):
@@ -136,7 +139,7 @@ def wants_launch(args) -> bool:
 
 def relaunch_train(args) -> int:
     """Start (or with ``--print-mpirun`` only print) the launch line for this ``train``."""
-    argv = sys.argv[1:]
+    argv = list(getattr(args, "argv", None) or sys.argv[1:])
     if "train" not in argv:
         raise UsageError("--ranks needs the command line of `nntile-lab train`")
     argv = argv[argv.index("train") + 1:]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from nntile_lab.errors import UsageError
 from nntile_lab.spec import ExperimentSpec
 
 MAX_POINTS = 500          # above this a sweep runs only when confirmed
@@ -44,7 +45,7 @@ def check_size(axes: dict[str, list], base_values: dict, confirmed: bool,
     if n <= limit or confirmed:
         return
     sizes = " × ".join(f"--{k.replace('_', '-')} {len(v)}" for k, v in axes.items())
-    raise ValueError(f"this sweep has {n:,} points ({sizes}), about "
+    raise UsageError(f"this sweep has {n:,} points ({sizes}), about "
                      f"{duration_text(estimate_s(n, base_values))} of measuring: more than "
                      f"{limit}. Narrow the ranges (a:b:step with a larger step), or pass "
                      "--yes to run it anyway")
