@@ -155,8 +155,11 @@ def register_cli(subparsers) -> None:
 def _gemm(args) -> int:
     # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab.bench import gemm
+    from nntile_lab.runtime import check_scheduler
+    if args.scheduler is not None:
+        check_scheduler(args.scheduler)
     res = gemm.run(n=args.n, tiles=args.tiles, repeats=args.repeats, ncpu=args.ncpu,
-                   **({"scheduler": args.scheduler} if args.scheduler else {}))
+                   **({"scheduler": args.scheduler} if args.scheduler is not None else {}))
     print(json.dumps(res) if args.json else gemm.report(res))
     return 0
 
@@ -193,7 +196,17 @@ def _schedulers(args) -> int:
 
 
 def _kernels(args) -> int:
-    res = kernels.run(args.config, args.repeats, args.only.split(",") if args.only else None)
+    only = None
+    if args.only is not None:
+        # a mistyped codelet would otherwise silently drop out of the table
+        only = [n.strip() for n in args.only.split(",") if n.strip()]
+        known = sorted(c.name for c in kernels.cases(kernels.CONFIGS[args.config]))
+        unknown = [n for n in only if n not in known]
+        if not only or unknown:
+            what = f"{', '.join(map(repr, unknown))} unknown" if unknown else "no names"
+            raise UsageError(f"--only {args.only!r}: {what}; give a comma list of: "
+                             f"{', '.join(known)}")
+    res = kernels.run(args.config, args.repeats, only)
     print(json.dumps(res) if args.json else kernels.report(res))
     return 0
 
@@ -257,9 +270,11 @@ def _depth(args) -> int:
 
 def _trace_overhead(args) -> int:
     # loads the compiled extension: importing this module must not (--help, readers)
+    from nntile_lab.runtime import check_scheduler
     from nntile_lab.trace import overhead
     spec = overhead.BIG if args.big else overhead.SMALL
-    if args.scheduler:
+    if args.scheduler is not None:
+        check_scheduler(args.scheduler)
         spec = spec.replace(scheduler=args.scheduler)
     res = overhead.measure(spec, args.repeats, args.steps or 3, bound=args.bound)
     tiny = overhead.per_task_us(repeats=args.repeats, scheduler=spec.scheduler)

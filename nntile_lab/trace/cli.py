@@ -26,6 +26,7 @@ import os
 
 from nntile_lab import sgemm_peak
 from nntile_lab import spec as specs
+from nntile_lab.options import int_range
 from nntile_lab.record import write_record
 from nntile_lab.spec import DEFAULTS
 from nntile_lab.trace import metrics, viz
@@ -38,9 +39,10 @@ def register_cli(subparsers) -> None:
                               description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     t.add_argument("--out", required=True, help="directory for the files")
-    t.add_argument("--steps", type=int, default=None, help="training steps to trace (default: "
-                   f"the spec's measure_steps, {DEFAULTS.measure_steps}), after its "
-                   f"warmup_steps ({DEFAULTS.warmup_steps}) untraced ones")
+    t.add_argument("--steps", type=int_range(), default=None,
+                   help="training steps to trace (default: the spec's measure_steps, "
+                   f"{DEFAULTS.measure_steps}), after its warmup_steps "
+                   f"({DEFAULTS.warmup_steps}) untraced ones")
     t.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     t.add_argument("--bound", action="store_true",
                    help="also record the tasks for StarPU's LP bound (costs a few %%)")
