@@ -6,6 +6,7 @@ import argparse
 import json
 
 from nntile_lab.options import float_range, int_range
+from nntile_lab.orphans import die_with_launcher
 from nntile_lab.proxies import collectives as coll
 from nntile_lab.proxies import extrapolate as ex
 from nntile_lab.proxies import models, replay
@@ -75,10 +76,12 @@ def register_cli(subparsers):
 
 
 def _replay_rank(args) -> int:
+    die_with_launcher()   # a killed proxy leaves no rank (nntile_lab.orphans)
     return replay.rank_main(args.job, args.out)
 
 
 def _coll_rank(args) -> int:
+    die_with_launcher()   # a killed collectives leaves no rank (nntile_lab.orphans)
     return coll.rank_main(args.job, args.out)
 
 
