@@ -63,13 +63,18 @@ def register_cli(subparsers) -> None:
 TRAIN_GROUPS = ("model", "data", "tiles", "runtime", "train", "bench")
 
 
-def parse_train_args(train_argv: list[str]):
-    """``(spec, data dir or None)`` from the options after ``--``."""
+def train_args_parser() -> argparse.ArgumentParser:
+    """The parser of the options after ``--`` (the option fuzz walks it too)."""
     p = argparse.ArgumentParser(prog="nntile-lab trace --")
     specs.add_arguments(p, TRAIN_GROUPS)
     p.add_argument("--data", metavar="DIR", help="prepared dataset (default: the "
                    "standard-library corpus)")
-    args = p.parse_args(train_argv)
+    return p
+
+
+def parse_train_args(train_argv: list[str]):
+    """``(spec, data dir or None)`` from the options after ``--``."""
+    args = train_args_parser().parse_args(train_argv)
     return specs.from_args(args, TRAIN_GROUPS), args.data
 
 

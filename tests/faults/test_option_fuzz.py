@@ -55,6 +55,8 @@ COMMANDS = {
                 [("nntile_lab.data.cli", "prepare"),
                  ("nntile_lab.data.cli", "prepare_wikitext")]),
     "trace": (["--out", "/tmp/nl-fuzz-trace"], [("nntile_lab.trace.cli", "run_training")]),
+    # the trainer's options after trace's ``--`` (their own parser)
+    "trace --": (["--out", "/tmp/nl-fuzz-trace"], [("nntile_lab.trace.cli", "run_training")]),
     "peak": ([], [("nntile_lab.sgemm_peak", "cached"),
                   ("nntile_lab.precision_peak", "measure")]),
     "bench kernels": ([], [("nntile_lab.bench.kernels", "run")]),
@@ -82,7 +84,9 @@ def test_every_public_subcommand_is_fuzzed():
 def options(command: str):
     """(flag, type, nargs) of every valued option of ``command``."""
     parser = cli.build_parser()
-    for word in command.split():
+    if command == "trace --":
+        parser = importlib.import_module("nntile_lab.trace.cli").train_args_parser()
+    for word in command.split() if command != "trace --" else ():
         sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         parser = sub.choices[word]
     out = []
@@ -186,6 +190,8 @@ def test_every_option_refuses_garbage_clearly(no_work, monkeypatch, command, fla
                                               data):
     value = data.draw(values(kind), label=flag)
     argv = [*command.split(), f"{flag}={value}", *COMMANDS[command][0]]
+    if command == "trace --":   # trace's own options first, the trainer's after --
+        argv = ["trace", *COMMANDS[command][0], "--", f"{flag}={value}"]
     monkeypatch.setattr(sys, "argv", ["nntile-lab", *argv])   # as the shell would start it
     rc, err = call(argv)
     TALLY[verdict(flag, kind, value, rc, err)] += 1
