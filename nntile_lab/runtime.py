@@ -8,6 +8,7 @@ import os
 import sys
 
 from nntile_lab._lib import ffi, lib
+from nntile_lab.errors import UsageError
 from nntile_lab.interrupts import deferred_interrupts
 from nntile_lab.parallel.mpi import attach
 from nntile_lab.spec import DEFAULTS, parse_hints  # the runtime's defaults are the spec's (one set)
@@ -61,11 +62,11 @@ def scheduler_names() -> list[str]:
 
 
 def check_scheduler(name: str) -> None:
-    """ValueError naming --scheduler when this StarPU build has no such policy (the
-    commands check it with their other options, before any work)."""
+    """UsageError (a ValueError) naming --scheduler when this StarPU build has no such
+    policy (the commands check it with their other options, before any work: exit 2)."""
     names = scheduler_names()
     if name not in names:
-        raise ValueError(f"scheduler={name!r} (--scheduler) is unknown; valid ones: "
+        raise UsageError(f"scheduler={name!r} (--scheduler) is unknown; valid ones: "
                          f"{', '.join(names)}")
 
 

@@ -16,7 +16,7 @@ from nntile_lab.bench import depth, kernels, memory, schedulers, submit_cost, tr
 from nntile_lab.errors import UsageError
 from nntile_lab.options import float_range, int_list, int_range
 from nntile_lab.record import json_safe, write_record
-from nntile_lab.spec import DEFAULTS, add_arguments, from_args
+from nntile_lab.spec import DEFAULTS, add_arguments, from_args, parse_hints
 
 # The spec fields ``bench train`` takes (no training schedule: it times a few steps).
 BENCH_GROUPS = ("model", "data", "tiles", "runtime", "bench")
@@ -164,8 +164,15 @@ def _gemm(args) -> int:
     return 0
 
 
+def _scheduler(name: str) -> None:
+    # the compiled extension: loaded here, so that --help and parsing work without it
+    from nntile_lab.runtime import check_scheduler
+    check_scheduler(name)   # a mistyped policy is a usage error, not a failed measurement
+
+
 def _train(args) -> int:
     spec = from_args(args, BENCH_GROUPS)
+    _scheduler(spec.scheduler)
     res = train.run(spec, vs_torch=args.vs_torch, torch_compile=args.torch_compile)
     if args.record:
         write_record(args.record, spec, res, kind="bench-train")
@@ -175,7 +182,14 @@ def _train(args) -> int:
 
 def _schedulers(args) -> int:
     base = from_args(args, SCHEDULER_GROUPS, base={"n_layer": 8})
-    names = [n for n in args.schedulers.split(",") if n]
+    names = [n.strip() for n in args.schedulers.split(",") if n.strip()]
+    if not names:
+        raise UsageError(f"--schedulers {args.schedulers!r}: give a comma list of policies")
+    for name in names:
+        try:
+            _scheduler(name)
+        except UsageError as exc:
+            raise UsageError(f"--schedulers {args.schedulers!r}: {exc}") from None
     summary, df = schedulers.run(base, names, args.repeats,
                                  None if args.no_ooc else args.ooc_fraction, args.ooc_dir,
                                  cache_dir=args.cache, isolate=not args.in_process,
@@ -216,7 +230,7 @@ def _memory(args) -> int:
     def progress(msg):
         print(msg, file=sys.stderr if args.json else sys.stdout, flush=True)
 
-    from_args(args, HINT_GROUPS)   # the model options, checked even where unused
+    _scheduler(from_args(args, HINT_GROUPS).scheduler)   # checked even where unused
     if args.hints_table:
         res = memory.run_hints(from_args(args, HINT_GROUPS), fraction=args.fraction,
                                ooc_dir=args.ooc_dir, repeats=args.repeats, progress=progress)
@@ -229,6 +243,11 @@ def _memory(args) -> int:
         return 0 if any("error" not in t for t in res["table"]) else 1
     caps = _ints("--caps", args.caps)
     widths = tuple(_ints("--widths", args.widths)) if args.widths else memory.WIDTHS
+    if args.hint_set is not None:
+        try:
+            parse_hints(args.hint_set)
+        except ValueError as exc:
+            raise UsageError(f"--hint-set {args.hint_set!r}: {exc}") from None
     kw = {"hints": args.hint_set} if args.hint_set is not None else {}
     res = memory.run(caps, ooc_dir=args.ooc_dir, widths=widths, progress=progress,
                      max_width=args.max_width, speeds=tuple(_ints("--speeds", args.speeds)),
@@ -254,6 +273,7 @@ def _depth(args) -> int:
     if not 1 <= layers[0] < layers[1]:
         raise UsageError(f"--layers {args.layers}: give two depths, shallow first, e.g. 4,8")
     base = from_args(args, DEPTH_GROUPS)
+    _scheduler(base.scheduler)
     summary, df = depth.run(base, layers, args.repeats,
                             None if args.no_ooc else args.ooc_fraction, args.ooc_dir,
                             isolate=not args.in_process, progress=not args.no_progress)

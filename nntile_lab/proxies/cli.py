@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from nntile_lab.errors import UsageError
 from nntile_lab.options import float_range, int_range
 from nntile_lab.orphans import die_with_launcher
 from nntile_lab.proxies import collectives as coll
@@ -91,7 +92,13 @@ def _collectives_cli(args) -> int:
     if args.max_bytes < args.min_bytes:
         raise ValueError(f"--max-bytes {args.max_bytes} is below --min-bytes {args.min_bytes}: "
                          "give --max-bytes ≥ --min-bytes")
-    rows = coll.run(args.ranks, [o for o in args.ops.split(",") if o],
+    ops = [o.strip() for o in args.ops.split(",") if o.strip()]
+    unknown = [o for o in ops if o not in coll.OPS]
+    if not ops or unknown:   # else the ranks would fail on it after mpirun started
+        raise UsageError(f"--ops {args.ops!r}: "
+                         + (f"{', '.join(map(repr, unknown))} unknown" if unknown else "none")
+                         + f"; give a comma list of: {', '.join(coll.OPS)}")
+    rows = coll.run(args.ranks, ops,
                     coll.default_sizes(args.min_bytes, args.max_bytes), timeout=args.timeout)
     res = coll.fit_and_check(rows)
     if args.plot:

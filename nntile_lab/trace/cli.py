@@ -127,6 +127,8 @@ def _trace(args) -> int:
         raise ValueError(f"--steps {args.steps} must be ≥ 1")
     train_argv = args.train_args[1:] if args.train_args[:1] == ["--"] else args.train_args
     spec, data = parse_train_args(train_argv)
+    from nntile_lab.runtime import check_scheduler  # the compiled extension, as below
+    check_scheduler(spec.scheduler)   # a usage error before any work (exit 2)
     steps = spec.measure_steps if args.steps is None else args.steps
     tr, memory, tokens_per_step = run_training(spec, data, steps, args.bound)
     if memory and not tr.static_memory:

@@ -89,7 +89,11 @@ def _register_plan(subparsers) -> None:
 
 
 def _plan(args) -> int:
-    plan = memory.estimate(specs.from_args(args, PLAN_GROUPS), optimizer=args.optimizer)
+    spec = specs.from_args(args, PLAN_GROUPS)
+    # a plan for a policy StarPU does not have would be a verdict on a run that cannot start
+    from nntile_lab.runtime import check_scheduler
+    check_scheduler(spec.scheduler)
+    plan = memory.estimate(spec, optimizer=args.optimizer)
     print(json.dumps(plan.to_dict()) if args.json else plan.report())
     return 1 if plan.verdict == "cannot_run" else 0
 

@@ -219,3 +219,24 @@ def must_refuse(flag, kind, value) -> bool:
         return number != number or abs(number) == float("inf") or number < 0
     return number < 0 or number >= 2**31 or (
         flag in ("--memory-limit-mb", "--ooc-size-mb", "--cap-mb") and number < 16)
+
+
+# Text options with a fixed vocabulary: a word outside it is refused at the boundary. Not
+# sweep's (a grid value outside it is a failed point, a row of the result) nor proxy's (its
+# vocabulary is checked in models.build, which the fuzz replaces).
+VOCABULARY = ("--scheduler", "--schedulers", "--ops", "--hint-set", "--hints", "--only",
+              "--priorities")
+WORDS = [(c, f) for c, f, kind, _ in CASES
+         if f in VOCABULARY and kind is str and c not in ("sweep", "proxy")]
+
+
+@pytest.mark.parametrize("command,flag", WORDS, ids=[f"{c}{f}" for c, f in WORDS])
+@pytest.mark.parametrize("word", ["abc", "∞", "lws,abc"])
+def test_a_word_outside_the_vocabulary_is_refused(no_work, monkeypatch, command, flag, word):
+    argv = [*command.split(), f"{flag}={word}", *COMMANDS[command][0]]
+    if command == "trace --":
+        argv = ["trace", *COMMANDS[command][0], "--", f"{flag}={word}"]
+    monkeypatch.setattr(sys, "argv", ["nntile-lab", *argv])
+    rc, err = call(argv)
+    TALLY[verdict(flag, str, word, rc, err) if rc == 2 else "wrong"] += 1
+    assert rc == 2 and flag in err, (argv, rc, err)
