@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from nntile_lab.errors import UsageError
 from nntile_lab.spec import ExperimentSpec
 
 MAX_POINTS = 500          # above this a sweep runs only when confirmed
@@ -39,12 +40,13 @@ def duration_text(seconds: float) -> str:
 
 def check_size(axes: dict[str, list], base_values: dict, confirmed: bool,
                limit: int = MAX_POINTS) -> None:
-    """Refuse (ValueError) a sweep of more than ``limit`` points unless ``confirmed``."""
+    """Refuse a sweep of more than ``limit`` points unless ``confirmed``: a UsageError (a
+    ValueError; exit 2), since the ranges given on the command line are what is wrong."""
     n = point_count(axes)
     if n <= limit or confirmed:
         return
     sizes = " × ".join(f"--{k.replace('_', '-')} {len(v)}" for k, v in axes.items())
-    raise ValueError(f"this sweep has {n:,} points ({sizes}), about "
+    raise UsageError(f"this sweep has {n:,} points ({sizes}), about "
                      f"{duration_text(estimate_s(n, base_values))} of measuring: more than "
                      f"{limit}. Narrow the ranges (a:b:step with a larger step), or pass "
                      "--yes to run it anyway")
