@@ -35,3 +35,53 @@ def die_with_parent() -> None:
         return
     if os.getppid() != int(parent):   # the parent died before prctl took effect
         os._exit(1)
+
+
+# ---------------------------------------------------------------- MPI ranks
+# mpirun stands between the parent and its ranks, so a rank's parent is mpirun, not the
+# process that set NNTILE_LAB_PARENT_PID. The chain: mpirun is SIGKILLed when its parent
+# exits (``launcher_preexec``, set in the forked child before exec; PR_SET_PDEATHSIG
+# survives exec), and each rank is SIGKILLed when mpirun exits (``die_with_launcher``).
+# A SIGKILLed mpirun forwards nothing, hence the second link.
+
+
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def launcher_preexec():
+    """``preexec_fn`` for the mpirun that ``child_env``'s process starts: mpirun is killed
+    when its parent exits. None off Linux (no such guarantee there)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    libc = _libc()   # loaded here: between fork and exec only the call itself runs
+    parent = os.getpid()
+
+    def preexec():
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:   # the parent died before prctl took effect
+            os._exit(1)
+    return preexec
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def die_with_launcher() -> None:
+    """In an MPI rank started (by mpirun) from a ``child_env`` process: be killed when
+    mpirun exits, and exit at once if that process is already gone (mpirun, killed with it,
+    may have died before this rank's prctl). A no-op where not started so or not on Linux."""
+    root = os.environ.get(PARENT_ENV)   # every rank reads it: kept in the environment
+    if not root or not sys.platform.startswith("linux"):
+        return
+    if _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        return
+    if os.getppid() == 1 or not _alive(int(root)):
+        os._exit(1)

@@ -62,8 +62,8 @@ def scheduler_names() -> list[str]:
 
 
 def check_scheduler(name: str) -> None:
-    """ValueError naming --scheduler when this StarPU build has no such policy (the
-    commands check it with their other options, before any work)."""
+    """UsageError (a ValueError) naming --scheduler when this StarPU build has no such
+    policy (the commands check it with their other options, before any work: exit 2)."""
     names = scheduler_names()
     if name not in names:
         raise UsageError(f"scheduler={name!r} (--scheduler) is unknown; valid ones: "

@@ -216,7 +216,10 @@ class ExperimentSpec:
         if self.warmup is not None and self.warmup > self.steps:
             raise ValueError(f"warmup={self.warmup} (--warmup) must be ≤ steps={self.steps} "
                              "(--steps): the warm-up is part of the run's steps")
-        parse_hints(self.hints)
+        try:
+            parse_hints(self.hints)
+        except ValueError as exc:   # in the spec's words: the field and its option
+            raise ValueError(f"hints={self.hints!r} (--hints): {exc}") from None
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer={self.optimizer!r} is unknown; valid ones: "
                              f"{', '.join(OPTIMIZERS)}")

@@ -16,7 +16,7 @@ from nntile_lab.bench import depth, kernels, memory, schedulers, submit_cost, tr
 from nntile_lab.errors import UsageError
 from nntile_lab.options import float_range, int_list, int_range
 from nntile_lab.record import json_safe, write_record
-from nntile_lab.spec import DEFAULTS, add_arguments, from_args
+from nntile_lab.spec import DEFAULTS, add_arguments, from_args, parse_hints
 
 # The spec fields ``bench train`` takes (no training schedule: it times a few steps).
 BENCH_GROUPS = ("model", "data", "tiles", "runtime", "bench")
@@ -155,14 +155,24 @@ def register_cli(subparsers) -> None:
 def _gemm(args) -> int:
     # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab.bench import gemm
+    from nntile_lab.runtime import check_scheduler
+    if args.scheduler is not None:
+        check_scheduler(args.scheduler)
     res = gemm.run(n=args.n, tiles=args.tiles, repeats=args.repeats, ncpu=args.ncpu,
-                   **({"scheduler": args.scheduler} if args.scheduler else {}))
+                   **({"scheduler": args.scheduler} if args.scheduler is not None else {}))
     print(json.dumps(res) if args.json else gemm.report(res))
     return 0
 
 
+def _scheduler(name: str) -> None:
+    # the compiled extension: loaded here, so that --help and parsing work without it
+    from nntile_lab.runtime import check_scheduler
+    check_scheduler(name)   # a mistyped policy is a usage error, not a failed measurement
+
+
 def _train(args) -> int:
     spec = from_args(args, BENCH_GROUPS)
+    _scheduler(spec.scheduler)
     res = train.run(spec, vs_torch=args.vs_torch, torch_compile=args.torch_compile)
     if args.record:
         write_record(args.record, spec, res, kind="bench-train")
@@ -172,7 +182,14 @@ def _train(args) -> int:
 
 def _schedulers(args) -> int:
     base = from_args(args, SCHEDULER_GROUPS, base={"n_layer": 8})
-    names = [n for n in args.schedulers.split(",") if n]
+    names = [n.strip() for n in args.schedulers.split(",") if n.strip()]
+    if not names:
+        raise UsageError(f"--schedulers {args.schedulers!r}: give a comma list of policies")
+    for name in names:
+        try:
+            _scheduler(name)
+        except UsageError as exc:
+            raise UsageError(f"--schedulers {args.schedulers!r}: {exc}") from None
     summary, df = schedulers.run(base, names, args.repeats,
                                  None if args.no_ooc else args.ooc_fraction, args.ooc_dir,
                                  cache_dir=args.cache, isolate=not args.in_process,
@@ -193,7 +210,17 @@ def _schedulers(args) -> int:
 
 
 def _kernels(args) -> int:
-    res = kernels.run(args.config, args.repeats, args.only.split(",") if args.only else None)
+    only = None
+    if args.only is not None:
+        # a mistyped codelet would otherwise silently drop out of the table
+        only = [n.strip() for n in args.only.split(",") if n.strip()]
+        known = sorted(c.name for c in kernels.cases(kernels.CONFIGS[args.config]))
+        unknown = [n for n in only if n not in known]
+        if not only or unknown:
+            what = f"{', '.join(map(repr, unknown))} unknown" if unknown else "no names"
+            raise UsageError(f"--only {args.only!r}: {what}; give a comma list of: "
+                             f"{', '.join(known)}")
+    res = kernels.run(args.config, args.repeats, only)
     print(json.dumps(res) if args.json else kernels.report(res))
     return 0
 
@@ -203,7 +230,7 @@ def _memory(args) -> int:
     def progress(msg):
         print(msg, file=sys.stderr if args.json else sys.stdout, flush=True)
 
-    from_args(args, HINT_GROUPS)   # the model options, checked even where unused
+    _scheduler(from_args(args, HINT_GROUPS).scheduler)   # checked even where unused
     if args.hints_table:
         res = memory.run_hints(from_args(args, HINT_GROUPS), fraction=args.fraction,
                                ooc_dir=args.ooc_dir, repeats=args.repeats, progress=progress)
@@ -216,6 +243,11 @@ def _memory(args) -> int:
         return 0 if any("error" not in t for t in res["table"]) else 1
     caps = _ints("--caps", args.caps)
     widths = tuple(_ints("--widths", args.widths)) if args.widths else memory.WIDTHS
+    if args.hint_set is not None:
+        try:
+            parse_hints(args.hint_set)
+        except ValueError as exc:
+            raise UsageError(f"--hint-set {args.hint_set!r}: {exc}") from None
     kw = {"hints": args.hint_set} if args.hint_set is not None else {}
     res = memory.run(caps, ooc_dir=args.ooc_dir, widths=widths, progress=progress,
                      max_width=args.max_width, speeds=tuple(_ints("--speeds", args.speeds)),
@@ -241,6 +273,7 @@ def _depth(args) -> int:
     if not 1 <= layers[0] < layers[1]:
         raise UsageError(f"--layers {args.layers}: give two depths, shallow first, e.g. 4,8")
     base = from_args(args, DEPTH_GROUPS)
+    _scheduler(base.scheduler)
     summary, df = depth.run(base, layers, args.repeats,
                             None if args.no_ooc else args.ooc_fraction, args.ooc_dir,
                             isolate=not args.in_process, progress=not args.no_progress)
@@ -257,9 +290,11 @@ def _depth(args) -> int:
 
 def _trace_overhead(args) -> int:
     # loads the compiled extension: importing this module must not (--help, readers)
+    from nntile_lab.runtime import check_scheduler
     from nntile_lab.trace import overhead
     spec = overhead.BIG if args.big else overhead.SMALL
-    if args.scheduler:
+    if args.scheduler is not None:
+        check_scheduler(args.scheduler)
         spec = spec.replace(scheduler=args.scheduler)
     res = overhead.measure(spec, args.repeats, args.steps or 3, bound=args.bound)
     tiny = overhead.per_task_us(repeats=args.repeats, scheduler=spec.scheduler)

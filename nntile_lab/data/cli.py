@@ -7,6 +7,7 @@ import sys
 
 from nntile_lab.data.prepare import prepare
 from nntile_lab.data.wikitext import prepare_wikitext
+from nntile_lab.options import float_range
 
 
 def register_cli(subparsers) -> argparse.ArgumentParser:
@@ -20,7 +21,8 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
     p.add_argument("inputs", nargs="*", metavar="DIR_OR_FILE",
                    help="text files or directories (searched recursively)")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")
-    p.add_argument("--val-fraction", type=float, default=None, metavar="F",
+    p.add_argument("--val-fraction",
+                   type=float_range(0, 1, lo_open=True, hi_open=True), default=None, metavar="F",
                    help="share of the token stream kept for validation (default 0.1)")
     p.add_argument("--ext", action="append", dest="extensions", metavar="EXT",
                    help="only take directory files with this extension (repeatable)")

@@ -95,20 +95,23 @@ def train_command(argv: list[str], ranks: int | None, *, hosts: str | None = Non
                   environ=os.environ) -> list[str]:
     """The launch line for ``nntile-lab train`` with ``argv`` (its options) on ``ranks``."""
     host_list = parse_hosts(hosts) if hosts else None
+    if hostfile and not os.path.isfile(hostfile):
+        raise UsageError(f"--hostfile {hostfile!r}: no such file")
+    if ranks is None and host_list and sum(n for _, n in host_list) < 2:
+        # the count comes from --hosts: name the option the user gave
+        raise UsageError(f"--hosts {hosts!r}: {sum(n for _, n in host_list)} slot in all; "
+                         "give 2 or more (e.g. node1:2), or drop it for the ordinary run")
     if ranks is None:
         if launcher == "srun" and environ.get("SLURM_NTASKS"):
             ranks = int(environ["SLURM_NTASKS"])
         elif host_list:
             ranks = sum(n for _, n in host_list)
         else:
-            raise UsageError("give --ranks N (or run under Slurm, or give --hosts)")
-    if ranks < 2 and host_list and "--ranks" not in argv:
-        raise UsageError(f"--hosts {hosts!r} has {ranks} slot: give 2 or more slots in all "
-                         "(host:slots entries), or --ranks N")
+            # a hostfile's slot count is mpirun's to read: the rank count must be given
+            raise UsageError((f"--hostfile {hostfile!r} needs --ranks N: " if hostfile else "")
+                             + "give --ranks N (or run under Slurm, or give --hosts)")
     if ranks < 2:
         raise UsageError(f"--ranks {ranks}: give 2 or more (1 is the ordinary run)")
-    if hostfile and not os.path.isfile(hostfile):
-        raise UsageError(f"--hostfile {hostfile}: no such file")
     for option, takes_value in LAUNCH_OPTIONS.items():
         argv = _strip(argv, option, takes_value)
     if not _has(argv, "--ncpu"):

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
+from nntile_lab.errors import UsageError
 from nntile_lab.options import float_range, int_range
+from nntile_lab.orphans import die_with_launcher
 from nntile_lab.proxies import collectives as coll
 from nntile_lab.proxies import extrapolate as ex
 from nntile_lab.proxies import models, replay
@@ -75,10 +77,12 @@ def register_cli(subparsers):
 
 
 def _replay_rank(args) -> int:
+    die_with_launcher()   # a killed proxy leaves no rank (nntile_lab.orphans)
     return replay.rank_main(args.job, args.out)
 
 
 def _coll_rank(args) -> int:
+    die_with_launcher()   # a killed collectives leaves no rank (nntile_lab.orphans)
     return coll.rank_main(args.job, args.out)
 
 
@@ -88,7 +92,13 @@ def _collectives_cli(args) -> int:
     if args.max_bytes < args.min_bytes:
         raise ValueError(f"--max-bytes {args.max_bytes} is below --min-bytes {args.min_bytes}: "
                          "give --max-bytes ≥ --min-bytes")
-    rows = coll.run(args.ranks, [o for o in args.ops.split(",") if o],
+    ops = [o.strip() for o in args.ops.split(",") if o.strip()]
+    unknown = [o for o in ops if o not in coll.OPS]
+    if not ops or unknown:   # else the ranks would fail on it after mpirun started
+        raise UsageError(f"--ops {args.ops!r}: "
+                         + (f"{', '.join(map(repr, unknown))} unknown" if unknown else "none")
+                         + f"; give a comma list of: {', '.join(coll.OPS)}")
+    rows = coll.run(args.ranks, ops,
                     coll.default_sizes(args.min_bytes, args.max_bytes), timeout=args.timeout)
     res = coll.fit_and_check(rows)
     if args.plot:

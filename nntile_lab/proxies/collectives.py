@@ -26,6 +26,7 @@ import time
 
 import numpy as np
 
+from nntile_lab.orphans import child_env, launcher_preexec
 from nntile_lab.parallel.mpirun import mpirun_command
 
 OPS = ("p2p", "allreduce", "allgather", "reduce_scatter", "alltoall")
@@ -139,7 +140,8 @@ def run(ranks: int, ops=OPS, sizes=None, *, timeout: float = 600) -> list:
                                      "_collectives-rank", job, out])
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                                  start_new_session=True)
+                                  start_new_session=True, env=child_env(),
+                                  preexec_fn=launcher_preexec())   # ranks die with us
         except subprocess.TimeoutExpired:
             raise RuntimeError(f"collective benchmark did not finish in {timeout:.0f} s") from None
         if proc.returncode != 0 or not os.path.exists(out):

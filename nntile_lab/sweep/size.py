@@ -40,7 +40,8 @@ def duration_text(seconds: float) -> str:
 
 def check_size(axes: dict[str, list], base_values: dict, confirmed: bool,
                limit: int = MAX_POINTS) -> None:
-    """Refuse (ValueError) a sweep of more than ``limit`` points unless ``confirmed``."""
+    """Refuse a sweep of more than ``limit`` points unless ``confirmed``: a UsageError (a
+    ValueError; exit 2), since the ranges given on the command line are what is wrong."""
     n = point_count(axes)
     if n <= limit or confirmed:
         return

@@ -26,6 +26,7 @@ import os
 
 from nntile_lab import sgemm_peak
 from nntile_lab import spec as specs
+from nntile_lab.options import int_range
 from nntile_lab.record import write_record
 from nntile_lab.spec import DEFAULTS
 from nntile_lab.trace import metrics, viz
@@ -38,9 +39,10 @@ def register_cli(subparsers) -> None:
                               description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     t.add_argument("--out", required=True, help="directory for the files")
-    t.add_argument("--steps", type=int, default=None, help="training steps to trace (default: "
-                   f"the spec's measure_steps, {DEFAULTS.measure_steps}), after its "
-                   f"warmup_steps ({DEFAULTS.warmup_steps}) untraced ones")
+    t.add_argument("--steps", type=int_range(), default=None,
+                   help="training steps to trace (default: the spec's measure_steps, "
+                   f"{DEFAULTS.measure_steps}), after its warmup_steps "
+                   f"({DEFAULTS.warmup_steps}) untraced ones")
     t.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     t.add_argument("--bound", action="store_true",
                    help="also record the tasks for StarPU's LP bound (costs a few %%)")
@@ -61,13 +63,18 @@ def register_cli(subparsers) -> None:
 TRAIN_GROUPS = ("model", "data", "tiles", "runtime", "train", "bench")
 
 
-def parse_train_args(train_argv: list[str]):
-    """``(spec, data dir or None)`` from the options after ``--``."""
+def train_args_parser() -> argparse.ArgumentParser:
+    """The parser of the options after ``--`` (the option fuzz walks it too)."""
     p = argparse.ArgumentParser(prog="nntile-lab trace --")
     specs.add_arguments(p, TRAIN_GROUPS)
     p.add_argument("--data", metavar="DIR", help="prepared dataset (default: the "
                    "standard-library corpus)")
-    args = p.parse_args(train_argv)
+    return p
+
+
+def parse_train_args(train_argv: list[str]):
+    """``(spec, data dir or None)`` from the options after ``--``."""
+    args = train_args_parser().parse_args(train_argv)
     return specs.from_args(args, TRAIN_GROUPS), args.data
 
 
@@ -120,6 +127,8 @@ def _trace(args) -> int:
         raise ValueError(f"--steps {args.steps} must be ≥ 1")
     train_argv = args.train_args[1:] if args.train_args[:1] == ["--"] else args.train_args
     spec, data = parse_train_args(train_argv)
+    from nntile_lab.runtime import check_scheduler  # the compiled extension, as below
+    check_scheduler(spec.scheduler)   # a usage error before any work (exit 2)
     steps = spec.measure_steps if args.steps is None else args.steps
     tr, memory, tokens_per_step = run_training(spec, data, steps, args.bound)
     if memory and not tr.static_memory:

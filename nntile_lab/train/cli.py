@@ -19,6 +19,7 @@ from nntile_lab import spec as specs
 from nntile_lab.data import prepare_default_corpus
 from nntile_lab.experiment import build as build_spec
 from nntile_lab.experiment import runtime
+from nntile_lab.options import int_range
 from nntile_lab.parallel.launch import for_this_rank, relaunch_train, wants_launch
 from nntile_lab.record import write_record
 from nntile_lab.train.checkpoint import clean_stale, config_dict, find_checkpoint, read_state
@@ -56,7 +57,7 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
                    help="print one JSON object per logged step and a final summary")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     d = p.add_argument_group("distributed (StarPU-MPI; nntile_lab.parallel.launch)")
-    d.add_argument("--ranks", type=int, default=None, metavar="N",
+    d.add_argument("--ranks", type=int_range(1), default=None, metavar="N",
                    help="train on N MPI ranks: starts mpirun (or srun in a Slurm allocation; "
                         "default there: SLURM_NTASKS)")
     d.add_argument("--hosts", metavar="H[:S],...",
@@ -88,7 +89,11 @@ def _register_plan(subparsers) -> None:
 
 
 def _plan(args) -> int:
-    plan = memory.estimate(specs.from_args(args, PLAN_GROUPS), optimizer=args.optimizer)
+    spec = specs.from_args(args, PLAN_GROUPS)
+    # a plan for a policy StarPU does not have would be a verdict on a run that cannot start
+    from nntile_lab.runtime import check_scheduler
+    check_scheduler(spec.scheduler)
+    plan = memory.estimate(spec, optimizer=args.optimizer)
     print(json.dumps(plan.to_dict()) if args.json else plan.report())
     return 1 if plan.verdict == "cannot_run" else 0
 

@@ -1,16 +1,20 @@
-"""Option fuzzing: every option of the commands that take the spec's fields (and their
-own), fed values drawn from the option's type (the spec's field metadata, argparse's
-type): wrong types, zero, negatives, huge numbers, nan/inf, empty and odd text. Each
-call either passes validation (the command's work is replaced by a sentinel: nothing is
-measured) or ends with exit 2 and one message naming the option; never a traceback, a
-raw ``[Errno …]``, an internal name, a hang (an alarm bounds every call)."""
+"""Option fuzzing: every option of every public subcommand (the parser's own list: a new
+subcommand missing here fails ``test_every_public_subcommand_is_fuzzed``), fed values drawn
+from the option's type (the spec's field metadata, argparse's type): wrong types, zero,
+negatives, huge numbers, nan/inf, empty and odd text. Each call either passes validation
+(the command's work is replaced by a sentinel: nothing is measured or launched) or ends
+with exit 2 and one message naming the option; never a traceback, a raw ``[Errno …]``,
+an internal name, a hang (an alarm bounds every call)."""
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import importlib
 import io
 import signal
+import sys
+import types
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -34,7 +38,8 @@ def _reached(*_a, **_k):
 COMMANDS = {
     "plan": ([], []),
     "train": (["--data", "/nonexistent/nl-fuzz", "--out", "/tmp/nl-fuzz-out"],
-              [("nntile_lab.train.cli", "_data_dir")]),
+              [("nntile_lab.train.cli", "_data_dir"),
+               ("nntile_lab.parallel.launch", "prepare_default_corpus")]),
     "sweep": (["--cache", "/tmp/nl-fuzz-cache"], [("nntile_lab.sweep.cli", "run")]),
     "figures": (["--out", "/tmp/nl-fuzz-figures"], [("nntile_lab.figures.cli", "run_figures")]),
     "bench train": ([], [("nntile_lab.bench.train", "run")]),
@@ -46,13 +51,42 @@ COMMANDS = {
     "collectives": ([], [("nntile_lab.proxies.collectives", "run")]),
     "proxy": (["gpt2"], [("nntile_lab.proxies.replay", "launch"),
                           ("nntile_lab.proxies.models", "build")]),
+    "prepare": (["--out", "/tmp/nl-fuzz-prepare", "/nonexistent/nl-fuzz-in"],
+                [("nntile_lab.data.cli", "prepare"),
+                 ("nntile_lab.data.cli", "prepare_wikitext")]),
+    "trace": (["--out", "/tmp/nl-fuzz-trace"], [("nntile_lab.trace.cli", "run_training")]),
+    # the trainer's options after trace's ``--`` (their own parser)
+    "trace --": (["--out", "/tmp/nl-fuzz-trace"], [("nntile_lab.trace.cli", "run_training")]),
+    "peak": ([], [("nntile_lab.sgemm_peak", "cached"),
+                  ("nntile_lab.precision_peak", "measure")]),
+    "bench kernels": ([], [("nntile_lab.bench.kernels", "run")]),
+    "bench trace-overhead": ([], [("nntile_lab.trace.overhead", "measure")]),
+    "bench submit-cost": ([], [("nntile_lab.bench.submit_cost", "measure")]),
 }
+
+
+def public_commands(parser=None, path=()):
+    """Every public leaf subcommand of ``nntile-lab`` ("bench gemm", "train", ...), from
+    the parser that ``nntile_lab.cli.COMMANDS`` builds (hidden ``_`` ones left out)."""
+    parser = parser or cli.build_parser()
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        return [" ".join(path)]
+    return [c for name, p in subs[0].choices.items() if not name.startswith("_")
+            for c in public_commands(p, (*path, name))]
+
+
+def test_every_public_subcommand_is_fuzzed():
+    missing = sorted(set(public_commands()) - set(COMMANDS))
+    assert not missing, f"add these subcommands to COMMANDS: {missing}"
 
 
 def options(command: str):
     """(flag, type, nargs) of every valued option of ``command``."""
     parser = cli.build_parser()
-    for word in command.split():
+    if command == "trace --":
+        parser = importlib.import_module("nntile_lab.trace.cli").train_args_parser()
+    for word in command.split() if command != "trace --" else ():
         sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         parser = sub.choices[word]
     out = []
@@ -60,10 +94,17 @@ def options(command: str):
         if not a.option_strings or a.nargs == 0 or isinstance(a, argparse._HelpAction):
             continue
         if a.dest in ("data", "out", "resume", "cache", "from_dir", "record", "ooc_dir",
-                      "plot"):
+                      "plot", "wikitext") and (command, a.dest) != ("proxy", "data"):
             continue   # paths: tests/faults/test_cli_faults.py and below
-        out.append((a.option_strings[0], a.type, a.nargs))
+        out.append((a.option_strings[0], kind_of(a.type), a.nargs))
     return out
+
+
+def kind_of(parse):
+    """int, float or str: what the option's argparse type reads (nntile_lab.options' range
+    types are named after it)."""
+    name = getattr(parse, "__name__", None)
+    return {"int": int, "float": float}.get(name, str)
 
 
 CASES = [(cmd, *opt) for cmd in COMMANDS for opt in options(cmd)]
@@ -82,6 +123,34 @@ def values(kind):
     return st.one_of(text, st.sampled_from(BAD_TEXT))
 
 
+# what every fuzzed call gave (printed at the end of the module, ``pytest -s`` shows it):
+# clear (exit 2 naming the option), accepted (a valid value), hang, wrong (garbage
+# accepted, or an exit code outside the convention), unclear (a traceback, an internal
+# name, or an exit 2 not naming the option)
+TALLY: collections.Counter = collections.Counter()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def tally():
+    yield TALLY
+    print(f"\noption fuzz: {sum(TALLY.values())} calls: "
+          + ", ".join(f"{k} {v}" for k, v in sorted(TALLY.items())))
+
+
+def verdict(flag, kind, value, rc, err) -> str:
+    last = err.strip().splitlines()[-1] if err.strip() else ""   # not argparse's usage
+    if rc == "hang":
+        return "hang"
+    if rc not in (0, 1, 2, "reached") or (must_refuse(flag, kind, value) and rc != 2):
+        return "wrong"
+    if any(word in err for word in INTERNAL):
+        return "unclear"
+    if rc == 2 and "/nonexistent/nl-fuzz" not in last:
+        named = flag in last or flag.lstrip("-").replace("-", "_") in last
+        return "clear" if named else "unclear"
+    return "clear" if rc == 2 else "accepted"
+
+
 def call(argv):
     err = io.StringIO()
     old = signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(TimeoutError()))
@@ -94,6 +163,8 @@ def call(argv):
                 rc = exc.code
             except Reached:
                 rc = "reached"
+            except TimeoutError:
+                rc = "hang"
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
@@ -105,6 +176,9 @@ def no_work(monkeypatch):
     for targets in COMMANDS.values():
         for module, name in targets[1]:
             monkeypatch.setattr(importlib.import_module(module), name, _reached)
+    # train --ranks/--hosts starts mpirun: the launch line is checked, never run
+    monkeypatch.setattr(importlib.import_module("nntile_lab.parallel.launch"), "subprocess",
+                        types.SimpleNamespace(run=_reached))
 
 
 @pytest.mark.parametrize("command,flag,kind,nargs", CASES,
@@ -112,10 +186,16 @@ def no_work(monkeypatch):
 @settings(max_examples=8, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_every_option_refuses_garbage_clearly(no_work, command, flag, kind, nargs, data):
+def test_every_option_refuses_garbage_clearly(no_work, monkeypatch, command, flag, kind, nargs,
+                                              data):
     value = data.draw(values(kind), label=flag)
     argv = [*command.split(), f"{flag}={value}", *COMMANDS[command][0]]
+    if command == "trace --":   # trace's own options first, the trainer's after --
+        argv = ["trace", *COMMANDS[command][0], "--", f"{flag}={value}"]
+    monkeypatch.setattr(sys, "argv", ["nntile-lab", *argv])   # as the shell would start it
     rc, err = call(argv)
+    TALLY[verdict(flag, kind, value, rc, err)] += 1
+    assert rc != "hang", (argv, err)
     assert rc in (0, 1, 2, "reached"), (argv, rc, err)
     assert not any(word in err for word in INTERNAL), (argv, err)
     last = err.strip().splitlines()[-1] if err.strip() else ""   # not argparse's usage
@@ -139,3 +219,24 @@ def must_refuse(flag, kind, value) -> bool:
         return number != number or abs(number) == float("inf") or number < 0
     return number < 0 or number >= 2**31 or (
         flag in ("--memory-limit-mb", "--ooc-size-mb", "--cap-mb") and number < 16)
+
+
+# Text options with a fixed vocabulary: a word outside it is refused at the boundary. Not
+# sweep's (a grid value outside it is a failed point, a row of the result) nor proxy's (its
+# vocabulary is checked in models.build, which the fuzz replaces).
+VOCABULARY = ("--scheduler", "--schedulers", "--ops", "--hint-set", "--hints", "--only",
+              "--priorities")
+WORDS = [(c, f) for c, f, kind, _ in CASES
+         if f in VOCABULARY and kind is str and c not in ("sweep", "proxy")]
+
+
+@pytest.mark.parametrize("command,flag", WORDS, ids=[f"{c}{f}" for c, f in WORDS])
+@pytest.mark.parametrize("word", ["abc", "∞", "lws,abc"])
+def test_a_word_outside_the_vocabulary_is_refused(no_work, monkeypatch, command, flag, word):
+    argv = [*command.split(), f"{flag}={word}", *COMMANDS[command][0]]
+    if command == "trace --":
+        argv = ["trace", *COMMANDS[command][0], "--", f"{flag}={word}"]
+    monkeypatch.setattr(sys, "argv", ["nntile-lab", *argv])
+    rc, err = call(argv)
+    TALLY[verdict(flag, str, word, rc, err) if rc == 2 else "wrong"] += 1
+    assert rc == 2 and flag in err, (argv, rc, err)
