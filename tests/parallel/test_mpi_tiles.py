@@ -69,4 +69,5 @@ def test_submit_cost_measures():
 def test_train_ranks_zero_is_refused(capsys):
     from nntile_lab.cli import main
     assert main(["train", "--ranks", "0"]) == 2
-    assert "--ranks 0" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--ranks: 0 is out of range" in err and "from 1" in err
