@@ -72,8 +72,7 @@ def test_cli_runs_both_modes(tmp_path, capsys):
     assert len(res["points"]) == 4
     assert main(["bench", "depth", *TINY, "--layers", "2,1"]) == 2     # a usage error
     assert "two depths, shallow first" in capsys.readouterr().err
-    # nothing measured (every point fails): the work failed, exit 1; its rows say why
+    # a policy StarPU does not have: a usage error before any point runs (exit 2)
     assert main(["bench", "depth", *TINY, "--layers", "1,2", "--repeats", "1", "--no-ooc",
-                 "--scheduler", "nosuch", "--in-process", "--no-progress", "--json"]) == 1
-    rows = json.loads(capsys.readouterr().out)["summary"]
-    assert rows and all(r["error"] for r in rows)
+                 "--scheduler", "nosuch", "--in-process", "--no-progress", "--json"]) == 2
+    assert "--scheduler" in capsys.readouterr().err
