@@ -14,3 +14,24 @@ def shape_and_tiles(draw, min_ndim=1, max_ndim=3, max_dim=13):
 def tile_for(draw, size: int) -> int:
     """A tile size for a dimension of ``size`` (inside @st.composite)."""
     return draw(st.integers(1, size))
+
+
+@st.composite
+def gemm_case(draw):
+    """Group sizes (batch, m, n, k dims), sizes and tiles for each dim, transpose flags."""
+    nb, nm, nn, nk = (draw(st.integers(lo, 2)) for lo in (0, 0, 0, 1))
+    dims = {g: [draw(st.integers(1, 9)) for _ in range(c)]
+            for g, c in zip("bmnk", (nb, nm, nn, nk))}
+    tiles = {g: [draw(st.integers(1, s)) for s in dims[g]] for g in "bmnk"}
+    return dims, tiles, draw(st.booleans()), draw(st.booleans())
+
+
+def gemm_layouts(case):
+    """(shape, tiles) of a, b and c for a ``gemm_case``: a is (b, k, m) when transposed
+    else (b, m, k), b likewise, c (b, m, n), each group of dims in order."""
+    dims, tiles, ta, tb = case
+
+    def layout(groups):
+        return (tuple(s for g in groups for s in dims[g]),
+                tuple(t for g in groups for t in tiles[g]))
+    return (layout("bkm" if ta else "bmk"), layout("bnk" if tb else "bkn"), layout("bmn"))

@@ -5,30 +5,15 @@ from hypothesis import strategies as st
 
 import nntile_lab as nl
 from tests.conftest import cond_err
+from tests.strategies import gemm_case, gemm_layouts
 
 RNG = np.random.default_rng(1)
-
-
-@st.composite
-def gemm_case(draw):
-    """Group sizes (batch, m, n, k dims), sizes and tiles for each dim, flags."""
-    nb, nm, nn, nk = (draw(st.integers(lo, 2)) for lo in (0, 0, 0, 1))
-    dims = {g: [draw(st.integers(1, 9)) for _ in range(c)]
-            for g, c in zip("bmnk", (nb, nm, nn, nk))}
-    tiles = {g: [draw(st.integers(1, s)) for s in dims[g]] for g in "bmnk"}
-    return dims, tiles, draw(st.booleans()), draw(st.booleans())
-
-
-def _layout(dims, tiles, groups):
-    return (tuple(s for g in groups for s in dims[g]), tuple(t for g in groups for t in tiles[g]))
 
 
 @given(gemm_case(), st.sampled_from([1.0, -0.5]), st.sampled_from([0.0, 1.0, 0.25]))
 def test_gemm_matches_numpy(rt, case, alpha, beta):
     dims, tiles, ta, tb = case
-    a_shape, a_tiles = _layout(dims, tiles, "bkm" if ta else "bmk")
-    b_shape, b_tiles = _layout(dims, tiles, "bnk" if tb else "bkn")
-    c_shape, c_tiles = _layout(dims, tiles, "bmn")
+    (a_shape, a_tiles), (b_shape, b_tiles), (c_shape, c_tiles) = gemm_layouts(case)
     a = RNG.standard_normal(a_shape).astype(np.float32)
     b = RNG.standard_normal(b_shape).astype(np.float32)
     c0 = RNG.standard_normal(c_shape).astype(np.float32)

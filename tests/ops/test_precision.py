@@ -16,8 +16,7 @@ from hypothesis import strategies as st
 
 import nntile_lab as nl
 from tests.conftest import cond_err
-from tests.ops.test_gemm import _layout, gemm_case
-from tests.strategies import shape_and_tiles
+from tests.strategies import gemm_case, gemm_layouts, shape_and_tiles
 
 ROOT = Path(__file__).resolve().parents[2]
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -103,9 +102,7 @@ def test_gemm_bf16_matches_float64(rt, case, alpha, beta):
     error is float32 accumulation (so gemm's own 1e-5); against the float32 values they
     were rounded from, two roundings of at most 2^-8 each per product."""
     dims, tiles, ta, tb = case
-    a_shape, a_tiles = _layout(dims, tiles, "bkm" if ta else "bmk")
-    b_shape, b_tiles = _layout(dims, tiles, "bnk" if tb else "bkn")
-    c_shape, c_tiles = _layout(dims, tiles, "bmn")
+    (a_shape, a_tiles), (b_shape, b_tiles), (c_shape, c_tiles) = gemm_layouts(case)
     a32 = RNG.standard_normal(a_shape).astype(np.float32)
     b32 = RNG.standard_normal(b_shape).astype(np.float32)
     c0 = RNG.standard_normal(c_shape).astype(np.float32)
