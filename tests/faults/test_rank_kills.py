@@ -4,16 +4,19 @@ nntile_lab.orphans). Every child has a time limit (the commands' own --timeout, 
 kill_at_random's bounds)."""
 from __future__ import annotations
 
-import importlib.util
 import shutil
 
 import pytest
 
+from tests.conftest import require
 from tests.faults.test_kills import kill_at_random
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("mpirun") is None or importlib.util.find_spec("mpi4py") is None,
-    reason="needs Open MPI's mpirun and mpi4py")
+
+@pytest.fixture(autouse=True)
+def _mpi():
+    """Open MPI and mpi4py are installed by `scripts/setup.sh test`: missing, fail loudly."""
+    require("mpi4py")
+    assert shutil.which("mpirun"), "mpirun is missing: scripts/setup.sh test installs Open MPI"
 
 
 @pytest.mark.parametrize("run", range(2))
