@@ -67,7 +67,7 @@ def interactive(fig: _MplFigure):
 
 def ipympl_classes():
     """ipympl's canvas and manager classes, imported without its side effect: importing the
-    ``ipympl`` package calls ``matplotlib.use("module://ipympl.backend_nbagg")`` when
+    ``ipympl`` package selects its own backend (``module://ipympl.backend_nbagg``) when
     matplotlib is loaded, which would switch the user's backend (and, with pyplot loaded,
     close their figures). ``matplotlib.use`` is a no-op for the length of that import."""
     if "ipympl.backend_nbagg" not in sys.modules:
