@@ -46,6 +46,19 @@ def _mpi_flags():
     return inc, mpi + libs
 
 
+def _opencl_flags():
+    """Link args of the OpenCL worker (ICD loader + CLBlast), or None without their headers
+    (then the extension has no OpenCL worker: Runtime(nopencl=N) says how to get one)."""
+    if os.environ.get("NNTILE_LAB_NO_OPENCL") == "1":
+        return None
+    if not all(os.path.exists(h) for h in ("/usr/include/CL/cl.h", "/usr/include/clblast_c.h")):
+        print("build: no OpenCL / CLBlast headers: building without the OpenCL worker "
+              "(apt-get install ocl-icd-opencl-dev opencl-headers libclblast-dev "
+              "pocl-opencl-icd)", file=sys.stderr)
+        return None
+    return ["-lOpenCL", "-lclblast"]
+
+
 def _openblas_include():
     try:
         import scipy_openblas32
@@ -93,6 +106,9 @@ sources = ([os.path.join(HERE, n) for n in ("mpi.c", "bench.c")]
            + sorted(glob.glob(os.path.join(HERE, "cpu", "*.c"))))
 cflags = _pkg_config("--cflags")
 mpi = _mpi_flags()
+opencl = _opencl_flags()
+if opencl:
+    sources += sorted(glob.glob(os.path.join(HERE, "opencl", "*.c")))
 ffibuilder.set_source(
     "nntile_lab._ext",
     '#include <starpu.h>\n#include "api.h"\n' + codegen.generate_c(),
@@ -101,10 +117,11 @@ ffibuilder.set_source(
     + (mpi[0] if mpi else []),
     # the flags the kernels were built with, for the benchmarks' records (nl_build_cflags)
     define_macros=([("NL_HAVE_MPI", "1")] if mpi else [])
+    + ([("NL_HAVE_OPENCL", "1"), ("CL_TARGET_OPENCL_VERSION", "120")] if opencl else [])
     + [("NL_CFLAGS", json.dumps(ARCH_FLAGS))],
     extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wno-unused-function"] + VALUE_SAFE
     + shlex.split(ARCH_FLAGS),
-    extra_link_args=(mpi[1] if mpi else []) + _pkg_config("--libs"),
+    extra_link_args=(mpi[1] if mpi else []) + (opencl or []) + _pkg_config("--libs"),
 )
 
 if __name__ == "__main__":

@@ -26,6 +26,12 @@ generates (``nntile_lab/ops/_generated.py``, one task per tile):
   width    which tile of the model the op runs on, for the kernel benchmark's sizes:
            "embd" (the residual stream, n_embd wide) or "inner" (the MLP's hidden layer)
 
+Any row may also carry an OpenCL implementation (the OpenCL worker, docs/accelerators.md):
+  opencl   "kernel": kernel ``nl_<name>`` of kernels/opencl/<family>.cl, one work item per
+           value (the row's first argument is ``i64 n``), taking the row's args then its
+           buffers; "host": a C function ``nl_ocl_<name>`` in kernels/opencl/ with the C
+           kernel's parameters, buffers as ``cl_mem`` (GEMM: CLBlast). "" : CPU only.
+
 The kernel's C signature is ``void nl_<name>(args..., buffers...)``: plain C
 with no StarPU in it, so a kernel can be read and tested on its own.
 """
@@ -47,46 +53,53 @@ class Codelet:
     doc: str = ""
     exps: str = "0"
     width: str = "embd"
+    # the OpenCL implementation, if any: "kernel" (kernel nl_<name> in
+    # kernels/opencl/<family>.cl, one work item per value, the row's args then buffers)
+    # or "host" (a C function nl_ocl_<name> in kernels/opencl/, e.g. CLBlast's GEMM)
+    opencl: str = ""
 
 
 CODELETS = [
     # elementwise.c
-    Codelet("fill", "W y", "i64 n, f32 value", "0"),
+    Codelet("fill", "W y", "i64 n, f32 value", "0", opencl="kernel"),
     Codelet("fill_i64", "W:i64 y", "i64 n, i64 value", "0"),
     # fill ordered after the tasks writing ``after`` (read, not used): a tile created
     # just before its first use (out of core: never evicted as zeros)
-    Codelet("fill_after", "R after, W y", "i64 n, f32 value", "0"),
-    Codelet("copy", "R x, W y", "i64 n", "0"),
+    Codelet("fill_after", "R after, W y", "i64 n, f32 value", "0", opencl="kernel"),
+    Codelet("copy", "R x, W y", "i64 n", "0", opencl="kernel"),
     Codelet("copy_i64", "R:i64 x, W:i64 y", "i64 n", "0"),
     Codelet("axpby", "R x, RW y", "i64 n, f32 alpha, f32 beta", "3*n",
             overwrite="beta == 0", py="add(x, y, alpha=1.0, beta=1.0)",
             doc="y[i] = α·x[i] + β·y[i], in place (β = 0 overwrites y). "
-                "``axpy`` is β = 1."),
+                "``axpy`` is β = 1.", opencl="kernel"),
     Codelet("scale", "R x, W out", "i64 n, f32 alpha", "n",
-            py="scale(x, alpha, out=None)", doc="out[i] = α·x[i]."),
+            py="scale(x, alpha, out=None)", doc="out[i] = α·x[i].", opencl="kernel"),
     Codelet("mul", "R a, R b, W out", "i64 n, f32 alpha", "2*n",
-            py="mul(a, b, out=None, alpha=1.0)", doc="out[i] = α·a[i]·b[i]."),
+            py="mul(a, b, out=None, alpha=1.0)", doc="out[i] = α·a[i]·b[i].", opencl="kernel"),
     Codelet("gelu", "R x, W out", "i64 n", "15*n", exps="n", width="inner",
             py="gelu(x, out=None)",
             doc="out[i] = x[i]/2 · (1 + tanh(√(2/π)·(x[i] + 0.044715·x[i]³)))  "
-                "(GPT-2's GELU)."),
+                "(GPT-2's GELU).", opencl="kernel"),
     Codelet("gelu_backward", "R x, R dy, RW dx", "i64 n, f32 beta", "25*n",
             overwrite="beta == 0", exps="n", width="inner",
             py="gelu_backward(x, dy, dx=None, beta=0.0)",
-            doc="dx[i] = dy[i]·gelu'(x[i]) + β·dx[i] (β = 0: a new or overwritten dx)."),
+            doc="dx[i] = dy[i]·gelu'(x[i]) + β·dx[i] (β = 0: a new or overwritten dx).",
+            opencl="kernel"),
     Codelet("relu", "R x, W out", "i64 n", "n", width="inner", py="relu(x, out=None)",
-            doc="out[i] = max(x[i], 0)  (ReLU; NaN stays NaN)."),
+            doc="out[i] = max(x[i], 0)  (ReLU; NaN stays NaN).", opencl="kernel"),
     Codelet("relu_backward", "R x, R dy, RW dx", "i64 n, f32 beta", "3*n",
             overwrite="beta == 0", width="inner", py="relu_backward(x, dy, dx=None, beta=0.0)",
-            doc="dx[i] = dy[i]·[x[i] > 0] + β·dx[i] (β = 0: a new or overwritten dx)."),
+            doc="dx[i] = dy[i]·[x[i] > 0] + β·dx[i] (β = 0: a new or overwritten dx).",
+            opencl="kernel"),
     Codelet("silu", "R x, W out", "i64 n", "6*n", exps="n", width="inner",
             py="silu(x, out=None)",
-            doc="out[i] = x[i]·σ(x[i]) = x[i] / (1 + exp(−x[i]))  (SiLU, or swish)."),
+            doc="out[i] = x[i]·σ(x[i]) = x[i] / (1 + exp(−x[i]))  (SiLU, or swish).",
+            opencl="kernel"),
     Codelet("silu_backward", "R x, R dy, RW dx", "i64 n, f32 beta", "11*n",
             overwrite="beta == 0", exps="n", width="inner",
             py="silu_backward(x, dy, dx=None, beta=0.0)",
             doc="dx[i] = dy[i]·σ(x[i])·(1 + x[i]·(1 − σ(x[i]))) + β·dx[i] (β = 0: a new or "
-                "overwritten dx)."),
+                "overwritten dx).", opencl="kernel"),
     # axis.c: reductions and broadcasts along an axis of an (m, k, n) tile
     Codelet("sum_slice", "R x, RW s", "i64 m, i64 k, i64 n, f32 alpha, f32 beta", "m*k*n + 3*m*n",
             overwrite="beta == 0"),
@@ -145,7 +158,7 @@ CODELETS = [
     Codelet("gemm", "R a, R b, RW c",
             "i64 batch, i64 m, i64 n, i64 k, i32 trans_a, i32 trans_b, f32 alpha, f32 beta",
             "2.0*batch*m*n*k",
-            overwrite="beta == 0"),
+            overwrite="beta == 0", opencl="host"),
     # embedding.c
     Codelet("embedding", "R:i64 ids, R table, RWC out",
             "i64 n, i64 e, i64 voff, i64 vrows, i64 vocab, i32 check", "0"),
