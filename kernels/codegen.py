@@ -2,6 +2,7 @@
 Python tile loops of its element-wise rows."""
 import glob
 import os
+import re
 import textwrap
 
 from codelets import CODELETS
@@ -55,7 +56,7 @@ def _opencl_funcs(row):
 
 def _opencl_wrapper(row):
     """The OpenCL function of a row: its tiles as cl_mem in the device's memory, then
-    either kernel nl_<name> of kernels/opencl/*.cl over n work items (opencl="kernel":
+    either kernel nl_<name> of kernels/opencl/*.cl over opencl_items work items (opencl="kernel":
     the row's scalar arguments, then its buffers, as the C kernel takes them) or the host
     function nl_ocl_<name> (opencl="host": e.g. CLBlast's GEMM, same parameters)."""
     if not row.opencl:
@@ -76,14 +77,18 @@ def _opencl_wrapper(row):
         params = [f"packed->{a}" for _, a in args] + [b for _, _, _, b, _ in bufs]
         call = f"    nl_ocl_{n}({', '.join(params)});\n"
     else:
-        if args[0] != ("int64_t", "n"):
-            raise TableError(f"codelet {n}: an opencl='kernel' row runs one work item per "
-                             "value: its first argument is 'i64 n'")
+        names = {a for _, a in args}
+        used = set(re.findall(r"[A-Za-z_]\w*", row.opencl_items))
+        if not used <= names:
+            raise TableError(f"codelet {n}: opencl_items={row.opencl_items!r} uses "
+                             f"{', '.join(sorted(used - names))}, not arguments of the row")
+        items = re.sub(r"[A-Za-z_]\w*", lambda w: f"packed->{w.group(0)}", row.opencl_items)
         values = [f"&packed->{a}" for _, a in args] + [f"&{b}" for _, _, _, b, _ in bufs]
         sizes = [f"sizeof packed->{a}" for _, a in args] + ["sizeof(cl_mem)"] * len(bufs)
         call = (f"    const void *const values[] = {{{', '.join(values)}}};\n"
                 f"    const size_t sizes[] = {{{', '.join(sizes)}}};\n"
-                f'    nl_ocl_launch("nl_{n}", packed->n, {len(values)}, sizes, values);\n')
+                f'    nl_ocl_launch("nl_{n}", (int64_t)({items}), {len(values)}, sizes, '
+                "values);\n")
     return (f"#ifdef NL_HAVE_OPENCL\nstatic void nl_opencl_{n}(void *buffers[], void *cl_arg)\n"
             f"{{\n    const struct nl_args_{n} *packed = cl_arg;\n{mems}{call}}}\n#endif\n")
 

@@ -27,10 +27,11 @@ generates (``nntile_lab/ops/_generated.py``, one task per tile):
            "embd" (the residual stream, n_embd wide) or "inner" (the MLP's hidden layer)
 
 Any row may also carry an OpenCL implementation (the OpenCL worker, docs/accelerators.md):
-  opencl   "kernel": kernel ``nl_<name>`` of kernels/opencl/<family>.cl, one work item per
-           value (the row's first argument is ``i64 n``), taking the row's args then its
-           buffers; "host": a C function ``nl_ocl_<name>`` in kernels/opencl/ with the C
-           kernel's parameters, buffers as ``cl_mem`` (GEMM: CLBlast). "" : CPU only.
+  opencl   "kernel": kernel ``nl_<name>`` of kernels/opencl/<family>.cl, taking the row's
+           args then its buffers, over ``opencl_items`` work items (a C expression of the
+           args, default "n": one per value); "host": a C function ``nl_ocl_<name>`` in
+           kernels/opencl/ with the C kernel's parameters, buffers as ``cl_mem`` (GEMM:
+           CLBlast); "": CPU only.
 
 The kernel's C signature is ``void nl_<name>(args..., buffers...)``: plain C
 with no StarPU in it, so a kernel can be read and tested on its own.
@@ -57,17 +58,19 @@ class Codelet:
     # kernels/opencl/<family>.cl, one work item per value, the row's args then buffers)
     # or "host" (a C function nl_ocl_<name> in kernels/opencl/, e.g. CLBlast's GEMM)
     opencl: str = ""
+    # opencl="kernel": how many work items, a C expression of the args (one per value)
+    opencl_items: str = "n"
 
 
 CODELETS = [
     # elementwise.c
     Codelet("fill", "W y", "i64 n, f32 value", "0", opencl="kernel"),
-    Codelet("fill_i64", "W:i64 y", "i64 n, i64 value", "0"),
+    Codelet("fill_i64", "W:i64 y", "i64 n, i64 value", "0", opencl="kernel"),
     # fill ordered after the tasks writing ``after`` (read, not used): a tile created
     # just before its first use (out of core: never evicted as zeros)
     Codelet("fill_after", "R after, W y", "i64 n, f32 value", "0", opencl="kernel"),
     Codelet("copy", "R x, W y", "i64 n", "0", opencl="kernel"),
-    Codelet("copy_i64", "R:i64 x, W:i64 y", "i64 n", "0"),
+    Codelet("copy_i64", "R:i64 x, W:i64 y", "i64 n", "0", opencl="kernel"),
     Codelet("axpby", "R x, RW y", "i64 n, f32 alpha, f32 beta", "3*n",
             overwrite="beta == 0", py="add(x, y, alpha=1.0, beta=1.0)",
             doc="y[i] = α·x[i] + β·y[i], in place (β = 0 overwrites y). "
@@ -115,11 +118,15 @@ CODELETS = [
     Codelet("sumsq_all", "R x, RW s", "i64 n, f32 alpha, f32 beta", "2*n + 3",
             overwrite="beta == 0"),
     Codelet("add_slice", "R s, RW x", "i64 m, i64 k, i64 n, f32 alpha, f32 beta", "3*m*k*n",
-            overwrite="beta == 0"),
-    Codelet("mul_slice", "R s, RW x", "i64 m, i64 k, i64 n", "m*k*n"),
+            overwrite="beta == 0",
+            opencl="kernel", opencl_items="m*k*n"),
+    Codelet("mul_slice", "R s, RW x", "i64 m, i64 k, i64 n", "m*k*n",
+            opencl="kernel", opencl_items="m*k*n"),
     Codelet("add_fiber", "R f, RW x", "i64 m, i64 k, i64 n, f32 alpha, f32 beta", "3*m*k*n",
-            overwrite="beta == 0"),
-    Codelet("mul_fiber", "R f, RW x", "i64 m, i64 k, i64 n", "m*k*n"),
+            overwrite="beta == 0",
+            opencl="kernel", opencl_items="m*k*n"),
+    Codelet("mul_fiber", "R f, RW x", "i64 m, i64 k, i64 n", "m*k*n",
+            opencl="kernel", opencl_items="m*k*n"),
     # norm.c: softmax and layer norm (flops count exp, sqrt and a division as one each)
     Codelet("softmax_sumexp", "R x, R mx, RW s", "i64 m, i64 k, i64 n, f32 beta",
             "3*m*k*n + 2*m*n",
@@ -174,11 +181,12 @@ CODELETS = [
     # optim.c
     Codelet("adamw", "RW p, R g, RW m, RW v",
             "i64 n, f32 beta1, f32 beta2, f32 one_m_beta1, f32 one_m_beta2, f32 step_size, "
-            "f32 inv_bc2_sqrt, f32 eps, f32 decay, f32 l2, f32 grad_scale", "17*n"),
-    Codelet("sgd", "RW p, R g", "i64 n, f32 lr, f32 wd, f32 grad_scale", "5*n"),
+            "f32 inv_bc2_sqrt, f32 eps, f32 decay, f32 l2, f32 grad_scale", "17*n",
+            opencl="kernel"),
+    Codelet("sgd", "RW p, R g", "i64 n, f32 lr, f32 wd, f32 grad_scale", "5*n", opencl="kernel"),
     Codelet("sgd_momentum", "RW p, R g, RW buf",
             "i64 n, f32 lr, f32 wd, f32 momentum, f32 one_m_dampening, i32 nesterov, "
-            "i32 first, f32 grad_scale", "10*n"),
+            "i32 first, f32 grad_scale", "10*n", opencl="kernel"),
     # layout.c
     Codelet("mask_causal", "RW x", "i64 batch, i64 m, i64 n, i64 row0, i64 col0, f32 value",
             "0"),

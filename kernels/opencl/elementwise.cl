@@ -16,6 +16,18 @@ __kernel void nl_fill_after(long n, float value, __global const float *after,
     if (i < n) y[i] = value;
 }
 
+__kernel void nl_fill_i64(long n, long value, __global long *y)
+{
+    long i = get_global_id(0);
+    if (i < n) y[i] = value;
+}
+
+__kernel void nl_copy_i64(long n, __global const long *x, __global long *y)
+{
+    long i = get_global_id(0);
+    if (i < n) y[i] = x[i];
+}
+
 __kernel void nl_copy(long n, __global const float *x, __global float *y)
 {
     long i = get_global_id(0);

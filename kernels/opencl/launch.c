@@ -10,8 +10,9 @@ static int loaded;
 int nl_ocl_load(const char *source)
 {
     if (loaded) nl_ocl_unload();
-    /* StarPU builds the program for each OpenCL device and says the build log on failure */
-    int ret = starpu_opencl_load_opencl_from_string(source, &program, "-cl-std=CL1.2");
+    /* StarPU builds the program for each OpenCL device and says the build log on failure.
+     * Division and sqrt correctly rounded, as on the CPU (OpenCL allows 2.5 and 3 ulp) */
+    int ret = starpu_opencl_load_opencl_from_string(source, &program, "-cl-std=CL1.2 -cl-fp32-correctly-rounded-divide-sqrt");
     if (ret) {
         nl_error("OpenCL: the kernels of kernels/opencl/ did not compile (code %d): see the "
                  "build log above", ret);
@@ -66,4 +67,22 @@ int nl_ocl_devices(int accelerators_only)
         if (clGetDeviceIDs(platforms[p], type, 0, NULL, &n) == CL_SUCCESS) total += (int)n;
     }
     return total;
+}
+
+void nl_ocl_zero_tile(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    cl_command_queue queue;
+    starpu_opencl_get_current_queue(&queue);
+    const int zero = 0;   /* any element type: all-zero bytes */
+    size_t bytes = (size_t)STARPU_VECTOR_GET_NX(buffers[0]) * STARPU_VECTOR_GET_ELEMSIZE(buffers[0]);
+    cl_int err = bytes % sizeof zero ? CL_INVALID_BUFFER_SIZE : CL_SUCCESS;
+    if (err == CL_SUCCESS && bytes)
+        err = clEnqueueFillBuffer(queue, (cl_mem)STARPU_VECTOR_GET_DEV_HANDLE(buffers[0]), &zero,
+                                  sizeof zero, STARPU_VECTOR_GET_OFFSET(buffers[0]), bytes, 0,
+                                  NULL, NULL);
+    if (err == CL_SUCCESS) err = clFinish(queue);
+    if (err != CL_SUCCESS)
+        nl_error("OpenCL: zeroing a fresh tile of %zu bytes failed: %s", bytes,
+                 starpu_opencl_error_string(err));
 }

@@ -22,6 +22,10 @@ int nl_ocl_devices(int accelerators_only);
 void nl_ocl_launch(const char *name, int64_t n, int nargs, const size_t *sizes,
                    const void *const *values);
 
+/* The tiles' init codelet on an OpenCL worker: a fresh tile first read there is zeros
+ * (kernels/runtime/tiles.c) */
+void nl_ocl_zero_tile(void *buffers[], void *cl_arg);
+
 /* GEMM through CLBlast (gemm.c) */
 void nl_ocl_gemm(int64_t batch, int64_t m, int64_t n, int64_t k, int32_t trans_a,
                  int32_t trans_b, float alpha, float beta, cl_mem a, cl_mem b, cl_mem c);

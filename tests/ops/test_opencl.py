@@ -43,7 +43,8 @@ def ocl():
 
 def test_the_table_gives_opencl_to_the_element_wise_family_and_gemm():
     assert {"add", "scale", "mul", "gelu", "gelu_backward", "relu", "silu"} <= set(OCL_OPS)
-    for row in ("fill", "copy", "gemm"):
+    for row in ("fill", "fill_i64", "copy", "copy_i64", "gemm", "adamw", "sgd",
+                "sgd_momentum", "add_slice", "mul_slice", "add_fiber", "mul_fiber"):
         assert _has_opencl(row)
     assert not _has_opencl("layer_norm_tile")
 
@@ -109,6 +110,78 @@ def test_gemm_on_opencl_matches_numpy(ocl, case, alpha, beta):
                           ndim=nk, batch_ndim=nb)
         ocl.wait()
     assert cond_err(got.to_numpy(), want, magnitude) <= 1e-5
+
+
+def _on_both(rt, arrays, tiles, run):
+    """``run(tensors)`` (tensors from ``arrays``, tiled by ``tiles[name]``) on the CPU and
+    on the OpenCL worker: the tensors it returns, as numpy, for each."""
+    out = {}
+    for kind in ("cpu", "opencl"):
+        tensors = {k: nl.from_numpy(v, tiles[k]) for k, v in arrays.items()}
+        with rt.on(kind):
+            got = run(tensors)
+            rt.wait()
+        if kind == "opencl":   # it ran there (see _run)
+            node = rt.opencl_memory_node()
+            assert all(lib.starpu_data_is_on_node(h, node) for t in got for h in _handles(t))
+        out[kind] = [t.to_numpy() for t in got]
+    return out["cpu"], out["opencl"]
+
+
+@given(shape_and_tiles(), st.data())
+def test_broadcasts_along_an_axis_on_opencl_match_cpu(ocl, case, data):
+    shape, tiles = case
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    alpha, beta = data.draw(st.floats(-2, 2)), data.draw(st.sampled_from([0.0, 1.0, -0.5]))
+    cut = lambda t: t[:axis] + t[axis + 1:]   # noqa: E731
+    arrays = {"x": RNG.standard_normal(shape).astype(np.float32),
+              "s": RNG.standard_normal(cut(shape) or (1,)).astype(np.float32),
+              "f": RNG.standard_normal((shape[axis],)).astype(np.float32)}
+    if len(shape) == 1:   # a slice of a vector is a scalar: no slice ops then
+        arrays.pop("s")
+    layout = {"x": tiles, "s": cut(tiles) or (1,), "f": (tiles[axis],)}
+    ops = [("add_fiber", "f", (alpha, beta)), ("mul_fiber", "f", ())]
+    if "s" in arrays:
+        ops += [("add_slice", "s", (alpha, beta)), ("mul_slice", "s", ())]
+    for name, v, scalars in ops:
+        cpu, ocl_ = _on_both(ocl, arrays, layout, lambda t, name=name, v=v, scalars=scalars:
+                             [getattr(nl.ops, name)(t[v], t["x"], axis, *scalars)])
+        assert rel_err(ocl_[0], cpu[0]) <= 1e-6, (name, shape, tiles, axis)
+
+
+@given(shape_and_tiles(), st.integers(1, 5), st.booleans())
+def test_optimizer_steps_on_opencl_match_cpu(ocl, case, step, decoupled):
+    shape, tiles = case
+    arrays = {k: RNG.standard_normal(shape).astype(np.float32) for k in ("p", "g", "buf")}
+    layout = dict.fromkeys(arrays, tiles)
+
+    def adamw(t):   # fresh moments: first read on the device, as zeros (the init codelet)
+        m, v = nl.tensor.empty(shape, tiles), nl.tensor.empty(shape, tiles)
+        nl.ops.adamw(t["p"], t["g"], m, v, step=step, lr=1e-2, weight_decay=0.1,
+                     decoupled=decoupled, grad_scale=0.5)
+        return [t["p"], m, v]
+
+    def sgd(t):
+        nl.ops.sgd(t["p"], t["g"], t["buf"], lr=0.1, momentum=0.9, weight_decay=0.01,
+                   nesterov=decoupled, first=step == 1)
+        nl.ops.sgd(t["p"], t["g"], None, lr=0.05)
+        return [t["p"], t["buf"]]
+
+    for run in (adamw, sgd):
+        cpu, ocl_ = _on_both(ocl, arrays, layout, run)
+        for want, got in zip(cpu, ocl_):
+            assert rel_err(got, want) <= 1e-6, (run.__name__, shape, tiles)
+
+
+def test_int64_tiles_fill_and_copy_on_opencl(ocl):
+    ids = RNG.integers(-2**40, 2**40, (7, 5))
+    t = nl.from_numpy(ids, (3, 2))
+    with ocl.on("opencl"):
+        c = nl.ops.copy(t)
+        z = nl.full((7, 5), 2**35 + 3, (4, 5), dtype=np.int64)
+        ocl.wait()
+    np.testing.assert_array_equal(c.to_numpy(), ids)
+    np.testing.assert_array_equal(z.to_numpy(), np.full((7, 5), 2**35 + 3))
 
 
 def test_a_tile_lives_in_the_device_memory_and_comes_back(ocl):
