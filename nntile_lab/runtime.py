@@ -127,6 +127,12 @@ class Runtime:
                              f"{NO_PRIORITIES[scheduler]}; run it with priorities=False "
                              "(--no-priorities)")
         self._opencl_env = _opencl_env(nopencl, opencl_memory_limit_mb)
+        if nopencl and scheduler == "heteroprio":
+            raise ValueError("scheduler='heteroprio' with nopencl ≥ 1: StarPU 1.3's heteroprio, "
+                             "given no bucket layout, puts every task in one bucket that each "
+                             "kind of worker must be able to run, and aborts on an op that has "
+                             "only a CPU implementation (layer_norm, softmax, ...); use dmda, "
+                             "dmdas, eager or lws with OpenCL workers")
         if buffer_cache_mb is not None and (not isinstance(buffer_cache_mb, int)
                                             or isinstance(buffer_cache_mb, bool)
                                             or buffer_cache_mb < 0):
