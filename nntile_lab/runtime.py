@@ -456,10 +456,30 @@ def _opencl_env(nopencl, limit_mb) -> dict:
                                  or limit_mb < 16 or not nopencl):
         raise ValueError(f"opencl_memory_limit_mb={limit_mb!r} must be an integer ≥ 16 (MiB) "
                          "with nopencl ≥ 1, or None for the device's whole memory")
+    # StarPU uses GPUs and accelerators only, unless told to take CPU devices (PoCL) too.
+    # It enumerates the devices once per process, at its first start (with nopencl=0
+    # too), so the choice must not depend on nopencl: CPU devices exactly when the
+    # machine has no other
+    built = lib.nl_opencl_built()
+    accelerators = opencl_devices(accelerators_only=True) if built else 0
     env = {"STARPU_LIMIT_OPENCL_MEM": None if limit_mb is None else str(limit_mb),
-           "STARPU_OPENCL_ON_CPUS": None, "STARPU_OPENCL_ONLY_ON_CPUS": None}
+           "STARPU_OPENCL_ON_CPUS": "1" if built and not accelerators else None,
+           "STARPU_OPENCL_ONLY_ON_CPUS": None}
     if not nopencl:
         return env
+    if not built:
+        raise ValueError(f"nopencl={nopencl}: this build of nntile_lab has no OpenCL worker "
+                         "(its OpenCL/CLBlast headers were missing): run scripts/setup.sh, "
+                         "then rebuild")
+    usable = accelerators or opencl_devices()
+    what = "GPU or accelerator" if accelerators else "OpenCL"
+    cap = min(lib.STARPU_MAXOPENCLDEVS, usable)
+    if nopencl > cap:
+        raise ValueError(f"nopencl={nopencl} but this machine has {usable} {what} "
+                         f"device(s) (`clinfo -l` lists them; StarPU takes at most "
+                         f"{lib.STARPU_MAXOPENCLDEVS}): ask for at most {cap}, or install a "
+                         "driver (Debian: pocl-opencl-icd gives a device on the CPU)")
+    return env
     if not lib.nl_opencl_built():
         raise ValueError(f"nopencl={nopencl}: this build of nntile_lab has no OpenCL worker "
                          "(its OpenCL/CLBlast headers were missing): run scripts/setup.sh, "

@@ -144,6 +144,10 @@ class ExperimentSpec:
                                  "(critical path first; prio, lws, dmdas, dmdasd honour them) "
                                  "(default: on, except under heteroprio, which cannot take "
                                  "them)", bool)
+    nopencl: int = _f(0, "runtime", "OpenCL workers, one per device (a GPU's, or PoCL's on "
+                      "the CPU; docs/accelerators.md)", int)
+    opencl_memory_limit_mb: int | None = _f(None, "runtime", "cap on each OpenCL device's "
+                                            "memory for tiles (MiB; needs nopencl)", int)
     hints: str | None = _f("auto", "runtime",
                            "memory hints, a comma set of " + ", ".join(HINTS)
                            + " ('all', 'none'); they matter out of core", str)
@@ -183,7 +187,7 @@ class ExperimentSpec:
             v = getattr(self, name)
             if v is not None and v < 1:
                 raise ValueError(f"{name}={v!r} (--{_opt(name)}) must be ≥ 1")
-        for name in ("warmup", "warmup_steps", "eval_every", "checkpoint_every"):
+        for name in ("warmup", "warmup_steps", "eval_every", "checkpoint_every", "nopencl"):
             v = getattr(self, name)
             if v is not None and v < 0:
                 raise ValueError(f"{name}={v!r} (--{_opt(name)}) must be ≥ 0")
@@ -192,6 +196,9 @@ class ExperimentSpec:
             if v is not None and not v >= 0:
                 raise ValueError(f"{name}={v!r} (--{_opt(name)}) must be ≥ 0")
         parse_hints(self.hints)
+        if self.opencl_memory_limit_mb is not None and not self.nopencl:
+            raise ValueError(f"opencl_memory_limit_mb={self.opencl_memory_limit_mb} "
+                             "(--opencl-memory-limit-mb) needs OpenCL workers: --nopencl N")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer={self.optimizer!r} is unknown; valid ones: "
                              f"{', '.join(OPTIMIZERS)}")
@@ -260,6 +267,8 @@ class ExperimentSpec:
               "ooc_size_mb": self.ooc_size_mb, "hints": self.hints}
         if self.priorities is not None:
             kw["priorities"] = self.priorities
+        if self.nopencl:
+            kw.update(nopencl=self.nopencl, opencl_memory_limit_mb=self.opencl_memory_limit_mb)
         return kw
 
     def schedule(self):
