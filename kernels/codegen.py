@@ -122,8 +122,8 @@ def _glue(op_id, row):
     pick = (f"({' || '.join(f'{w} == {r}' for w, r in pairs)}) ? &nl_cl_{n}_rw : &nl_cl_{n}"
             if pairs else f"&nl_cl_{n}")
     # ``overwrite`` true (beta == 0): a twin whose RW tiles are W — StarPU would otherwise
-    # zero-fill a fresh tile before the task (measured: 1.7 ms before each 16 MiB logits
-    # gemm of the main job) or read an evicted one back, to have it overwritten unread.
+    # zero-fill a fresh tile before the task (a cost BENCHMARKS.md records) or read an
+    # evicted one back, to have it overwritten unread.
     # Not when an RW tile is also an input (then the kernel reads it).
     if row.overwrite:
         w_modes = ", ".join("STARPU_W" if m == "STARPU_RW" else m for _, m, _, _, _ in bufs)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from nntile_lab.bench import schedulers, train
@@ -128,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    os.environ.setdefault("MPLBACKEND", "Agg")   # the CLI draws files, never windows
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

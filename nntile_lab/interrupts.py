@@ -39,3 +39,19 @@ def _deliver(handler, frame) -> None:
         return
     handler(signal.SIGINT, frame)
 
+
+
+class Interrupted(KeyboardInterrupt):
+    """A Ctrl-C (Jupyter's "interrupt kernel") that ended a long call, with what was kept.
+
+    Still a KeyboardInterrupt (code that catches those, and the CLI's exit code 130, work as
+    before); ``what`` is also its note, so the CLI's one line names it. Jupyter shows it as
+    that one line (``_render_traceback_``, IPython's hook) instead of a traceback through
+    the library's internals and subprocess."""
+
+    def __init__(self, what: str):
+        super().__init__(what)
+        self.add_note(what)
+
+    def _render_traceback_(self) -> list[str]:
+        return ["Interrupted: " + "; ".join(getattr(self, "__notes__", ()) or [str(self)])]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 
 from nntile_lab._lib import ffi, lib
 from nntile_lab.interrupts import deferred_interrupts
@@ -152,15 +153,14 @@ class Runtime:
         self.memory_limit_mb, self.ooc_dir, self.ooc_size_mb = memory_limit_mb, ooc_dir, ooc_size_mb
         self.profiling = profiling
         self.alive = False
+        self._with_blocks = 0        # `with` blocks using it: never replaced under them
         self.generation = 0          # bumped at each start: tensors of a past run are stale
         self.start()
 
     # ---- life cycle --------------------------------------------------------
     def start(self) -> Runtime:
         if Runtime.active is not None:
-            raise RuntimeError(f"a runtime is already running ({Runtime.active!r}); StarPU "
-                               "allows one per process: stop it (rt.stop() or leave its "
-                               "`with` block) before starting another")
+            self._replace_in_notebook(Runtime.active)
         if self.ooc_dir is not None:
             _check_ooc_dir(self.ooc_dir)
         if self.memory_limit_mb is not None:   # freed tiles go back to the system
@@ -241,10 +241,32 @@ class Runtime:
                 Runtime.active = None
             self.raise_task_error()
 
+    def _replace_in_notebook(self, old: Runtime) -> None:
+        """StarPU allows one runtime per process. In a Jupyter/IPython kernel re-running
+        the set-up cell is the normal thing to do: the running one (unless a `with` block
+        holds it) finishes its tasks and stops, and a line says so. Elsewhere a second
+        runtime is a mistake: an error says how to stop the first."""
+        interactive = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+        if interactive is None or old._with_blocks:
+            raise RuntimeError(f"a runtime is already running ({old!r}); StarPU allows one "
+                               "per process: stop it (rt.stop() or leave its `with` block) "
+                               "before starting another")
+        failed = ""
+        try:
+            old.stop()
+        except TaskError as exc:      # the old run's failure: said, not in the new one's way
+            failed = f" (one of its tasks had failed: {exc})"
+        workers = f"{old.ncpu} worker{'s' if old.ncpu > 1 else ''}"
+        print(f"nntile_lab: stopped the runtime that was running ({old.scheduler}, {workers}) "
+              f"after its tasks finished{failed}: StarPU allows one per process; tensors "
+              "made under it cannot be used in this one")
+
     def __enter__(self) -> Runtime:
+        self._with_blocks += 1
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        self._with_blocks -= 1
         if exc is not None and getattr(self, "mpi", None) is not None:
             self.mpi.abort(exc)   # the other ranks wait for this one: never stop politely
         if exc is None:

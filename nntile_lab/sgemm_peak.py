@@ -10,8 +10,8 @@ BLAS is left at one thread.
 Why best of many short trials in rounds apart: on a shared machine a neighbour's burst
 slows some matmuls, never speeds one up, so the fastest trial is the closest to the
 machine's rate; trials spread over rounds a pause apart are not all covered by one burst
-(a single median of five, taken inside a busy run, once read 218 GFLOP/s where the machine
-gives 311 — BENCHMARKS.md, "One sgemm peak").
+(a median of five back to back, taken inside a busy run, read far below the machine's rate
+and inflated the MFU: BENCHMARKS.md, "One sgemm peak").
 
 Cache: ``~/.cache/nntile_lab/sgemm_peak.json`` (``$NNTILE_LAB_CACHE`` overrides the directory),
 one entry per CPU model, BLAS threads and numpy's BLAS (library, version and core type: the

@@ -19,11 +19,12 @@ KERNEL_NAME = "python3"
 
 def kernel_env(root: Path) -> dict[str, str]:
     """What the kernel adds to the inherited environment: this checkout first on the path, a
-    cache of its own under ``root`` (a test measures, never reads a user's cache), and
-    smoke sizes unless the caller chose (``NNTILE_LAB_SMOKE=0`` runs the notebooks full size)."""
+    cache of its own under ``root`` (a test measures, never reads a user's cache), the
+    notebooks' ``runs/`` under ``root`` (never the checkout's), and smoke sizes unless the
+    caller chose (``NNTILE_LAB_SMOKE=0`` runs the notebooks full size)."""
     path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
     return {"PYTHONPATH": path, "NNTILE_LAB_SMOKE": os.environ.get("NNTILE_LAB_SMOKE", "1"),
-            "NNTILE_LAB_CACHE": str(root / "cache")}
+            "NNTILE_LAB_CACHE": str(root / "cache"), "NNTILE_LAB_RUNS": str(root / "runs")}
 
 
 def write_kernel_spec(root: Path) -> Path:

@@ -8,9 +8,8 @@
  * StarPU frees a tile's RAM buffer when the tile is unregistered, and a model frees its
  * temporaries every step. glibc returns a block above its mmap threshold (at most 32 MiB)
  * to the system at once, so the next step's tile of the same size arrives as fresh pages
- * that fault on first touch inside a kernel: at n_embd 1024 the 32 MiB logits-gradient
- * tiles took 230 ms per step in cross_entropy_backward against 60 ms on warm pages. In
- * memory, the runtime routes StarPU's RAM allocations through these hooks: a freed buffer
+ * that fault on first touch inside a kernel, which then runs several times slower than on
+ * warm pages (BENCHMARKS.md, "Measurements formerly in code comments"). In memory, the runtime routes StarPU's RAM allocations through these hooks: a freed buffer
  * of at least CACHE_MIN bytes is kept, by size, and handed to the next allocation of that
  * size; beyond `cache_cap` bytes kept, buffers are freed. Out of core the cache is off
  * (the process must stay under its cap). StarPU counts its memory before calling a hook,

@@ -26,10 +26,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 
 from nntile_lab import memory
 from nntile_lab.data.bins import atomic_write_bytes
+from nntile_lab.jupyter_figure import Figure
 from nntile_lab.record import write_record
 from nntile_lab.spec import ExperimentSpec
 from nntile_lab.sweep import run as sweep_run

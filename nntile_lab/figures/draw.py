@@ -2,7 +2,8 @@
 
 The axes follow the paper's: model size on a categorical x axis, throughput as grouped bars,
 a run that did not fit as 0 (marked ×, as the paper's missing bars are).  Functions return
-matplotlib Figures; ``save`` writes PNG + PDF + the CSV behind each.
+matplotlib Figures (no pyplot state: the process's backend is the user's; in Jupyter they
+display themselves); ``save`` writes PNG + PDF + the CSV behind each.
 """
 from __future__ import annotations
 
@@ -10,15 +11,12 @@ import os
 import tempfile
 from pathlib import Path
 
-import matplotlib
+import pandas as pd
 
-matplotlib.use(os.environ.get("MPLBACKEND") or "Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from nntile_lab.figures.family import SYSTEMS  # noqa: E402
+from nntile_lab.figures.family import SYSTEMS
 from nntile_lab.figures.paper import SETUPS
-from nntile_lab.figures.records import CATEGORIES, OOC_CATEGORY  # noqa: E402
+from nntile_lab.figures.records import CATEGORIES, OOC_CATEGORY
+from nntile_lab.jupyter_figure import Figure
 
 COLORS = {"nntile_lab": "#1f77b4", "torch_fp32": "#ff7f0e", "torch_bf16": "#2ca02c",
           "NNTile tf32": "#1f77b4", "PyTorch FSDP tf32": "#ff7f0e",
@@ -70,7 +68,8 @@ def throughput_table(df: pd.DataFrame, n_layer: int) -> pd.DataFrame:
 
 
 def throughput_figure(df: pd.DataFrame, n_layer: int, cap_mb: float, panel: str = ""):
-    fig, ax = plt.subplots(figsize=(7, 3.8))
+    fig = Figure(figsize=(7, 3.8))
+    ax = fig.subplots()
     table = throughput_table(df, n_layer)
     grouped_bars(ax, table, "training GFLOP/s (model FLOPs)", labels=SYSTEMS)
     ooc = {size_label(p) for p in df[(df.n_layer == n_layer) & df.out_of_core
@@ -98,7 +97,8 @@ def memory_figure(df: pd.DataFrame, n_layer: int, cap_mb: float, panel: str = ""
     t = memory_table(df, n_layer)
     sizes = sorted({p for p, _ in t.index})
     systems = [s for s in ("nntile_lab", "torch_fp32") if s in {s for _, s in t.index}]
-    fig, ax = plt.subplots(figsize=(9, 3.8))
+    fig = Figure(figsize=(9, 3.8))
+    ax = fig.subplots()
     width = 0.8 / max(1, len(systems))
     for j, system in enumerate(systems):
         bottom = [0.0] * len(sizes)
@@ -145,7 +145,8 @@ def reference_table(ref: pd.DataFrame, setup: str) -> pd.DataFrame:
 
 def reference_figure(ref: pd.DataFrame):
     """The paper's own points (NNTile vs PyTorch FSDP on A100s), same axes style."""
-    fig, axes = plt.subplots(len(SETUPS), 1, figsize=(11, 3.2 * len(SETUPS)))
+    fig = Figure(figsize=(11, 3.2 * len(SETUPS)))
+    axes = fig.subplots(len(SETUPS), 1)
     for ax, (setup, title) in zip(axes, SETUPS.items()):
         grouped_bars(ax, reference_table(ref, setup), "Tflops/s")
         ax.set_title(f"the paper: {title} (× = out of memory; blank = value not stated)",
@@ -166,7 +167,6 @@ def save(fig, out_dir: Path, name: str, table: pd.DataFrame | None = None) -> li
                              lambda p, ext=ext: fig.savefig(p, dpi=110, format=ext)))
     if table is not None:
         paths.append(_atomic(out_dir / f"{name}.csv", lambda p: table.to_csv(p)))
-    plt.close(fig)
     return paths
 
 

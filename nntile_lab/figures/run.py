@@ -70,9 +70,11 @@ def _run_process(plan, system, n_layer, n_embd, base, *, out_of_core: bool) -> d
 
 
 def run_figures(plan: FigurePlan, out_dir: str | os.PathLike, *, resume: bool = True,
-                progress: bool = True) -> pd.DataFrame:
+                progress=True) -> pd.DataFrame:
     """Measure the plan's points (a point whose record exists for the same plan is reused, so
-    an interrupted run resumes), then draw everything into ``out_dir``."""
+    an interrupted run resumes), then draw everything into ``out_dir``. ``progress``: a line
+    per point on stderr (True), on a stream of yours (a notebook passes ``sys.stdout``), or
+    none (False)."""
     plan = plan.with_bf16_resolved()
     out_dir = Path(out_dir)
     points = point_list(plan)
@@ -92,7 +94,7 @@ def run_figures(plan: FigurePlan, out_dir: str | os.PathLike, *, resume: bool = 
             print(f"[{i}/{len(points)} {time.perf_counter() - t0:5.0f} s] {SYSTEMS[system]:22s}"
                   f" L={n_layer} E={n_embd}: {res['status']}"
                   + (f", {res['gflops']:.1f} GFLOP/s" if res["status"] == "ok" else ""),
-                  file=sys.stderr, flush=True)
+                  file=progress if hasattr(progress, "write") else sys.stderr, flush=True)
     _drop_stale_records(out_dir, points)
     return redraw(out_dir)
 

@@ -233,9 +233,9 @@ def report(res: dict) -> str:
 
 def plot(res: dict, path: str) -> str:
     """Measured points (fitted: filled, held out: hollow) and the model's lines, log-log."""
-    import matplotlib  # heavy: only a plot loads pyplot (the ranks and the CLI's text never do)
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # after use("Agg"): a file, never a window
+    # heavy: only a plot loads pyplot (the ranks and the CLI's text never do); the backend
+    # stays the process's (the CLI picks Agg; a notebook keeps its own)
+    import matplotlib.pyplot as plt
     fit_rows, held = split(res["rows"])
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for i, op in enumerate(res["model"]):

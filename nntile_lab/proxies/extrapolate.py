@@ -141,19 +141,25 @@ def report(rows: list) -> str:
 
 
 def plot(rows: list, path: str, title: str = "") -> str:
-    """Iteration time (solid) and exposed communication (dashed) against nodes, per link."""
-    import matplotlib  # heavy: only a plot loads pyplot
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # after use("Agg"): a file, never a window
+    """Iteration time (solid) and exposed communication (dashed) against nodes, per link;
+    no exposed point where nothing is exposed (0 has no place on a log axis)."""
+    # heavy: only a plot loads pyplot; the backend stays the process's (the CLI picks Agg)
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for i, name in enumerate(dict.fromkeys(r["link"] for r in rows if "link" in r)):
         pts = [r for r in rows if r.get("link") == name]
         xs = [r["nodes"] for r in pts]
         ax.plot(xs, [r["iteration_s"] for r in pts], "o-", color=f"C{i}", label=name)
-        ax.plot(xs, [max(r["exposed_s"], 1e-9) for r in pts], "x--", color=f"C{i}", lw=1)
+        exposed = [(x, r["exposed_s"]) for x, r in zip(xs, pts) if r["exposed_s"] > 0]
+        ax.plot([x for x, _ in exposed], [e for _, e in exposed], "x--", color=f"C{i}", lw=1)
     ax.set(xscale="log", yscale="log", xlabel="nodes (one rank each)", ylabel="seconds",
            title=title or "extrapolated iteration (solid) and exposed communication (dashed)")
-    ax.legend(fontsize=8)
+    handles, _ = ax.get_legend_handles_labels()
+    ax.legend(handles=[*handles, Line2D([], [], color="k", marker="o", label="iteration"),
+                       Line2D([], [], color="k", marker="x", ls="--", lw=1,
+                              label="exposed communication (none: not drawn)")],
+              fontsize=8)
     fig.tight_layout()
     save_figure(fig, path)
     plt.close(fig)

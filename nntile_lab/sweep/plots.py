@@ -1,4 +1,5 @@
-"""Figures of a sweep's DataFrame (matplotlib Figures, no pyplot state).
+"""Figures of a sweep's DataFrame (matplotlib Figures that display themselves in Jupyter,
+no pyplot state).
 
 ``varied(df)``          the spec fields that take more than one value in the sweep.
 ``best(df, by)``        the row with the highest ``by`` among points without an error.
@@ -6,7 +7,8 @@
                         against it, one line per combination of the other varied fields;
                         two numeric axes and nothing else varied: a GFLOP/s heatmap.
                         The best point is marked with a star; failed points show as 0
-                        (the paper's convention) with an ×.
+                        (the paper's convention) with an ×; when no point ran the
+                        figure says so in words.
 ``scheduler_figure(df)`` GFLOP/s bars per scheduler (grouped by the other varied
                         fields, e.g. priorities), min–max spread as error bars.
 """
@@ -16,8 +18,8 @@ import math
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 
+from nntile_lab.jupyter_figure import WIDTH, Figure
 from nntile_lab.spec import field_names
 
 
@@ -61,13 +63,11 @@ def _order(values) -> list:
 def tile_figure(df: pd.DataFrame, x: str | None = None, title: str | None = None) -> Figure:
     axes = varied(df)
     x = x or (axes[0] if axes else None)
-    fig = Figure(figsize=(10, 4.2), layout="constrained")
-    if x is None or not len(df):
-        ax = fig.subplots()
-        ax.text(0.5, 0.5, "no points yet" if not len(df) else "one point: nothing varies",
-                ha="center", va="center", transform=ax.transAxes)
-        ax.set_axis_off()
-        return fig
+    fig = Figure(figsize=(WIDTH, 4.2), layout="constrained")
+    if x is None or not len(df) or not len(ok_rows(df)):
+        return _words(fig, "no points yet" if not len(df) else
+                      f"none of the {len(df)} points ran (their errors say why)"
+                      if not len(ok_rows(df)) else "one point: nothing varies")
     rest = [a for a in axes if a != x]
     numeric = len(rest) == 1 and all(pd.api.types.is_numeric_dtype(df[a].dropna())
                                      for a in (x, rest[0]))
@@ -92,7 +92,7 @@ def _lines(fig, df, x, rest):
     groups = df.groupby([_text(df[r]) for r in rest], sort=False) if rest else [("", df)]
     failed_label = "failed (0)"
     for _, g in groups:
-        label = _label(g.iloc[0], rest)
+        label = _label(g.iloc[0], rest) if rest else None   # one line: nothing to tell apart
         good = ok_rows(g)
         xs = [pos[v] for v in good[x]]
         gf = good["gflops"].astype(float).to_numpy()
@@ -109,7 +109,7 @@ def _lines(fig, df, x, rest):
     b = best(df)
     if b is not None:
         ax.plot([pos[b[x]]], [b["gflops"]], "*", ms=18, color="gold", mec="black",
-                label=f"best: {b['gflops']:.1f} GFLOP/s")
+                label=f"best: {b['gflops']:.3g} GFLOP/s")
     for a, ylab in ((ax, "GFLOP/s (model FLOPs, median; bars min–max)"),
                     (bx, "step time (ms, median)")):
         a.set_xticks(range(len(order)), [str(v) for v in order])
@@ -117,7 +117,15 @@ def _lines(fig, df, x, rest):
         a.set_ylabel(ylab)
         a.grid(alpha=0.3)
     ax.set_ylim(bottom=0)
+    bx.set_ylim(bottom=0)
     ax.legend(fontsize="small")
+
+
+def _words(fig, text: str) -> Figure:
+    """A figure that is a sentence: no empty axes for an empty or failed result."""
+    fig.text(0.5, 0.5, text, ha="center", va="center", fontsize="large")
+    fig.set_size_inches(fig.get_figwidth(), 1.2)
+    return fig
 
 
 def _heatmap(fig, df, x, y):
@@ -133,12 +141,12 @@ def _heatmap(fig, df, x, y):
         for j in range(len(xs)):
             if not math.isnan(grid[i, j]):
                 bright = grid[i, j] > np.nanmin(grid) + 0.6 * np.ptp(grid[~np.isnan(grid)])
-                ax.text(j, i, f"{grid[i, j]:.1f}", ha="center", va="center",
+                ax.text(j, i, f"{grid[i, j]:.3g}", ha="center", va="center",
                         color="black" if bright else "white", fontsize="small")
     b = best(df)
     if b is not None:
         ax.plot([xpos[b[x]] - 0.35], [ypos[b[y]] + 0.3], "*", ms=18, color="gold",
-                mec="black", label=f"best: {b['gflops']:.1f} GFLOP/s")
+                mec="black", label=f"best: {b['gflops']:.3g} GFLOP/s")
         ax.legend(loc="upper right", fontsize="small")
     ax.set_xticks(range(len(xs)), [str(v) for v in xs])
     ax.set_yticks(range(len(ys)), [str(v) for v in ys])
@@ -146,13 +154,15 @@ def _heatmap(fig, df, x, y):
     ax.set_ylabel(y)
 
 
-def scheduler_figure(df: pd.DataFrame, title: str | None = None) -> Figure:
-    fig = Figure(figsize=(max(6, 0.7 * max(len(df), 1) + 3), 4.2), layout="constrained")
+def scheduler_figure(df: pd.DataFrame, title: str | None = None,
+                     spread: str = "measured steps") -> Figure:
+    """``spread``: what the whiskers span (``"repeats"`` after ``aggregate_repeats``)."""
+    fig = Figure(figsize=(min(WIDTH, max(7, 0.5 * max(len(df), 1) + 3)), 4.6),
+                 layout="constrained")
+    if not len(df) or not len(ok_rows(df)):
+        return _words(fig, "no points yet" if not len(df) else
+                      f"none of the {len(df)} points ran (their errors say why)")
     ax = fig.subplots()
-    if not len(df):
-        ax.text(0.5, 0.5, "no points yet", ha="center", va="center", transform=ax.transAxes)
-        ax.set_axis_off()
-        return fig
     rest = [a for a in varied(df) if a != "scheduler"]
     scheds = _order(df["scheduler"].tolist())
     groups = list(df.groupby([_text(df[r]) for r in rest], sort=False)) if rest \
@@ -176,13 +186,15 @@ def scheduler_figure(df: pd.DataFrame, title: str | None = None) -> Figure:
                 ax.plot([xs[-1]], [v], "*", ms=16, color="gold", mec="black", zorder=5)
         ax.bar(xs, hs, width=width, yerr=[lo, hi], capsize=3, label=label)
     ax.set_xticks(range(len(scheds)), scheds, rotation=45, ha="right")
-    ax.set_ylabel("GFLOP/s (median; bars min–max over measured steps; 0 = failed)")
+    ax.set_ylabel("GFLOP/s (median)")
     ax.grid(axis="y", alpha=0.3)
     if rest:
         ax.legend(fontsize="small")
     n_ok = len(ok_rows(df))
     ax.set_title((title or "Schedulers") + f" — {len(df)} points"
-                 + (f", {len(df) - n_ok} failed" if n_ok < len(df) else ""))
+                 + (f", {len(df) - n_ok} failed (0, ★ = best)" if n_ok < len(df)
+                    else " (★ = best)")
+                 + f"\nbars: median; whiskers: min–max over {spread}")
     return fig
 
 

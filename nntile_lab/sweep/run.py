@@ -27,6 +27,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from nntile_lab import memory, sgemm_peak
+from nntile_lab.interrupts import Interrupted
 from nntile_lab.spec import ExperimentSpec, field_names
 from nntile_lab.sweep.cache import Cache, code_version
 from nntile_lab.sweep.grid import InvalidSpec
@@ -141,6 +142,9 @@ def run(specs, cache_dir=None, *, isolate: bool = True, progress: bool = True,
                 bar.set_postfix({"GFLOP/s": f"{row['gflops']:.1f}"}, refresh=False)
             if on_point is not None:
                 on_point(row)
+    except KeyboardInterrupt:
+        raise Interrupted(f"sweep stopped after {len(rows)} of {len(specs)} points; the "
+                          "finished ones are cached: run it again to resume") from None
     finally:
         bar.close()
     df = pd.DataFrame.from_records(rows, columns=list(rows[0]) if rows else

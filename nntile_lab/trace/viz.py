@@ -1,9 +1,13 @@
-"""Figures of a trace (matplotlib, no pyplot state: each function returns a Figure;
-``fig.savefig(path)`` writes it).
+"""Figures of a trace (matplotlib, no pyplot state: each function returns a Figure that
+displays itself in Jupyter, interactive under ``%matplotlib widget``; ``fig.savefig(path)``
+writes it).
 
 ``gantt(tr, window=None, step=None)``  one row per worker, one bar per task coloured by
                                        op, a figure legend of the ops shown;
-                                       ``window=(t0, t1)`` in µs or ``step=k`` zooms in.
+                                       ``window=(t0, t1)`` in µs or ``step=k`` zooms in;
+                                       the status line names the task under the cursor.
+``op_colors(names)``  one colour per op: an op family (matmul, attention, layer norm, …)
+                      shares a hue, its members differ in shade.
 ``utilisation(tr)``   busy workers over time, and per worker executing / sleeping /
                       overhead time (StarPU's counters).
 ``memory(tr)``        bytes per memory node over time; by category (parameters,
@@ -16,38 +20,88 @@
 """
 from __future__ import annotations
 
+import colorsys
 import os
+import re
 
 import numpy as np
-from matplotlib import colormaps
-from matplotlib.figure import Figure
+from matplotlib.colors import to_rgb
 from matplotlib.patches import Patch
 
+from nntile_lab.jupyter_figure import WIDTH, Figure
 from nntile_lab.trace import metrics
 from nntile_lab.trace.tables import REGISTERED_NODE
 
 MiB = float(1 << 20)
 
 
+# op families, first match wins (prefixes of the codelet names); each family one hue
+FAMILIES = (
+    ("matmul", r"gemm", "#1f77b4"),
+    ("attention", r"softmax|mask_causal", "#ff7f0e"),
+    ("layer norm", r"layer_norm", "#2ca02c"),
+    ("loss", r"cross_entropy", "#d62728"),
+    ("optimizer", r"adamw|sgd", "#9467bd"),
+    ("embedding", r"embedding", "#8c564b"),
+    ("activation", r"gelu", "#e377c2"),
+    ("reduction", r"(sum|sumsq|sumprod|max)_", "#bcbd22"),
+    ("broadcast", r"(add|mul)_(slice|fiber)", "#17becf"),
+    ("layout", r"permute|transpose", "#393b79"),
+    ("elementwise", r"fill|copy|axpby|scale|mul", "#7f7f7f"),
+)
+OTHER = ("other", "", "#4a4a4a")
+
+
+def op_family(name: str) -> str:
+    return _family(name)[0]
+
+
+def _family(name: str):
+    return next((f for f in FAMILIES if re.match(f[1], name)), OTHER)
+
+
+def legend_order(name: str) -> tuple:
+    """Ops in a legend: by family (in FAMILIES' order), then by name."""
+    fam = _family(name)
+    return (FAMILIES.index(fam) if fam in FAMILIES else len(FAMILIES), name)
+
+
 def op_colors(names) -> dict:
-    """A fixed colour per op name (sorted), so every figure agrees; strong colours first."""
-    palette = [c for name in ("tab10", "Dark2", "Set1", "tab20b", "tab20c")
-               for c in colormaps[name].colors]
-    return {n: palette[i % len(palette)] for i, n in enumerate(sorted(set(names)))}
+    """One colour per op name: the ops of a family share its hue and differ in lightness
+    (sorted by name, darkest first), so no two ops of ``names`` share a colour and every
+    figure of the same trace agrees."""
+    members: dict[tuple, list[str]] = {}
+    for n in sorted(set(names)):
+        members.setdefault(_family(n), []).append(n)
+    colors = {}
+    for (_, _, base), ops in members.items():
+        h, light, sat = colorsys.rgb_to_hls(*to_rgb(base))
+        if len(ops) == 1:
+            shades = [light]
+        else:   # an even spread around the base lightness, kept off black and white
+            lo, hi = max(0.22, light - 0.25), min(0.82, light + 0.3)
+            shades = [lo + (hi - lo) * i / (len(ops) - 1) for i in range(len(ops))]
+        for n, li in zip(ops, shades):
+            colors[n] = colorsys.hls_to_rgb(h, li, sat)
+    return colors
 
 
-def gantt(tr, window: tuple[float, float] | None = None, step: int | None = None) -> Figure:
+def gantt(tr, window: tuple[float, float] | None = None, step: int | None = None, *,
+          title: str | None = None, colors: dict | None = None) -> Figure:
+    """Tasks per worker over time. ``title`` names the slice shown (default: the window,
+    step or "whole trace"); ``colors`` the op colours of a larger trace this one is a slice
+    of (so that a slice keeps its ops' colours)."""
     t = tr.tasks
     if step is not None:
         window = _step_window(tr, step)
     if window is not None:
         t = t[(t["end_us"] > window[0]) & (t["start_us"] < window[1])]
     workers = sorted(set(tr.tasks["worker"]))
-    colors = op_colors(tr.tasks["name"])
-    shown = sorted(set(t["name"]))
-    ncol = min(6, max(len(shown), 1))
+    colors = colors or op_colors(tr.tasks["name"])
+    shown = sorted(set(t["name"]), key=legend_order)
+    ncol = min(4, max(len(shown), 1))     # the longest op names, 4 across WIDTH
     legend_rows = -(-len(shown) // ncol)
-    fig = Figure(figsize=(12, 1.6 + 0.6 * max(len(workers), 1) + 0.25 * legend_rows),
+    fig = Figure(figsize=(WIDTH, 1.6 + 0.6 * max(len(workers), 1) + 0.25 * legend_rows),
                  layout="constrained")
     ax = fig.add_subplot()
     for (w, name), mine in t.groupby(["worker", "name"]):
@@ -58,20 +112,66 @@ def gantt(tr, window: tuple[float, float] | None = None, step: int | None = None
                loc="outside lower center", fontsize="small")
     names = dict(zip(tr.tasks["worker"], tr.tasks["worker_name"]))
     ax.set_yticks(range(len(workers)), [names[w] for w in workers])
-    ax.set_ylim(-0.6, len(workers) - 0.4)
-    ax.invert_yaxis()
+    rows = (len(workers) - 0.4, -0.6)               # worker 0 on top
+    ax.set_ylim(*rows)
+    # zooming changes the time range only: a rectangle never loses a worker's row
+    ax.callbacks.connect("ylim_changed",
+                         lambda a: a.get_ylim() != rows and a.set_ylim(*rows))
     ax.set_xlabel("time (ms)")
     ax.set_ylabel("worker")
     if window is not None:
         ax.set_xlim(window[0] / 1e3, window[1] / 1e3)
-    what = f"step {step}" if step is not None else (
-        f"{window[0] / 1e3:.1f}–{window[1] / 1e3:.1f} ms" if window else "whole trace")
-    ax.set_title(f"Tasks per worker, {what} ({len(t)} tasks)")
+    if title is None:
+        title = f"step {step}" if step is not None else (
+            f"{window[0] / 1e3:.1f}–{window[1] / 1e3:.1f} ms" if window else "whole trace")
+    ax.set_title(f"Tasks per worker, {title} ({len(t)} tasks)")
+    ax.format_coord = TaskAt(tr, t, workers)
     return fig
 
 
+class TaskAt:
+    """``ax.format_coord`` of a Gantt chart: the task under the cursor (op, worker, layer,
+    phase, duration, tiles), which an interactive backend shows as the cursor moves."""
+
+    def __init__(self, tr, tasks, workers):
+        tiles = (tr.accesses.groupby("task_id").size() if len(tr.accesses)
+                 else None)
+        self.rows = []
+        for w in workers:
+            mine = tasks[tasks["worker"] == w].sort_values("start_us")
+            self.rows.append((mine["start_us"].to_numpy() / 1e3,
+                              mine["end_us"].to_numpy() / 1e3, mine))
+        self.tiles = tiles
+
+    def __call__(self, x: float, y: float) -> str:
+        k = int(round(y))
+        at = f"t={x:.3f} ms"
+        if not 0 <= k < len(self.rows):
+            return at
+        starts, ends, mine = self.rows[k]
+        i = int(np.searchsorted(starts, x, side="right")) - 1
+        if i < 0 or x > ends[i]:
+            return f"{at}, {mine['worker_name'].iloc[0] if len(mine) else 'worker'} idle"
+        return f"{at}: {describe_task(mine.iloc[i], self.tiles)}"
+
+
+def describe_task(task, tiles=None) -> str:
+    """One line about a task: op, worker, layer, phase, duration, tiles and bytes."""
+    layer = task["layer"]
+    parts = [str(task["name"]), str(task["worker_name"]),
+             "outside the blocks" if layer is None or layer != layer or layer < 0
+             else f"layer {int(layer)}",
+             str(task["phase"]) if task["phase"] == task["phase"] and task["phase"] else
+             "no phase",
+             f"{task['duration_us'] / 1e3:.3g} ms"]
+    if tiles is not None and task["task_id"] in tiles.index:
+        parts.append(f"{int(tiles[task['task_id']])} tiles, "
+                     f"{task['bytes'] / MiB:.3g} MiB")
+    return " · ".join(parts)
+
+
 def utilisation(tr, bins: int = 200) -> Figure:
-    fig = Figure(figsize=(12, 6), layout="constrained")
+    fig = Figure(figsize=(WIDTH, 6), layout="constrained")
     ax, bx = fig.subplots(2, 1)
     nw = max(len(tr.workers), tr.tasks["worker"].nunique(), 1)
     if len(tr.tasks):
@@ -101,14 +201,14 @@ def utilisation(tr, bins: int = 200) -> Figure:
 
 
 def memory(tr) -> Figure:
-    fig = Figure(figsize=(12, 6), layout="constrained")
+    fig = Figure(figsize=(WIDTH, 6), layout="constrained")
     ax, bx = fig.subplots(2, 1, sharex=True)
     m = tr.memory
     for (node, name), rows in m.groupby(["node", "name"]):
         ax.plot(rows["t_us"] / 1e3, rows["used_bytes"] / MiB, label=name, drawstyle="steps-post",
                 ls="--" if node == REGISTERED_NODE else "-")
     ax.set_ylabel("used (MiB)")
-    ax.set_title("Memory per node (StarPU's accounting, freed buffers it caches included; "
+    ax.set_title("Memory per node (StarPU's accounting, its cached free buffers included; "
                  "dashed: tiles registered)")
     if len(m):
         ax.legend(fontsize="small")
@@ -128,7 +228,7 @@ def memory(tr) -> Figure:
 
 
 def transfers(tr) -> Figure:
-    fig = Figure(figsize=(12, 6), layout="constrained")
+    fig = Figure(figsize=(WIDTH, 6), layout="constrained")
     ax, bx = fig.subplots(1, 2)
     b = tr.buses
     moved = b[b["bytes"] > 0] if len(b) else b
@@ -151,7 +251,7 @@ def transfers(tr) -> Figure:
 
 def op_time(tr) -> Figure:
     ops = metrics.op_times(tr).iloc[::-1]
-    fig = Figure(figsize=(10, 1.5 + 0.35 * max(len(ops), 1)), layout="constrained")
+    fig = Figure(figsize=(WIDTH, 1.5 + 0.35 * max(len(ops), 1)), layout="constrained")
     ax = fig.add_subplot()
     colors = op_colors(tr.tasks["name"])
     bars = ax.barh(ops["name"], ops["total_us"] / 1e3, color=[colors[n] for n in ops["name"]])
@@ -165,7 +265,7 @@ def op_time(tr) -> Figure:
 
 
 def throughput(tr) -> Figure:
-    fig = Figure(figsize=(10, 4), layout="constrained")
+    fig = Figure(figsize=(WIDTH, 4), layout="constrained")
     ax = fig.add_subplot()
     s = tr.steps
     if len(s):

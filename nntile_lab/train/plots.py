@@ -1,8 +1,8 @@
 """Loss curves of a training run, drawn off-screen.
 
-The Agg backend is used through ``matplotlib.figure.Figure`` directly (never pyplot's global
-state), so plotting works on headless machines, in threads and in notebooks alike, and
-never opens a window.
+A ``Figure`` drawn by Agg on ``savefig`` (never pyplot's global state), so plotting works on
+headless machines, in threads and in notebooks alike, and never opens a window; in Jupyter
+the figure displays itself (``nntile_lab.jupyter_figure``).
 """
 from __future__ import annotations
 
@@ -10,15 +10,16 @@ import os
 from pathlib import Path
 
 import pandas as pd
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from nntile_lab.jupyter_figure import Figure
 
 
 def plot_loss(log: pd.DataFrame, title: str | None = None) -> Figure:
     """Training loss per step as a line, validation loss as points, on one axis."""
     fig = Figure(figsize=(7, 4.2), layout="constrained")
-    FigureCanvasAgg(fig)
     ax = fig.add_subplot()
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))   # steps are whole
     ax.plot(log["step"], log["loss"], lw=1, color="tab:blue", label="train loss")
     val = log.dropna(subset=["val_loss"])
     if len(val):

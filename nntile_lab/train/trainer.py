@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 
 from nntile_lab.data.bins import load_split
 from nntile_lab.experiment import NonFiniteValue, train_step
+from nntile_lab.interrupts import Interrupted
 from nntile_lab.spec import DEFAULTS  # keyword defaults are the spec's (one set)
 from nntile_lab.train.checkpoint import (
     atomic_write_text,
@@ -251,12 +252,11 @@ def train(model, optimizer, data_dir, *, steps: int, batch: int, seq_len: int,
             bar.update(1)
             if (checkpoint_every and step % checkpoint_every == 0) or step == steps:
                 run.save(len(train_bin), data_dir)
-    except KeyboardInterrupt as exc:
+    except KeyboardInterrupt:
         saved = out_dir / "checkpoint"
-        exc.add_note(f"training interrupted during step {run.step + 1}; "
-                     + (f"the last checkpoint is {saved}: resume with --resume {out_dir}"
-                        if saved.is_dir() else "no checkpoint was written yet"))
-        raise
+        raise Interrupted(f"training interrupted during step {run.step + 1}; "
+                          + (f"the last checkpoint is {saved}: resume with --resume {out_dir}"
+                             if saved.is_dir() else "no checkpoint was written yet")) from None
     finally:
         bar.close()
         run.write_log()

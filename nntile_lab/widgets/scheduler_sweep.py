@@ -3,7 +3,8 @@ the spread over repeats (each repeat is the point with another ``seed``, so each
 measured and cached separately), optionally with task priorities on and off.
 
 ``points()`` and ``run()`` are the callbacks (plain methods; tests call them). DOM
-classes: nl-sched-run, -status, -message, -plot.
+classes: nl-sched-run, -status, -message, -plot (the plot's canvas: nl-sched-plot-canvas; a
+sentence in its place: nl-sched-plot-words).
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import ipywidgets as w
 from nntile_lab.spec import ExperimentSpec
 from nntile_lab.sweep import grid
 from nntile_lab.sweep.plots import aggregate_repeats, best, scheduler_figure
-from nntile_lab.widgets.common import SweepView, image, notice_html, png
+from nntile_lab.widgets.common import PlotArea, SweepView, notice_html
 
 # Test policies, not schedulers for real work.
 NOT_APPLICABLE = ("graph_test",)
@@ -41,11 +42,11 @@ class SchedulerSweep(SweepView):
                                            description="schedulers")
         self.repeats = w.BoundedIntText(value=repeats, min=1, max=20, description="repeats")
         self.priorities = w.Checkbox(value=False, description="priorities on and off")
-        self.plot = image("nl-sched-plot")
+        self.plot = PlotArea("nl-sched-plot")
         self.view = w.VBox([w.HBox([self.schedulers,
                                     w.VBox([self.repeats, self.priorities, self.run_button,
                                             self.status])]),
-                            self.message, self.plot])
+                            self.message, self.plot.box])
         self.message.value = notice_html(self._notes())
 
     def points(self) -> list:
@@ -65,9 +66,11 @@ class SchedulerSweep(SweepView):
         return unknown + (prio if self.priorities.value else [])
 
     def _draw(self, df) -> None:
-        self.plot.value = png(scheduler_figure(aggregate_repeats(df),
-                                               title=f"Schedulers ({self.repeats.value} "
-                                                     "repeats: bars min–max over repeats)"))
+        if self._nothing_ran(df):
+            return
+        n = self.repeats.value
+        self.plot.show(scheduler_figure(aggregate_repeats(df), title=f"Schedulers, {n} "
+                                        f"repeat{'s' if n > 1 else ''} each", spread="repeats"))
 
     def _best_text(self, df) -> str:
         b = best(aggregate_repeats(df))

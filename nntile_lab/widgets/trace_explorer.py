@@ -3,17 +3,24 @@ see the most expensive ops of that slice and its Gantt chart.
 
 ``TraceExplorer(trace or directory)`` (a ``Trace`` or what ``Trace.save``/``nntile-lab
 trace --out`` wrote); ``select(...)`` and ``update()`` are the callbacks.
+
+The Gantt chart is a live ipympl canvas: zoom and pan with its toolbar; the status line
+names the task under the cursor; the range shown is written under it (nl-trace-range). Each
+op keeps the colour it has in the whole trace. An empty slice says so in words (table and
+plot), never shows the previous slice. DOM classes: nl-trace-step, -worker, -layer, -phase,
+-table, -plot (its canvas: nl-trace-plot-canvas; a sentence: nl-trace-plot-words), -range.
 """
 from __future__ import annotations
 
 import copy
+import html
 from pathlib import Path
 
 import ipywidgets as w
 import pandas as pd
 
 from nntile_lab.trace import viz
-from nntile_lab.widgets.common import error_html, image, label, png
+from nntile_lab.widgets.common import PlotArea, error_html, label
 
 ALL = "all"
 
@@ -41,11 +48,13 @@ class TraceExplorer:
         for c, cls in ((self.step, "nl-trace-step"), (self.worker, "nl-trace-worker"),
                        (self.layer, "nl-trace-layer"), (self.phase, "nl-trace-phase")):
             c.add_class(cls)
-            c.observe(lambda _: self.update(), names="value")
+            c.observe(self._changed, names="value")
         self.table = label("nl-trace-table")
-        self.plot = image("nl-trace-plot")
+        self.plot = PlotArea("nl-trace-plot")
+        self.range = label("nl-trace-range")
+        self.colors = None            # the whole trace's op colours, made at the first draw
         self.view = w.VBox([w.HBox([self.step, self.worker]), w.HBox([self.layer, self.phase]),
-                            self.table, self.plot])
+                            self.table, self.plot.box, self.range])
         self.update()
 
     def _ipython_display_(self):
@@ -54,8 +63,10 @@ class TraceExplorer:
         display(self.view)
 
     def select(self, step=None, worker=None, layer=None, phase=None) -> pd.DataFrame:
-        """The tasks of the slice (None: any); ValueError naming a value the trace lacks."""
+        """The tasks of the slice (None: any; may be empty); ValueError naming a value the
+        whole trace lacks."""
         t = self.trace.tasks
+        sel = t
         for col, v in (("step", step), ("worker", worker), ("layer", layer),
                        ("phase", phase)):
             if v is None:
@@ -63,8 +74,17 @@ class TraceExplorer:
             if v not in set(t[col]):
                 raise ValueError(f"{col}={v!r} is not in this trace; it has "
                                  f"{sorted(set(t[col].dropna()))}")
-            t = t[t[col] == v]
-        return t
+            sel = sel[sel[col] == v]
+        return sel
+
+    def describe(self) -> str:
+        """The current selection in words ("step 1, CPU 0, backward"; "whole trace")."""
+        worker = {value: text for text, value in self.worker.options}
+        parts = [f"step {self.step.value}" if self.step.value is not None else None,
+                 worker[self.worker.value] if self.worker.value is not None else None,
+                 f"layer {self.layer.value}" if self.layer.value is not None else None,
+                 self.phase.value]
+        return ", ".join(str(p) for p in parts if p is not None) or "whole trace"
 
     def ops(self, tasks: pd.DataFrame, top: int = 12) -> pd.DataFrame:
         """Per op of the slice: tasks, total and mean ms, GFLOP/s while running."""
@@ -75,17 +95,41 @@ class TraceExplorer:
         return out.sort_values("total_ms", ascending=False).head(top).round(3)
 
     def update(self) -> pd.DataFrame:
-        """Redraw the table and the Gantt chart for the current selection."""
+        """Redraw the table and the Gantt chart for the current selection (an empty slice:
+        both say so)."""
+        if self.colors is None:
+            self.colors = viz.op_colors(self.trace.tasks["name"])
+        what = self.describe()
         sel = self.select(self.step.value, self.worker.value, self.layer.value,
                           self.phase.value)
         if not len(sel):
-            self.table.value = error_html("no task matches this selection")
-            self.plot.value = b""
+            self.table.value = error_html(f"no task in this slice ({what}): pick another "
+                                          "step, worker, layer or phase")
+            self.plot.say(f"no task in this slice ({what})")
+            self.range.value = ""
             return sel
         busy = sel["duration_us"].sum() / 1e3
-        self.table.value = (f"<b>{len(sel)} tasks, {busy:.1f} ms of worker time</b>"
-                            + self.ops(sel).to_html())
+        self.table.value = (f"<b>{len(sel)} tasks ({html.escape(what)}), {busy:.1f} ms of "
+                            "worker time</b>" + self.ops(sel).to_html())
         sub = copy.copy(self.trace)
         sub.tasks = sel
-        self.plot.value = png(viz.gantt(sub))
+        fig = viz.gantt(sub, title=what, colors=self.colors)
+        ax = fig.axes[0]
+        ax.callbacks.connect("xlim_changed", self._shown_range)
+        self.plot.show(fig)
+        self._shown_range(ax)
         return sel
+
+    def _changed(self, _change) -> None:
+        """A dropdown moved: redraw; a failure is said in the widget (a callback's
+        exception would only reach JupyterLab's log console, under a stale plot)."""
+        try:
+            self.update()
+        except Exception as exc:
+            self.table.value = error_html(f"{type(exc).__name__}: {exc}")
+            self.plot.say("no plot: the slice could not be drawn (the error is above)")
+            self.range.value = ""
+
+    def _shown_range(self, ax) -> None:
+        lo, hi = ax.get_xlim()
+        self.range.value = f"showing {lo:.3f}–{hi:.3f} ms"

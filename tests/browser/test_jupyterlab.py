@@ -1,6 +1,9 @@
-"""The tile-sweep notebook in a real browser: JupyterLab (headless, loopback, token) and
-Debian's Chromium driven by Playwright run the notebook, press the widget's Run button, wait
-for the plot and count the points shown; a screenshot is kept.
+"""The widget notebooks in a real browser: JupyterLab (headless, loopback, token) and Debian's
+Chromium driven by Playwright run a notebook and use its widget as a person would — the tile
+sweep (Run, a point's detail, a new sweep that must not show the old point, a bad tile said in
+words and in the field's own name) and the trace explorer (an empty slice said in words, a
+zoom into the Gantt chart that changes the range shown, the task under the cursor named);
+screenshots are kept.
 
 Never skipped: without Chromium or Playwright the test fails and says how to install them
 (`scripts/setup.sh test` does). Every wait has a timeout, and the server and browser are
@@ -117,21 +120,25 @@ def jupyterlab(root: Path, state: Path):
             proc.wait(timeout=10)
 
 
-def test_tile_sweep_widget_in_chromium(tmp_path):
+@contextlib.contextmanager
+def notebook_page(tmp_path: Path, notebook: str, shot: Path, run_all: bool = True):
+    """JupyterLab on a copy of ``notebook`` in Chromium, every cell run (unless not
+    ``run_all``); yields the page. On a failure: a screenshot at ``shot`` and the end of the
+    server's log."""
     _require_browser()
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import sync_playwright
     root, state = tmp_path / "root", tmp_path / "state"
     root.mkdir()
     state.mkdir()
-    shutil.copy(NOTEBOOKS / NOTEBOOK, root / NOTEBOOK)
-    shot = tmp_path / "tile_sweep.png"
+    shutil.copy(NOTEBOOKS / notebook, root / notebook)
     with jupyterlab(root, state) as (base, token), sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS,
                                      timeout=STEP_S * 1000)
+        page = None
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.set_default_timeout(STEP_S * 1000)
-            page.goto(f"{base}/lab/tree/{NOTEBOOK}?token={token}")
+            page.goto(f"{base}/lab/tree/{notebook}?token={token}")
             page.wait_for_selector(".jp-NotebookPanel .jp-Cell")
             # the kernel is up when the toolbar's kernel status reads Idle
             page.wait_for_function(
@@ -140,49 +147,159 @@ def test_tile_sweep_widget_in_chromium(tmp_path):
                 " w.sessionContext.session.kernel &&"
                 " w.sessionContext.session.kernel.status === 'idle'); }",
                 timeout=KERNEL_START_S * 1000)
-            page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
-            # the last cell prints the best point once the notebook's own sweep is done
-            page.locator(".jp-OutputArea-output pre", has_text="best inner_tile =").wait_for(
-                timeout=NOTEBOOK_RUN_S * 1000)
-
-            widget = page.locator(".jp-OutputArea-output", has=page.locator(
-                ".nl-sweep-run")).first
-            status = widget.locator(".nl-sweep-status")
-            # two tile sizes, one new (not in the notebook's cache): the button measures it
-            tiles = widget.locator(".widget-text", has_text="inner_tile").locator("input")
-            tiles.fill("96,128")
-            tiles.press("Enter")
-            widget.locator("button.nl-sweep-run").click()
-            status.get_by_text("done: 2 points").wait_for(timeout=SWEEP_S * 1000)
-            # one picker entry per point on the plot, the new sweep's (the widget sets the
-            # status last; the browser may still be applying the picker's update: retry)
-            picker = widget.locator(".nl-sweep-point select option")
-            expect(picker).to_have_text(["inner_tile=96", "inner_tile=128"],
-                                        timeout=STEP_S * 1000)
-
-            plot = widget.locator(".nl-sweep-plot img, img.nl-sweep-plot").first
-            plot.wait_for()
-            plot.scroll_into_view_if_needed()
-            page.wait_for_function("img => img.complete && img.naturalWidth > 200",
-                                   arg=plot.element_handle())
-            box = plot.bounding_box()
-            assert box and box["width"] > 200 and box["height"] > 100
-            page.evaluate("() => new Promise(r => requestAnimationFrame("
-                          "() => requestAnimationFrame(r)))")  # painted, then the shot
-            widget.screenshot(path=str(shot))  # picker, Run, status, table and plot
-            src = plot.get_attribute("src") or ""
-            png = page.evaluate("u => fetch(u).then(r => r.arrayBuffer()).then(b =>"
-                                " Array.from(new Uint8Array(b)))", src)
-            png = bytes(png)
-            assert png[:8] == b"\x89PNG\r\n\x1a\n", src[:60]
-            (tmp_path / "plot.png").write_bytes(png)  # the plot as the browser received it
+            if run_all:
+                page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+            yield page
         except Exception:
-            with contextlib.suppress(Exception):
-                page.screenshot(path=str(shot))
+            if page is not None:
+                with contextlib.suppress(Exception):
+                    page.screenshot(path=str(shot))
             log = (state / "server.log").read_text(errors="replace")[-4000:]
             print(f"screenshot of the failure: {shot}\nJupyterLab's log (end):\n{log}")
             raise
         finally:
             browser.close()
+
+
+def _painted(page) -> None:
+    page.evaluate("() => new Promise(r => requestAnimationFrame("
+                  "() => requestAnimationFrame(r)))")
+
+
+def _canvas_box(page, widget_cls: str):
+    """The drawn canvas of the ipympl plot whose widget has class ``widget_cls``."""
+    canvas = page.locator(f".{widget_cls} .jupyter-matplotlib-canvas-div canvas").first
+    canvas.wait_for()
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    assert box and box["width"] > 300 and box["height"] > 100, box
+    return canvas, box
+
+
+def test_tile_sweep_widget_in_chromium(tmp_path):
+    from playwright.sync_api import expect
+    shot = tmp_path / "tile_sweep.png"
+    with notebook_page(tmp_path, NOTEBOOK, shot) as page:
+        # the last cell prints the best point once the notebook's own sweep is done
+        page.locator(".jp-OutputArea-output pre", has_text="best inner_tile =").wait_for(
+            timeout=NOTEBOOK_RUN_S * 1000)
+        widget = page.locator(".jp-OutputArea-output", has=page.locator(
+            ".nl-sweep-run")).first
+        status = widget.locator(".nl-sweep-status")
+        # a point's detail: its Gantt chart and memory plot, live canvases
+        widget.locator(".nl-sweep-point select").select_option(index=1)
+        _canvas_box(page, "nl-sweep-gantt-canvas")
+        expect(widget.locator(".nl-sweep-memory-canvas")).to_have_count(1)
+        # two tile sizes, one new (not in the notebook's cache): the button measures it
+        tiles = widget.locator(".widget-text", has_text="inner_tile").locator("input")
+        tiles.fill("96,128")
+        tiles.press("Enter")
+        widget.locator("button.nl-sweep-run").click()
+        status.get_by_text("done: 2 points").wait_for(timeout=SWEEP_S * 1000)
+        # one picker entry per point on the plot, the new sweep's, and no old detail (the
+        # widget sets the status last; the browser may still be applying updates: retry)
+        picker = widget.locator(".nl-sweep-point select option")
+        expect(picker).to_have_text(["inner_tile=96", "inner_tile=128"],
+                                    timeout=STEP_S * 1000)
+        expect(widget.locator(".nl-sweep-gantt-canvas")).to_have_count(0)
+        expect(widget.locator(".nl-sweep-memory-canvas")).to_have_count(0)
+        canvas, box = _canvas_box(page, "nl-sweep-plot-canvas")
+        # drawn for the screen's pixels, not stretched: the canvas's pixels per CSS pixel
+        ratio = page.evaluate("c => c.width / c.getBoundingClientRect().width",
+                              canvas.element_handle())
+        assert abs(ratio - page.evaluate("window.devicePixelRatio")) < 0.05, ratio
+        _painted(page)
+        widget.screenshot(path=str(shot))  # picker, Run, status, plot
+        # a bad tile: the message names the field as labelled, the plot is words, not axes
+        tiles.fill("0")
+        tiles.press("Enter")
+        widget.locator("button.nl-sweep-run").click()
+        status.get_by_text("done: 1 points, none ran").wait_for(timeout=SWEEP_S * 1000)
+        message = widget.locator(".nl-sweep-message")
+        expect(message).to_contain_text("inner_tile=0 must be from 1")
+        assert "--inner-tile" not in message.inner_text()
+        expect(widget.locator(".nl-sweep-plot-words")).to_contain_text(
+            "none of the 1 points ran")
+        expect(widget.locator(".nl-sweep-plot-canvas")).to_have_count(0)
+        _painted(page)
+        widget.screenshot(path=str(tmp_path / "tile_sweep_bad_tile.png"))
+    print(f"screenshots: {shot}, {tmp_path / 'tile_sweep_bad_tile.png'}")
+    assert shot.stat().st_size > 10_000
+
+
+def _range(page) -> tuple[float, float]:
+    text = page.locator(".nl-trace-range").first.inner_text()
+    lo, hi = text.removeprefix("showing ").removesuffix(" ms").split("–")
+    return float(lo), float(hi)
+
+
+def test_trace_explorer_zoom_hover_and_empty_slice_in_chromium(tmp_path):
+    from playwright.sync_api import expect
+    shot = tmp_path / "trace_explorer.png"
+    with notebook_page(tmp_path, "05_trace_explorer.ipynb", shot) as page:
+        table = page.locator(".nl-trace-table").first
+        table.wait_for(timeout=NOTEBOOK_RUN_S * 1000)
+        expect(table).to_contain_text("(whole trace)", timeout=NOTEBOOK_RUN_S * 1000)
+        # an empty slice (optimizer tasks belong to no layer): words, never the last plot
+        page.locator(".nl-trace-layer select").select_option(label="0")
+        page.locator(".nl-trace-phase select").select_option(label="optimizer")
+        expect(table).to_contain_text("no task in this slice (layer 0, optimizer)")
+        expect(page.locator(".nl-trace-plot-words")).to_contain_text("no task in this slice")
+        expect(page.locator(".nl-trace-plot-canvas")).to_have_count(0)
+        # a step and a phase with tasks: the table names the slice, the chart is back
+        page.locator(".nl-trace-step select").select_option(index=1)
+        page.locator(".nl-trace-phase select").select_option(label="forward")
+        expect(table).to_contain_text(", layer 0, forward)")
+        canvas, box = _canvas_box(page, "nl-trace-plot-canvas")
+        expect(page.locator(".nl-trace-range")).to_contain_text("showing")
+        lo, hi = _range(page)
+        x0, y0, w, h = box["x"], box["y"], box["width"], box["height"]
+        # hover: the status line names the task under the cursor (op · worker · layer …)
+        footer = page.locator(".nl-trace-plot-canvas .jupyter-matplotlib-footer")
+        named = ""
+        for k in range(160):               # along both workers' rows, until a task is hit
+            page.mouse.move(x0 + (0.1 + 0.8 * (k % 80) / 80) * w,
+                            y0 + (0.2 if k < 80 else 0.38) * h)
+            page.wait_for_timeout(50)
+            named = footer.inner_text()
+            if " · " in named:
+                break
+        assert " · layer 0 · forward · " in named and " ms" in named, named
+        # zoom: the toolbar's rectangle tool (the toolbar shows while the pointer is over
+        # the figure), dragged over the middle of the axes
+        page.mouse.move(x0 + 0.5 * w, y0 + 0.3 * h)
+        page.locator(".nl-trace-plot-canvas button[title^='Zoom to rectangle']").click()
+        page.mouse.move(x0 + 0.35 * w, y0 + 0.2 * h)
+        page.mouse.down()
+        page.mouse.move(x0 + 0.55 * w, y0 + 0.35 * h, steps=8)
+        page.mouse.up()
+        expect(page.locator(".nl-trace-range")).not_to_have_text(
+            f"showing {lo:.3f}–{hi:.3f} ms", timeout=STEP_S * 1000)
+        zlo, zhi = _range(page)
+        assert lo <= zlo < zhi <= hi and zhi - zlo < 0.5 * (hi - lo), ((lo, hi), (zlo, zhi))
+        page.wait_for_timeout(1500)        # the zoomed image reaches the canvas
+        _painted(page)
+        page.locator(".jp-OutputArea-output", has=page.locator(".nl-trace-table")).first \
+            .screenshot(path=str(shot))
     print(f"screenshot: {shot}")
     assert shot.stat().st_size > 10_000
+
+
+def test_rerunning_the_set_up_cell_in_chromium(tmp_path):
+    """Re-running a notebook's set-up cell while its runtime lives (the normal thing to do
+    in Jupyter) replaces the runtime and says so, instead of refusing."""
+    from playwright.sync_api import expect
+    shot = tmp_path / "rerun.png"
+    with notebook_page(tmp_path, "01_quickstart.ipynb", shot, run_all=False) as page:
+        cell = page.locator(".jp-CodeCell").first
+        for _ in range(2):
+            cell.locator(".jp-InputArea-editor").click()
+            page.evaluate("window.jupyterapp.commands.execute('notebook:run-cell')")
+            expect(cell.locator(".jp-OutputArea-output").last).to_contain_text(
+                "Runtime(scheduler='dmda', ncpu=2, running)", timeout=KERNEL_START_S * 1000)
+        expect(cell.locator(".jp-OutputArea")).to_contain_text(
+            "nntile_lab: stopped the runtime that was running (dmda, 2 workers) after its "
+            "tasks finished")
+        expect(cell.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter"
+                            ".stderr']")).to_have_count(0)
+        cell.screenshot(path=str(shot))

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import queue
 import shutil
+import time
 
 import nbformat
 import pytest
@@ -13,6 +15,7 @@ from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
+from nntile_lab.jupyter_figure import CSS_DPI, WIDTH
 from tests.jupyter_kernel import KERNEL_NAME, NOTEBOOKS, REPO, write_kernel_spec
 
 PATHS = sorted(NOTEBOOKS.glob("*.ipynb"))
@@ -71,8 +74,18 @@ def run_notebook(path, workdir, kernel_specs):
     return nb
 
 
+SHOWN = ("image/png", "application/vnd.jupyter.widget-view+json")
+
+
+def shows_something(cell) -> bool:
+    """A picture or a widget among the cell's outputs (a bare Figure would be text/plain)."""
+    return any(m in o.get("data", {}) for o in cell.outputs for m in SHOWN)
+
+
 @pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
 def test_notebook_runs_in_a_kernel(path, tmp_path, kernel_specs):
+    """Every cell runs; every cell tagged ``figure`` shows a picture or a widget; the notebook
+    writes nothing beside itself (its files go under runs/)."""
     shutil.copy(path, tmp_path / path.name)
     try:
         nb = run_notebook(tmp_path / path.name, tmp_path, kernel_specs)
@@ -82,3 +95,148 @@ def test_notebook_runs_in_a_kernel(path, tmp_path, kernel_specs):
     assert code and all(c.execution_count for c in code), "a code cell did not run"
     errors = [o for c in code for o in c.outputs if o.output_type == "error"]
     assert not errors
+    blank = [c.source.splitlines()[-1] for c in code
+             if "figure" in c.metadata.get("tags", []) and not shows_something(c)]
+    assert not blank, f"{path.name}: cells meant to show a figure show none: {blank}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name], \
+        f"{path.name} wrote files beside itself (they belong under runs/)"
+    stderr = [c.source.splitlines()[-1] for c in code for o in c.outputs
+              if o.output_type == "stream" and o.name == "stderr" and o.text.strip()]
+    assert not stderr, f"{path.name} prints on stderr (the pink background): {stderr}"
+
+
+NEEDS = {"PyTorch": ("run_figures", "torch"), "Open MPI": ("replay.", "collectives.", "--ranks")}
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
+def test_a_notebook_says_in_its_first_cell_what_it_needs(path):
+    """PyTorch and MPI are not in the jupyter extra: a notebook using them says so first."""
+    cells = nbformat.read(path, as_version=4).cells
+    code = "\n".join(c.source for c in cells if c.cell_type == "code")
+    for need, uses in NEEDS.items():
+        if any(u in code for u in uses):
+            assert f"**Needs {need}" in cells[0].source, (path.name, need)
+
+
+def test_notebooks_that_draw_tag_their_figure_cells():
+    """A cell that draws (ends in a figure or a widget, or displays an image) is tagged
+    ``figure``, so the test above checks that it shows one."""
+    widgets = ("sweep", "sched", "explorer")
+    for path in PATHS:
+        for c in nbformat.read(path, as_version=4).cells:
+            if c.cell_type != "code" or not c.source.strip():
+                continue
+            last = c.source.rstrip().splitlines()[-1].strip()
+            draws = (last.startswith(("viz.", "fig")) or last in widgets
+                     or "display(Image" in c.source or "plt.subplots" in c.source)
+            assert not draws or "figure" in c.metadata.get("tags", []), (path.name, last)
+
+
+KERNEL_CELLS = {
+    # a bare Figure from the library, no pyplot, no %matplotlib: a picture
+    "picture": "from nntile_lab.sweep.plots import tile_figure\nimport pandas as pd\n"
+               "tile_figure(pd.DataFrame())",
+    # the library never switches the kernel's backend
+    "backend": "import matplotlib\nimport nntile_lab.figures.draw, nntile_lab.trace.viz\n"
+               "print(dict.__getitem__(matplotlib.rcParams, 'backend'))",
+    # a re-run set-up cell: the running runtime stops, a line says so
+    "setup": "import nntile_lab as nl\nrt = nl.Runtime(scheduler='eager', ncpu=1)\n"
+             "x = nl.full((4,), 1.0, (2,))",
+    "setup again": "rt = nl.Runtime(scheduler='lws', ncpu=1)\n"
+                   "print(rt, nl.full((4,), 2.0, (2,)).to_numpy().sum())",
+    # an interrupted sweep: one line, not a traceback through subprocess
+    "interrupt": "from nntile_lab.sweep import run, grid\n"
+                 "from nntile_lab.spec import ExperimentSpec\nrt.stop()\n"
+                 "def stop(row):\n    raise KeyboardInterrupt\n"
+                 "run(grid(ExperimentSpec(n_layer=1, n_head=2, n_embd=16, vocab_size=64, "
+                 "seq_len=8, batch=2, measure_steps=1), batch_tile=[1, 2]), CACHE, "
+                 "isolate=False, progress=False, on_point=stop, peak_gflops=1.0)",
+    "widget": "%matplotlib widget\nfrom nntile_lab.sweep.plots import tile_figure\n"
+              "tile_figure(pd.DataFrame())",
+}
+
+
+def test_in_a_kernel_figures_show_reruns_work_and_interrupts_are_one_line(tmp_path,
+                                                                          kernel_specs):
+    cells = [f"CACHE = {str(tmp_path / 'cache')!r}", *KERNEL_CELLS.values()]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    km = KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=kernel_specs)
+    NotebookClient(nb, km=km, timeout=CELL_TIMEOUT_S, startup_timeout=120, allow_errors=True,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    out = dict(zip(KERNEL_CELLS, nb.cells[1:]))
+
+    def text(cell):
+        return "".join(o.get("text", "") for o in cell.outputs)
+    picture = out["picture"].outputs
+    assert [o.output_type for o in picture] == ["execute_result"]
+    assert "image/png" in picture[0].data and \
+        picture[0].metadata["image/png"]["width"] == round(WIDTH * CSS_DPI)
+    assert "inline" in text(out["backend"]), text(out["backend"])
+    assert not out["setup"].outputs
+    said = text(out["setup again"])
+    assert "stopped the runtime that was running (eager, 1 worker)" in said, said
+    assert "Runtime(scheduler='lws', ncpu=1, running) 8.0" in said
+    (err,) = [o for o in out["interrupt"].outputs if o.output_type == "error"]
+    assert err.ename == "Interrupted" and len(err.traceback) == 1, err.traceback
+    assert err.traceback[0].startswith("Interrupted: sweep stopped after 1 of 2 points")
+    widget = out["widget"].outputs[-1].data
+    assert "application/vnd.jupyter.widget-view+json" in widget and "image/png" in widget
+
+
+def _execute(kc, code: str, timeout: float, on_output=None) -> dict:
+    """Run ``code`` in the kernel; its reply's content (fails past ``timeout``)."""
+    msg_id, out = kc.execute(code), []
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            msg = kc.get_iopub_msg(timeout=0.2)
+        except queue.Empty:
+            continue
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] == "stream" and on_output:
+            out.append(msg["content"]["text"])
+            on_output("".join(out))
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            return kc.get_shell_msg(timeout=10)["content"]
+    raise AssertionError(f"no answer within {timeout} s; output so far: {''.join(out)!r}")
+
+
+def test_interrupt_kernel_during_a_sweep_ends_in_one_line(tmp_path, kernel_specs):
+    """Jupyter's "interrupt kernel" (SIGINT) while a sweep runs its points in subprocesses:
+    the cell ends with one line naming what was kept, not a traceback through subprocess."""
+    km = KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=kernel_specs)
+    km.start_kernel(cwd=str(tmp_path))
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=120)
+        sweep = (
+            "from nntile_lab.sweep import run, grid\n"
+            "from nntile_lab.spec import ExperimentSpec\n"
+            "base = ExperimentSpec(n_layer=1, n_head=2, n_embd=32, vocab_size=64, seq_len=8,"
+            " batch=2, warmup_steps=1, measure_steps=200)\n"
+            f"df = run(grid(base, batch_tile=[1, 2, 3]), {str(tmp_path / 'cache')!r},"
+            " progress=False, peak_gflops=1.0, on_point=lambda r: print('POINT', flush=True))\n")
+        sent = []
+
+        def after_first_point(text):
+            if "POINT" in text and not sent:
+                time.sleep(0.5)           # the second point's process is running
+                sent.append(time.monotonic())
+                km.interrupt_kernel()
+        reply = _execute(kc, sweep, timeout=600, on_output=after_first_point)
+        assert sent, "the first point never finished"
+        assert reply["status"] == "error" and reply["ename"] == "Interrupted", reply
+        assert len(reply["traceback"]) == 1, reply["traceback"]
+        assert reply["traceback"][0].startswith(
+            "Interrupted: sweep stopped after 1 of 3 points; the finished ones are cached")
+        assert time.monotonic() - sent[0] < 30
+        # the kernel goes on; the finished point is cached
+        again = _execute(kc, "print(len(list(__import__('pathlib').Path("
+                             f"{str(tmp_path / 'cache')!r}).glob('*.json'))))", timeout=60,
+                         on_output=lambda t: None)
+        assert again["status"] == "ok"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)

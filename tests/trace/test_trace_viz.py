@@ -42,7 +42,7 @@ def test_gantt_has_one_bar_per_task_in_its_worker_row(tr):
     fig = viz.gantt(tr)
     assert gantt_bars(fig) == Counter(tr.tasks["worker"].tolist())
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert legend == sorted(set(tr.tasks["name"]))
+    assert legend == sorted(set(tr.tasks["name"]), key=viz.legend_order)
     ax = fig.axes[0]
     assert ax.get_xlabel() == "time (ms)" and ax.get_ylabel() == "worker"
 
@@ -54,7 +54,8 @@ def test_gantt_zooms_on_a_step(tr):
     t = tr.tasks
     inside = t[(t["end_us"] > lo) & (t["start_us"] < hi)]
     assert gantt_bars(fig) == Counter(inside["worker"].tolist())
-    assert [x.get_text() for x in fig.legends[0].get_texts()] == sorted(set(inside["name"]))
+    assert [x.get_text() for x in fig.legends[0].get_texts()] == sorted(
+        set(inside["name"]), key=viz.legend_order)
     with pytest.raises(ValueError, match="step=7 was not marked"):
         viz.gantt(tr, step=7)
 
@@ -113,3 +114,80 @@ def test_chrome_trace_has_one_event_per_task(tr, tmp_path):
     named = {e["tid"] for e in events if e.get("name") == "thread_name"}
     assert named == set(tr.tasks["worker"])
     assert to_chrome(tr) == data
+
+
+# issue 19: one distinguishable colour per op, families share a hue
+ISSUE_PAIRS = [("adamw", "softmax_tile"), ("cross_entropy_backward", "softmax_backward_tile"),
+               ("axpby", "sum_fiber"), ("cross_entropy_loss", "sumsq_all")]
+
+
+def _hue_light(rgb):
+    import colorsys
+    h, light, _ = colorsys.rgb_to_hls(*rgb)
+    return h, light
+
+
+def test_op_colours_are_one_per_op_with_a_hue_per_family(tr):
+    names = set(tr.tasks["name"]) | {n for pair in ISSUE_PAIRS for n in pair}
+    colors = viz.op_colors(names)
+    assert len(set(colors.values())) == len(names)       # no two ops share a colour
+    for a, b in ISSUE_PAIRS:                              # the pairs the issue saw shared
+        assert np.abs(np.subtract(colors[a], colors[b])).max() > 0.15, (a, b)
+    by_family = {}
+    for n in names:
+        by_family.setdefault(viz.op_family(n), []).append(n)
+    for fam, ops in by_family.items():
+        hues = {round(_hue_light(colors[n])[0], 3) for n in ops}
+        assert len(hues) == 1, (fam, ops)                # members: one hue …
+        lights = sorted(_hue_light(colors[n])[1] for n in ops)
+        assert all(b - a > 0.04 for a, b in zip(lights, lights[1:])), (fam, lights)  # … shades
+    assert viz.op_family("layer_norm_backward_tile") == "layer norm"
+    assert viz.op_family("sumsq_all") == viz.op_family("sum_slice") == "reduction"
+    # every figure of a trace agrees: the Gantt bars and the op-time bars of one op match
+    gantt = {c.get_gid().split(":")[2]: tuple(c.get_facecolor()[0][:3])
+             for c in viz.gantt(tr).axes[0].collections}
+    ops = viz.op_time(tr).axes[0]
+    for label, bar in zip([t.get_text() for t in ops.get_yticklabels()], ops.patches):
+        assert np.allclose(bar.get_facecolor()[:3], gantt[label])
+
+
+def test_gantt_names_the_task_under_the_cursor(tr):
+    fig = viz.gantt(tr)
+    ax = fig.axes[0]
+    workers = sorted(set(tr.tasks["worker"]))
+    rng = np.random.default_rng(0)
+    for i in rng.choice(len(tr.tasks), 20, replace=False):
+        t = tr.tasks.iloc[i]
+        text = ax.format_coord((t["start_us"] + t["end_us"]) / 2e3, workers.index(t["worker"]))
+        # the task itself, or one overlapping it in time on its worker (none: tasks on one
+        # worker do not overlap)
+        assert f": {t['name']} · {t['worker_name']} · " in text, (text, t["name"])
+        assert f"{t['phase']}" in text and "ms" in text and "tiles" in text
+        layer = "outside the blocks" if t["layer"] < 0 else f"layer {t['layer']}"
+        assert layer in text
+    gaps = tr.tasks.sort_values("start_us")
+    first = gaps.iloc[0]
+    before = first["start_us"] / 1e3 - 1.0
+    assert "idle" in ax.format_coord(before, workers.index(first["worker"]))
+
+
+def test_gantt_title_names_the_slice(tr):
+    assert "whole trace" in viz.gantt(tr).axes[0].get_title()
+    assert "step 1" in viz.gantt(tr, step=1).axes[0].get_title()
+    title = viz.gantt(tr, title="step 1, CPU 0, backward").axes[0].get_title()
+    assert "step 1, CPU 0, backward" in title and "whole trace" not in title
+
+
+@pytest.mark.parametrize("name", sorted(viz.FIGURES))
+def test_every_figure_displays_as_a_picture_at_its_size(tr, name):
+    """A cell ending in viz.<name>(tr) shows a PNG (a bare Figure shows as text)."""
+    import base64
+    fig = viz.FIGURES[name](tr)
+    data, meta = fig._repr_mimebundle_()
+    png = base64.b64decode(data["image/png"])
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = fig.get_size_inches() * 100
+    assert meta["image/png"] == {"width": round(width), "height": round(height)}
+    # drawn at twice the size it is shown at: sharp on HiDPI screens, never stretched
+    px_w, px_h = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    assert abs(px_w - 2 * width) <= 2 and abs(px_h - 2 * height) <= 2

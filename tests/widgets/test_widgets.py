@@ -1,33 +1,47 @@
 """The widgets driven without a browser: their callbacks are plain methods."""
+import numpy as np
 import pytest
 
+from nntile_lab.jupyter_figure import ipympl_classes
 from nntile_lab.spec import ExperimentSpec
+from nntile_lab.trace import viz
 from nntile_lab.widgets import SchedulerSweep, TileSweep, TraceExplorer, applicable_schedulers
 from tests.trace.conftest import traced_gpt2
 
+Canvas = ipympl_classes()[0]   # imported without switching this process's backend
+
 BASE = ExperimentSpec(n_layer=1, n_head=2, n_embd=16, vocab_size=64, seq_len=8, batch=2,
                       warmup_steps=1, measure_steps=3, ncpu=2)
-PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def test_tile_sweep_button_plots_live_and_shows_a_point(tmp_path):
     ts = TileSweep(BASE, {"vocab_tile": "32,64,0"}, cache_dir=tmp_path, peak_gflops=100.0)
     assert ts.run_button.description == "Run sweep"
     assert "nl-sweep-run" in ts.run_button._dom_classes
-    assert "nl-sweep-plot" in ts.plot._dom_classes
+    assert "nl-sweep-plot" in ts.plot.box._dom_classes
     drawn = []
-    ts.plot.observe(lambda c: drawn.append(c["new"]), names="value")
+    ts.plot.box.observe(lambda c: drawn.append(ts.plot.figure), names="outputs")
     ts.run_button.click()                           # what the browser's click does
     df = ts.df
-    assert len(df) == 3 and len(drawn) == 3        # redrawn after each point
-    assert all(bytes(d).startswith(PNG) for d in drawn)
+    figures = [f for f in drawn if f is not None]
+    assert len(df) == 3 and len(figures) == 3 + 1  # redrawn after each point, then done
+    assert drawn[0] is None                         # the previous sweep's plot went first
+    for f in figures:                               # a live canvas, the figure's own
+        assert isinstance(f.canvas, Canvas) and "nl-sweep-plot-canvas" in f.canvas._dom_classes
+    assert ts.plot.shown is ts.plot.figure.canvas
+    (shown,) = ts.plot.box.outputs                  # the one output: the canvas's view
+    view = shown["data"]["application/vnd.jupyter.widget-view+json"]
+    assert view["model_id"] == ts.plot.figure.canvas.model_id
     assert ts.status.value.startswith("done: 3 points, best vocab_tile=")
-    assert "vocab_tile=0: vocab_tile=0 (--vocab-tile) must be from 1" in ts.message.value
+    assert "vocab_tile=0: vocab_tile=0 must be from 1" in ts.message.value
+    assert "--" not in ts.message.value             # the widget's words, not the CLI's
     assert [v for _, v in ts.point.options] == [0, 1]
     ts.point.value = 1                               # picking a point shows its trace
-    gantt, memory = ts.detail.children[1:]
-    assert bytes(gantt.value).startswith(PNG) and bytes(memory.value).startswith(PNG)
-    assert "vocab_tile=64" in ts.detail.children[0].value
+    html, gantt, memory = ts.detail.children
+    assert gantt is ts.gantt.box and memory is ts.memory.box
+    assert "vocab_tile=64, step" in ts.gantt.figure.axes[0].get_title()
+    assert ts.memory.figure.axes[0].get_ylabel() == "used (MiB)"
+    assert "vocab_tile=64" in html.value
     again = ts.run()                                 # from the cache
     assert again["cached"].tolist() == [True, True, False]
     (tmp_path / f"{again.loc[0, 'key']}.json").write_text("{torn")
@@ -36,10 +50,11 @@ def test_tile_sweep_button_plots_live_and_shows_a_point(tmp_path):
 
 
 @pytest.mark.parametrize("model, tiles, message", [
-    ({}, {"vocab_tile": "abc"}, "--vocab-tile &#x27;abc&#x27;: not a valid int"),
+    ({}, {"vocab_tile": "abc"}, "vocab_tile &#x27;abc&#x27;: not a valid int"),
     ({"n_head": 3}, {"vocab_tile": "32"}, "n_embd=16 is not divisible by n_head=3"),
     ({}, {}, "no tile sizes to vary"),
-    ({"batch": 0}, {"vocab_tile": "32"}, "batch=0 (--batch) must be ≥ 1"),
+    ({"batch": 0}, {"vocab_tile": "32"}, "batch=0 must be ≥ 1"),
+    ({}, {"inner_tile": "1:4:0"}, "inner_tile &#x27;1:4:0&#x27;: a range is LOW:HIGH:STEP"),
 ])
 def test_tile_sweep_bad_input_is_a_message(tmp_path, model, tiles, message):
     ts = TileSweep(BASE, tiles, cache_dir=tmp_path, peak_gflops=100.0)
@@ -47,6 +62,7 @@ def test_tile_sweep_bad_input_is_a_message(tmp_path, model, tiles, message):
         ts.model[name].value = value
     assert ts.run() is None
     assert "Error:" in ts.message.value and message in ts.message.value
+    assert "--" not in ts.message.value           # fields are named as the widget labels them
     assert ts.status.value == "0 points" and not ts.run_button.disabled
 
 
@@ -58,7 +74,7 @@ def test_scheduler_sweep_bars_over_repeats(tmp_path):
     df = ss.run()
     assert len(df) == 4 and df["error"].isna().all() and sorted(set(df["seed"])) == [0, 1]
     assert ss.status.value.startswith("done: 4 points, best ")
-    assert bytes(ss.plot.value).startswith(PNG)
+    assert isinstance(ss.plot.figure.canvas, Canvas)
     from nntile_lab.sweep.plots import aggregate_repeats
     agg = aggregate_repeats(df)
     assert agg["scheduler"].tolist() == ["eager", "lws"] and (agg["repeats"] == 2).all()
@@ -72,7 +88,8 @@ def test_scheduler_sweep_bars_over_repeats(tmp_path):
 def test_trace_explorer(tmp_path):
     tr = traced_gpt2()[0]
     tx = TraceExplorer(tr)
-    assert bytes(tx.plot.value).startswith(PNG) and f"{len(tr.tasks)} tasks" in tx.table.value
+    assert isinstance(tx.plot.figure.canvas, Canvas)
+    assert f"{len(tr.tasks)} tasks (whole trace)" in tx.table.value
     tx.phase.value = "backward"
     tx.step.value = 1
     sel = tx.select(1, None, None, "backward")
@@ -95,12 +112,23 @@ def test_interrupting_the_widget_keeps_finished_points(tmp_path, monkeypatch):
     def interrupt(df):
         raise KeyboardInterrupt       # "interrupt kernel" right after the first point
     monkeypatch.setattr(ts, "_draw", interrupt)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt) as info:
         ts.run()
+    # the sweep's own interrupt: one line in a notebook, naming what was kept
+    assert info.value._render_traceback_() == [
+        "Interrupted: sweep stopped after 1 of 2 points; the finished ones are cached: run "
+        "it again to resume"]
     assert ts.status.value.startswith("interrupted after 1 of 2 points")
     assert not ts.run_button.disabled
     monkeypatch.undo()
     assert ts.run()["cached"].tolist() == [True, False]
+    # interrupted before any point: the plot says so (not "running" for ever)
+    def interrupted_at_once(pts):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(ts, "_measure", interrupted_at_once)
+    with pytest.raises(KeyboardInterrupt):
+        ts.run()
+    assert ts.plot.figure is None and ts.plot.text == "no plot: interrupted before the first point"
 
 
 def test_bad_points_are_messages_and_the_rest_runs(tmp_path):
@@ -111,9 +139,9 @@ def test_bad_points_are_messages_and_the_rest_runs(tmp_path):
     df = ts.run()
     assert df["error"].isna().tolist() == [True, False, False] and df.loc[0, "gflops"] > 0
     assert ts.status.value.startswith("done: 3 points, best vocab_tile=32: ")
-    assert "vocab_tile=65: vocab_tile=65 (--vocab-tile) must be from 1 to vocab_size=64" \
+    assert "vocab_tile=65: vocab_tile=65 must be from 1 to vocab_size=64" \
         in ts.message.value
-    assert "vocab_tile=0: vocab_tile=0 (--vocab-tile) must be from 1" in ts.message.value
+    assert "vocab_tile=0: vocab_tile=0 must be from 1" in ts.message.value
     path = tmp_path / f"{df.loc[0, 'key']}.json"
     path.write_text(path.read_text().replace('"format": 1', '"format": 0'))
     again = ts.run()                       # the old record is measured again, with a notice
@@ -157,11 +185,13 @@ def test_scheduler_sweep_with_and_without_priorities(tmp_path):
     assert set(got) == {("lws", False), ("lws", True), ("heteroprio", False),
                         ("heteroprio", True)}
     assert got[("lws", False)] is None and got[("lws", True)] is None
+    assert "--no-priorities" not in ss.message.value
     assert got[("heteroprio", False)] is None
     assert "heteroprio" in got[("heteroprio", True)] and "priorities=False" in \
         got[("heteroprio", True)]
     assert (df[df["error"].isna()]["gflops"] > 0).all()
     assert ss.status.value.startswith("done: 4 points, best ")
+    assert ss.plot.figure is not None
     assert "prio, lws, dmdas and dmdasd honour them" in ss.message.value
     assert "priorities=False" in ss.message.value          # the failed point, named
     from nntile_lab.sweep.plots import aggregate_repeats
@@ -169,4 +199,116 @@ def test_scheduler_sweep_with_and_without_priorities(tmp_path):
     ran = {(r.scheduler, r.priorities): r.repeats for r in agg.itertuples()}
     assert ran == {("lws", False): 1, ("lws", True): 1, ("heteroprio", False): 1,
                    ("heteroprio", True): 0}
-    assert bytes(ss.plot.value).startswith(PNG)
+
+
+def test_widget_words_name_fields_not_flags():
+    from nntile_lab.widgets.common import widget_words
+    assert widget_words("vocab_tile=0 (--vocab-tile) must be from 1") == \
+        "vocab_tile=0 must be from 1"
+    assert widget_words("--inner-tile 'abc': not a valid int") == \
+        "inner_tile 'abc': not a valid int"
+    assert widget_words("run it with priorities=False (--no-priorities)") == \
+        "run it with priorities=False"
+    assert widget_words("see --help") == "see --help"          # not a field: left alone
+
+
+def test_a_new_sweep_never_shows_the_previous_points(tmp_path):
+    """Issue 19: a new sweep left the previous point's Gantt chart and memory plot under
+    the new plot. While the new sweep runs, and after it, picker and detail are its own."""
+    ts = TileSweep(BASE, {"vocab_tile": "32,64"}, cache_dir=tmp_path, isolate=False,
+                   peak_gflops=100.0)
+    ts.run()
+    ts.point.value = 0
+    assert ts.gantt.figure is not None and len(ts.detail.children) == 3
+    old_canvas = ts.gantt.figure.canvas
+    seen = []
+
+    def check(row):        # at each point of the new sweep
+        seen.append((list(ts.point.options), ts.detail.children, ts.gantt.figure))
+    ts.tiles["vocab_tile"].value = "16,32"
+    orig = ts._on_point
+    ts._on_point = lambda row: (check(row), orig(row))
+    ts.run()
+    assert seen and all(opts == [] and children == () and fig is None
+                        for opts, children, fig in seen)
+    assert [label for label, _ in ts.point.options] == ["vocab_tile=16", "vocab_tile=32"]
+    assert ts.detail.children == () and ts.point.value is None
+    assert old_canvas.comm is None and old_canvas.toolbar.comm is None   # closed, not hidden
+
+
+def test_nothing_ran_is_said_in_words(tmp_path):
+    """A bad tile (0) drew empty axes with a red × at 0: now a sentence, and no axes."""
+    ts = TileSweep(BASE, {"vocab_tile": "0"}, cache_dir=tmp_path, isolate=False,
+                   peak_gflops=100.0)
+    df = ts.run()
+    assert df["gflops"].isna().all() and ts.status.value == "done: 1 points, none ran"
+    assert ts.plot.figure is None
+    assert "none of the 1 points ran (the messages above say why)" in ts.plot.text
+    words = ts.plot.shown
+    assert ts.plot.box.outputs[0]["data"]["application/vnd.jupyter.widget-view+json"][
+        "model_id"] == words.model_id
+    assert "nl-sweep-plot-words" in words._dom_classes and "none of the 1" in words.value
+    assert "vocab_tile=0 must be from 1" in ts.message.value
+    from nntile_lab.sweep.plots import scheduler_figure, tile_figure
+    for fig in (tile_figure(df), scheduler_figure(df)):   # the library's figures too
+        assert not fig.axes and "none of the 1 points ran" in fig.texts[0].get_text()
+
+
+def test_scheduler_plot_is_sharp_uncut_and_says_what_its_bars_are(tmp_path):
+    """Issue 19: a 480×336 PNG stretched to 1164×815 with the y label cut and a title
+    contradicting the label. Now a live canvas at the figure's size; every label inside."""
+    ss = SchedulerSweep(BASE, ["eager", "lws"], repeats=2, cache_dir=tmp_path,
+                        isolate=False, peak_gflops=100.0)
+    ss.run()
+    fig = ss.plot.figure
+    assert isinstance(fig.canvas, Canvas)
+    ax = fig.axes[0]
+    title, ylabel = ax.get_title(), ax.get_ylabel()
+    assert "whiskers: min–max over repeats" in title and "2 repeats each" in title
+    assert ylabel == "GFLOP/s (median)" and "steps" not in title
+    renderer = fig.canvas.get_renderer()
+    fig.draw(renderer)
+    box = fig.bbox
+    for artist in (ax.yaxis.label, ax.title, *ax.get_xticklabels()):
+        assert artist.get_text()
+        ext = artist.get_window_extent(renderer)
+        assert box.x0 <= ext.x0 and ext.x1 <= box.x1 and box.y0 <= ext.y0 and ext.y1 <= box.y1, \
+            artist
+
+
+def test_trace_explorer_empty_slice_titles_colours_and_zoom():
+    tr = traced_gpt2()[0]
+    tx = TraceExplorer(tr)
+    whole = tx.plot.figure
+    t = tr.tasks
+    # an empty slice of values each in the trace: words in the table and the plot, no error
+    # (the old explorer said "phase='forward' is not in this trace" and kept the last plot)
+    values = {c: sorted(set(t[c].dropna())) for c in ("step", "worker", "layer", "phase")}
+    empty = next((s, w, la, p) for s in values["step"] for w in values["worker"]
+                 for la in values["layer"] for p in values["phase"]
+                 if not len(t[(t["step"] == s) & (t["worker"] == w) & (t["layer"] == la)
+                              & (t["phase"] == p)]))
+    tx.step.value, tx.worker.value, tx.layer.value, tx.phase.value = empty
+    assert "no task in this slice" in tx.table.value and "Error" in tx.table.value
+    assert tx.plot.figure is None and "no task in this slice" in tx.plot.text
+    assert whole.canvas.comm is None              # the previous slice's canvas is gone
+    # a step selected: the title names the slice, never "whole trace"
+    tx.worker.value, tx.layer.value, tx.phase.value = None, None, "backward"
+    title = tx.plot.figure.axes[0].get_title()
+    assert f"step {empty[0]}, backward" in title and "whole trace" not in title
+    # each op keeps its whole-trace colour in the slice
+    full = viz.op_colors(t["name"])
+    for coll in tx.plot.figure.axes[0].collections:
+        name = coll.get_gid().split(":")[2]
+        assert np.allclose(coll.get_facecolor()[0][:3], full[name])
+    # zooming (the toolbar sets the x limits) updates the range shown under the plot
+    ax = tx.plot.figure.axes[0]
+    before = tx.range.value
+    lo, hi = ax.get_xlim()
+    ax.set_xlim(lo + (hi - lo) / 4, lo + (hi - lo) / 2)
+    assert tx.range.value != before and tx.range.value == \
+        f"showing {lo + (hi - lo) / 4:.3f}–{lo + (hi - lo) / 2:.3f} ms"
+    # a selection that cannot be drawn: said in the widget, not only in the log console
+    tx.trace = tr.__class__.__new__(tr.__class__)   # a broken trace: no tables
+    tx.layer.value = tx.layer.options[1][1]
+    assert "Error" in tx.table.value and tx.plot.figure is None
