@@ -43,6 +43,16 @@ void nl_register_tiles(int64_t n, const int64_t *nelems, size_t elemsize,
 void nl_unregister_tiles(int64_t n, starpu_data_handle_t *handles, int sync);
 int nl_disk_register(const char *dir, int64_t bytes);
 int64_t nl_held_bytes(void);
+/* The memory guard (kernels/runtime/guard.c): admission against RAM limit + disk node, and
+ * the progress count the watchdog reads */
+void nl_guard_set(int64_t capacity_bytes, int nworkers);
+int64_t nl_guard_reserve(int64_t task_bytes);
+int64_t nl_guard_max_task(void);
+int64_t nl_guard_submitted(void);
+void nl_guard_stall(int on);
+int nl_guard_stalled(void);
+int nl_guard_refused(int64_t *task_bytes, int64_t *live_bytes);
+void nl_guard_relieve(unsigned node, int64_t bytes);
 void nl_set_task_bytes_limit(int64_t bytes);
 int64_t nl_refused_task(int *op_id);
 starpu_data_handle_t *nl_tiles_new(int64_t n);

@@ -68,6 +68,23 @@ def _openblas_include():
     return scipy_openblas32.get_include_dir()
 
 
+def _onednn():
+    """(include dirs, link args) of oneDNN, the bf16 GEMM (kernels/cpu/gemm_bf16.c): Debian's
+    libdnnl-dev has no pkg-config file, so look where it and conda-forge's onednn install
+    (``DNNLROOT`` first); the library runs on OpenMP (libgomp)."""
+    for root in (os.environ.get("DNNLROOT"), os.environ.get("CONDA_PREFIX"), "/usr/local",
+                 "/usr"):
+        if root and os.path.exists(os.path.join(root, "include", "oneapi", "dnnl", "dnnl.h")):
+            if root == "/usr":   # the compiler's own directories
+                return [], ["-ldnnl", "-lgomp"]
+            lib = os.path.join(root, "lib")
+            return [os.path.join(root, "include")], [f"-L{lib}", f"-Wl,-rpath,{lib}", "-ldnnl",
+                                                     "-lgomp"]
+    raise SystemExit("nntile_lab needs oneDNN for its bf16 GEMM: on Debian/Ubuntu run\n"
+                     "  apt-get install libdnnl-dev\n(scripts/setup.sh does), with conda "
+                     "`conda install -c conda-forge onednn`, or set DNNLROOT to its prefix")
+
+
 def _read(name):
     with open(os.path.join(HERE, name)) as f:
         return f.read()
@@ -109,11 +126,13 @@ mpi = _mpi_flags()
 opencl = _opencl_flags()
 if opencl:
     sources += sorted(glob.glob(os.path.join(HERE, "opencl", "*.c")))
+onednn_includes, onednn_link = _onednn()
 ffibuilder.set_source(
     "nntile_lab._ext",
     '#include <starpu.h>\n#include "api.h"\n' + codegen.generate_c(),
     sources=[os.path.relpath(s) for s in sources],
-    include_dirs=[HERE, _openblas_include()] + [f[2:] for f in cflags if f.startswith("-I")]
+    include_dirs=[HERE, _openblas_include()] + onednn_includes
+    + [f[2:] for f in cflags if f.startswith("-I")]
     + (mpi[0] if mpi else []),
     # the flags the kernels were built with, for the benchmarks' records (nl_build_cflags)
     define_macros=([("NL_HAVE_MPI", "1")] if mpi else [])
@@ -121,7 +140,8 @@ ffibuilder.set_source(
     + [("NL_CFLAGS", json.dumps(ARCH_FLAGS))],
     extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wno-unused-function"] + VALUE_SAFE
     + shlex.split(ARCH_FLAGS),
-    extra_link_args=(mpi[1] if mpi else []) + (opencl or []) + _pkg_config("--libs"),
+    extra_link_args=(mpi[1] if mpi else []) + (opencl or []) + _pkg_config("--libs")
+    + onednn_link,
 )
 
 if __name__ == "__main__":

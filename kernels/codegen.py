@@ -8,7 +8,8 @@ import textwrap
 from codelets import CODELETS
 
 C_TYPES = {"i64": "int64_t", "i32": "int32_t", "f32": "float"}
-BUF_TYPES = {"f32": "float", "i64": "int64_t"}
+# bf16 tiles hold the upper 16 bits of an IEEE float32 (kernels/cpu/bf16.c)
+BUF_TYPES = {"f32": "float", "i64": "int64_t", "bf16": "uint16_t"}
 MODES = {"R": "STARPU_R", "W": "STARPU_W", "RW": "STARPU_RW",
          "RWC": "STARPU_RW | STARPU_COMMUTE"}
 
@@ -289,7 +290,7 @@ def elementwise_ops():
             raise TableError(f"{where}: an element-wise row's first argument is 'i64 n', "
                              "the tile's element count")
         if any(typ != "float" for _, _, typ, _, _ in bufs):
-            raise TableError(f"{where}: element-wise buffers are float32 (no ':i64')")
+            raise TableError(f"{where}: element-wise buffers are float32 (no ':i64' or ':bf16')")
         written = [(bname, mode) for _, mode, _, bname, ro in bufs if not ro]
         if len(written) != 1 or written[0][1] not in ("STARPU_W", "STARPU_RW"):
             raise TableError(f"{where}: an element-wise row writes exactly one buffer, "

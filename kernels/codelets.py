@@ -6,7 +6,7 @@ Row fields:
            ``nl_submit_<name>(handles..., args...)``
   buffers  access mode, dtype and name of each tile the task touches, in order:
            ``R x, RW:i64 ids, W y`` (modes R, W, RW; RWC = RW commuting with
-           other RWC accesses; dtype f32 unless ``:i64``)
+           other RWC accesses; dtype f32 unless ``:i64`` or ``:bf16``)
   args     the scalar arguments packed into the task, ``i64 m, f32 alpha``
   flops    a C expression of the args: the task's flop count (traces, GFLOP/s)
   overwrite  a C condition on the args under which the RW tiles are written without
@@ -166,6 +166,14 @@ CODELETS = [
             "i64 batch, i64 m, i64 n, i64 k, i32 trans_a, i32 trans_b, f32 alpha, f32 beta",
             "2.0*batch*m*n*k",
             overwrite="beta == 0", opencl="host"),
+    # bf16.c: float32 <-> bfloat16, round to nearest even (NaN stays NaN)
+    Codelet("f32_to_bf16", "R x, W:bf16 y", "i64 n", "0"),
+    Codelet("bf16_to_f32", "R:bf16 x, W y", "i64 n", "0"),
+    # gemm_bf16.c: gemm's product with bf16 a and b, fp32 accumulation and c (oneDNN)
+    Codelet("gemm_bf16", "R:bf16 a, R:bf16 b, RW c",
+            "i64 batch, i64 m, i64 n, i64 k, i32 trans_a, i32 trans_b, f32 alpha, f32 beta",
+            "2.0*batch*m*n*k",
+            overwrite="beta == 0"),
     # embedding.c
     Codelet("embedding", "R:i64 ids, R table, RWC out",
             "i64 n, i64 e, i64 voff, i64 vrows, i64 vocab, i32 check", "0"),

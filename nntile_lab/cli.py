@@ -12,8 +12,10 @@ from nntile_lab.bench.kernels import register_cli as register_bench_kernels
 from nntile_lab.bench.memory import register_cli as register_bench_memory
 from nntile_lab.bench.schedulers import SCHEDULERS, add_run_options
 from nntile_lab.data.prepare import register_cli as register_prepare
+from nntile_lab.errors import os_error_message
 from nntile_lab.figures.cli import register_cli as register_figures
 from nntile_lab.memory import register_cli as register_plan
+from nntile_lab.options import int_range
 from nntile_lab.proxies.cli import register_cli as register_proxy
 from nntile_lab.record import json_safe, write_record
 from nntile_lab.spec import DEFAULTS, add_arguments, from_args
@@ -80,12 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="benchmarks against baselines measured in the same run")
     bsub = bench.add_subparsers(dest="what", required=True)
     g = bsub.add_parser("gemm", help="tiled sgemm vs numpy matmul")
-    g.add_argument("--n", type=int, default=4096, help="matrix size (default 4096)")
-    g.add_argument("--tiles", type=int, nargs="+", default=[256, 512, 1024])
-    g.add_argument("--repeats", type=int, default=5)
+    g.add_argument("--n", type=int_range(), default=4096, help="matrix size (default 4096)")
+    g.add_argument("--tiles", type=int_range(), nargs="+", default=[256, 512, 1024])
+    g.add_argument("--repeats", type=int_range(), default=5)
     g.add_argument("--scheduler", default=None,
                    help=f"StarPU scheduling policy (default {DEFAULTS.scheduler})")
-    g.add_argument("--ncpu", type=int, default=None)
+    g.add_argument("--ncpu", type=int_range(), default=None)
     g.add_argument("--json", action="store_true", help="print one JSON object")
     g.set_defaults(func=_bench_gemm)
 
@@ -134,7 +136,9 @@ def main(argv=None) -> int:
     try:
         return args.func(args)
     except (ValueError, TypeError, RuntimeError, OSError) as exc:   # OSError: disk full, ...
-        print(f"nntile-lab: error: {exc}", file=sys.stderr)
+        # a raw file-system error (errno set); one raised with our own text keeps it
+        text = os_error_message(exc) if isinstance(exc, OSError) and exc.errno else exc
+        print(f"nntile-lab: error: {text}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:   # Ctrl-C: the shell's code for SIGINT, no traceback
         notes = "".join(f"; {n}" for n in getattr(exc, "__notes__", ()))

@@ -189,6 +189,9 @@ def estimate(spec, batch: int | None = None, seq_len: int | None = None, *,
     details = dict(s, ooc_backend="o_direct", largest_param=largest_param,
                    checkpoint_staging_bytes=ckpt)
     plan = MemoryPlan(cats, peak, task_bytes, task_name, rss, cap_mb, "fits", details=details)
+    if cap_mb is not None and cap_mb < 16:   # what Runtime refuses never "fits"
+        return _cannot(plan, f"--memory-limit-mb {cap_mb} is below 16 MiB, the smallest "
+                       "memory limit StarPU takes: give 16 or more")
     if cap_mb is None or peak <= cap_mb * MIB:
         return plan
     need = s["ncpu"] * task_bytes
@@ -201,6 +204,11 @@ def estimate(spec, batch: int | None = None, seq_len: int | None = None, *,
     # a tile read back keeps its disk copy while it stays clean: the disk node may hold
     # every tile at once
     disk = math.ceil(peak * 1.1 / MIB) * MIB
+    # and leave the runtime's reserve free: (workers + 1) working sets of the largest task
+    # (Runtime refuses less out of core: StarPU would livelock moving tiles;
+    # kernels/runtime/guard.c)
+    reserve = (s["ncpu"] + 1) * task_bytes
+    disk = max(disk, math.ceil((peak + reserve - cap_mb * MIB) / MIB) * MIB)
     plan.disk_bytes = disk
     if s["ooc_dir"] is None:
         return _cannot(plan, f"the step needs {peak / MIB:.0f} MiB but the cap is {cap_mb} MiB "

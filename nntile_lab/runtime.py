@@ -11,6 +11,7 @@ from nntile_lab._lib import ffi, lib
 from nntile_lab.interrupts import deferred_interrupts
 from nntile_lab.parallel.mpi import attach
 from nntile_lab.spec import DEFAULTS, parse_hints  # the runtime's defaults are the spec's (one set)
+from nntile_lab.watchdog import Watchdog
 
 PHASES = ("none", "forward", "backward", "optimizer")
 
@@ -31,17 +32,26 @@ NO_PRIORITIES = {"heteroprio": "StarPU's heteroprio takes a task's priority as t
 # How long one C-level wait may block before Python gets control back to run its
 # signal handlers (Ctrl-C / Jupyter's "interrupt kernel" → KeyboardInterrupt).
 POLL_MS = 50
+MIB = 1 << 20
 
 
-def wait_interruptibly(step) -> None:
+def wait_interruptibly(step, draining: bool = False) -> None:
     """Call ``step(POLL_MS)`` (a C wait with a timeout: 1 done, 0 timed out, < 0
-    errno) until it reports done; a KeyboardInterrupt can land between calls."""
+    errno) until it reports done; a KeyboardInterrupt can land between calls. The
+    running runtime's watchdog turns a stall into OutOfMemory (``draining``: into
+    memory lent to the queued tasks only, while the runtime stops)."""
+    rt = Runtime.active
+    dog = getattr(rt, "_watchdog", None)
+    if dog is not None:
+        dog.arm()
     while True:
         ret = step(POLL_MS)
         if ret > 0:
             return
         if ret < 0:
             raise RuntimeError(f"waiting for StarPU tasks failed: {os.strerror(-ret)}")
+        if dog is not None:
+            dog.poll(draining)
 
 
 def scheduler_names() -> list[str]:
@@ -57,6 +67,15 @@ def opencl_devices(accelerators_only: bool = False) -> int:
 
 
 WHERE = {"any": 0, "cpu": lib.STARPU_CPU, "opencl": lib.STARPU_OPENCL}
+
+
+def check_scheduler(name: str) -> None:
+    """ValueError naming --scheduler when this StarPU build has no such policy (the
+    commands check it with their other options, before any work)."""
+    names = scheduler_names()
+    if name not in names:
+        raise ValueError(f"scheduler={name!r} (--scheduler) is unknown; valid ones: "
+                         f"{', '.join(names)}")
 
 
 def max_workers() -> int:
@@ -80,6 +99,9 @@ class Runtime:
     None (the default): on, except under heteroprio. Measured on 2 cores with lws, they
     cut a step by 4.5 % (main job) and 5.6 % (E 1024): the head's dx chain over the
     vocabulary no longer waits behind weight-gradient products.
+    ``stall_timeout_s``: with a memory limit, a wait in which no task ends for this
+    long while every memory node is full raises OutOfMemory instead of waiting forever
+    (``nntile_lab.watchdog``); None turns the watchdog off.
     ``buffer_cache_mb``: in memory, freed tile buffers (of ≥ 256 KiB) are kept, up to
     this many MiB, for the next tile of the same size (None: a quarter of the machine's
     RAM; 0: off) — a model frees its temporaries every step and fresh pages fault on
@@ -101,7 +123,8 @@ class Runtime:
                  ooc_size_mb: int = DEFAULTS.ooc_size_mb, profiling: bool = False,
                  ooc_backend: str = "o_direct", priorities: bool | None = DEFAULTS.priorities,
                  hints: str | None = DEFAULTS.hints, buffer_cache_mb: int | None = None,
-                 nopencl: int = 0, opencl_memory_limit_mb: int | None = None):
+                 nopencl: int = 0, opencl_memory_limit_mb: int | None = None,
+                 stall_timeout_s: float | None = 30.0):
         valid = scheduler_names()
         if scheduler not in valid:
             raise ValueError(f"unknown scheduler {scheduler!r}; valid ones: {', '.join(valid)}")
@@ -139,6 +162,12 @@ class Runtime:
                                             or buffer_cache_mb < 0):
             raise ValueError(f"buffer_cache_mb={buffer_cache_mb!r} must be an integer ≥ 0 "
                              "(MiB; 0 turns the cache off), or None for a quarter of RAM")
+        if stall_timeout_s is not None and (isinstance(stall_timeout_s, bool)
+                                            or not isinstance(stall_timeout_s, (int, float))
+                                            or not 0 < stall_timeout_s < float("inf")):
+            raise ValueError(f"stall_timeout_s={stall_timeout_s!r} must be a number of "
+                             "seconds > 0, or None to turn the stall watchdog off")
+        self.stall_timeout_s = stall_timeout_s
         if memory_limit_mb is not None:
             buffer_cache_mb = 0
         elif buffer_cache_mb is None:
@@ -206,6 +235,15 @@ class Runtime:
         # (StarPU would wait forever); under StarPU-MPI a rank submits only its share
         lib.nl_set_task_bytes_limit(
             self.memory_limit_mb << 20 if self.memory_limit_mb and self.mpi is None else 0)
+        # tiles + the working sets in flight must leave room to move tiles between RAM
+        # and the disk node (kernels/runtime/guard.c); the watchdog catches what slips
+        # through
+        # (in RAM alone, tiles that fill the limit exactly still run: no reserve there)
+        guarded = self.mpi is None and self.memory_limit_mb is not None
+        self._ooc_reserve = guarded and self.ooc_dir is not None
+        lib.nl_guard_set(self.capacity_bytes() if self._ooc_reserve else 0, self.ncpu)
+        self._watchdog = (Watchdog(self, self.stall_timeout_s, OutOfMemory) if guarded
+                          else None)
         if self.ooc_dir is not None:
             self._ooc_buf = ffi.new("char[]", os.fsencode(self.ooc_dir))
             node = lib.nl_disk_register_backend(self._ooc_buf, self.ooc_size_mb << 20,
@@ -226,7 +264,7 @@ class Runtime:
         mpi = getattr(self, "mpi", None)
         if mpi is not None:
             mpi.wait_for_all()
-        wait_interruptibly(lib.nl_wait_all)
+        wait_interruptibly(lib.nl_wait_all, draining=True)
         with deferred_interrupts():   # StarPU down and the runtime marked so, or neither
             try:
                 lib.nl_sampler_stop()   # a Trace left recording must not poll a stopped StarPU
@@ -240,6 +278,7 @@ class Runtime:
                 self.alive = False
                 Runtime.active = None
             self.raise_task_error()
+            self._raise_stall()
 
     def _replace_in_notebook(self, old: Runtime) -> None:
         """StarPU allows one runtime per process. In a Jupyter/IPython kernel re-running
@@ -277,10 +316,13 @@ class Runtime:
         # Ctrl-C during this wait leaves the runtime running, whole: rt.stop() again.
         try:
             self.stop()
-        except TaskError as pending:
+        except (TaskError, OutOfMemory) as pending:
+            if pending is exc:
+                return
             if exc.__context__ is None:
                 exc.__context__ = pending
-            exc.add_note(f"(a task had failed too: {pending})")
+            what = "a task had failed" if isinstance(pending, TaskError) else "StarPU stalled"
+            exc.add_note(f"({what} too: {pending})")
 
     def __repr__(self) -> str:
         state = "running" if self.alive else "stopped"
@@ -302,6 +344,7 @@ class Runtime:
             self.mpi.wait_for_all()
         wait_interruptibly(lib.nl_wait_all)
         self.raise_task_error()
+        self._raise_stall()
 
     @contextlib.contextmanager
     def scope(self, *, layer: int | None = None, phase: str | None = None,
@@ -414,25 +457,23 @@ class Runtime:
                 f"{what} has tiles of {tile_bytes / mib:.1f} MiB, more than "
                 f"memory_limit_mb={self.memory_limit_mb}: a task needs its tiles in RAM. "
                 f"Use smaller tiles or raise memory_limit_mb above {-(-tile_bytes // mib)}")
+        dog = getattr(self, "_watchdog", None)
+        if dog is not None and dog.error is not None:
+            raise OutOfMemory(f"{what} was refused: this runtime stalled earlier (see the "
+                              "OutOfMemory raised then); stop it and start a new one with "
+                              "more room")
         # under StarPU-MPI every rank registers every tile but allocates only those it
         # owns or receives: the total says nothing there
         cap = None if getattr(self, "mpi", None) is not None else self.capacity_bytes()
-        if cap is not None and self.tile_bytes + nbytes > cap:
+        if cap is None:
+            return
+        ooc = getattr(self, "_ooc_reserve", False)
+        keep = lib.nl_guard_reserve(0) if ooc else 0   # room for the tasks in flight
+        if self.tile_bytes + nbytes + keep > cap:
             wait_interruptibly(lib.nl_wait_all)
-        if cap is not None and self.tile_bytes + nbytes > cap:
-            where = (f"memory_limit_mb={self.memory_limit_mb} + ooc_size_mb={self.ooc_size_mb} "
-                     f"(disk node in {self.ooc_dir!r})" if self.ooc_dir is not None
-                     else f"memory_limit_mb={self.memory_limit_mb} and no disk node")
-            need = -(-(self.tile_bytes + nbytes) // mib)
-            fix = (f"raise ooc_size_mb to at least {need - self.memory_limit_mb}"
-                   if self.ooc_dir is not None else
-                   f"raise memory_limit_mb to at least {need}, or give ooc_dir= (a disk "
-                   f"node, with ooc_size_mb ≥ {need - self.memory_limit_mb}) so tiles can "
-                   "be evicted to disk")
-            raise OutOfMemory(
-                f"{what} needs {nbytes / mib:.1f} MiB of tiles; with the "
-                f"{self.tile_bytes / mib:.1f} MiB already held that is {need} MiB, more than "
-                f"{where} allow: {fix}, or free tensors you no longer need")
+            keep = lib.nl_guard_reserve(0) if ooc else 0
+        if self.tile_bytes + nbytes + keep > cap:
+            raise self._capacity_error(what, self.tile_bytes, nbytes, keep)
 
     @property
     def tile_bytes(self) -> int:
@@ -440,6 +481,41 @@ class Runtime:
         done (StarPU releases a freed tile after its tasks); views are not counted."""
         self.check_alive()
         return lib.nl_held_bytes()
+
+    def _raise_stall(self) -> None:
+        dog = getattr(self, "_watchdog", None)
+        if dog is not None and dog.error is not None:
+            raise dog.error
+
+    def guard_refusal(self) -> OutOfMemory:
+        """The task the memory guard refused (kernels/runtime/guard.c) as an error."""
+        task, live = ffi.new("int64_t *"), ffi.new("int64_t *")
+        op = lib.nl_guard_refused(task, live)
+        name = ffi.string(lib.nl_op_name(op)).decode() if op >= 0 else "a"
+        if task[0] < 0:
+            return OutOfMemory(f"a {name} task was refused: this runtime stalled earlier "
+                               "(see the OutOfMemory raised then); stop it and start a new "
+                               "one with more room")
+        return self._capacity_error(f"a {name} task (working set {task[0] / MIB:.2f} MiB)",
+                                    live[0], 0, lib.nl_guard_reserve(task[0]))
+
+    def _capacity_error(self, what: str, held: int, nbytes: int, reserve: int) -> OutOfMemory:
+        where = (f"memory_limit_mb={self.memory_limit_mb} + ooc_size_mb={self.ooc_size_mb} "
+                 f"(disk node in {self.ooc_dir!r})" if self.ooc_dir is not None
+                 else f"memory_limit_mb={self.memory_limit_mb} and no disk node")
+        need = -(-(held + nbytes + reserve) // MIB)
+        fix = (f"raise ooc_size_mb to at least {need - self.memory_limit_mb}"
+               if self.ooc_dir is not None else
+               f"raise memory_limit_mb to at least {need}, or give ooc_dir= (a disk "
+               f"node, with ooc_size_mb ≥ {max(16, need - self.memory_limit_mb)}) so tiles "
+               "can be evicted to disk")
+        kept = (f" and {reserve / MIB:.2f} MiB kept free for the tasks in flight (workers + 1 "
+                "working sets of the largest task, so that tiles can move between RAM and "
+                "disk)" if reserve else "")
+        return OutOfMemory(
+            f"{what} needs {nbytes / MIB:.1f} MiB of new tiles; with the {held / MIB:.1f} MiB "
+            f"already held{kept} that is {need} MiB, more than {where} allow: {fix}, or free "
+            "tensors you no longer need")
 
     def raise_task_error(self) -> None:
         buf = ffi.new("char[]", 512)

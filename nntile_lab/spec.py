@@ -19,9 +19,11 @@ the field and the valid range. None means the whole dimension.
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field, fields
 
 from nntile_lab import flops
@@ -110,6 +112,11 @@ def _tile(name: str, dim: str):
               + (f", capped at {dim}" if d else "") + ")", int)
 
 
+# Upper bounds of the integer fields (exclusive): C's 32-bit int, and for the layer count
+# a depth no model here needs (the planner and builders walk the layers one by one).
+INT_LIMIT = collections.defaultdict(lambda: 2**31, {"n_layer": 10_000})
+
+
 @dataclass(frozen=True)
 class ExperimentSpec:
     """A run: model + data shape + tiles + runtime + training + benchmark settings."""
@@ -187,14 +194,32 @@ class ExperimentSpec:
             v = getattr(self, name)
             if v is not None and v < 1:
                 raise ValueError(f"{name}={v!r} (--{_opt(name)}) must be ≥ 1")
-        for name in ("warmup", "warmup_steps", "eval_every", "checkpoint_every", "nopencl"):
+        for f in fields(self):   # sizes reach C as 32-bit ints; larger is a typo, not a model
+            v = getattr(self, f.name)
+            if f.metadata["type"] is int and isinstance(v, int) and v >= INT_LIMIT[f.name]:
+                raise ValueError(f"{f.name}={v!r} (--{_opt(f.name)}) must be below "
+                                 f"{INT_LIMIT[f.name]:,}")
+        for name in ("warmup", "warmup_steps", "eval_every", "checkpoint_every", "seed",
+                     "nopencl"):
             v = getattr(self, name)
             if v is not None and v < 0:
                 raise ValueError(f"{name}={v!r} (--{_opt(name)}) must be ≥ 0")
         for name in ("lr", "min_lr", "weight_decay", "clip"):
             v = getattr(self, name)
-            if v is not None and not v >= 0:
-                raise ValueError(f"{name}={v!r} (--{_opt(name)}) must be ≥ 0")
+            if v is not None and not 0 <= v < math.inf:
+                raise ValueError(f"{name}={v!r} (--{_opt(name)}) must be a finite number ≥ 0")
+        if not self.lr > 0:
+            raise ValueError(f"lr={self.lr!r} (--lr) must be > 0: a rate of 0 trains nothing")
+        # StarPU refuses a smaller RAM limit or disk node (Runtime): say so here, where the
+        # planner and every command see it, not only once a runtime starts
+        for name in ("memory_limit_mb", "ooc_size_mb"):
+            v = getattr(self, name)
+            if v is not None and v < 16:
+                raise ValueError(f"{name}={v!r} (--{_opt(name)}) must be ≥ 16 (MiB): StarPU "
+                                 "takes no smaller memory limit or disk node")
+        if self.warmup is not None and self.warmup > self.steps:
+            raise ValueError(f"warmup={self.warmup} (--warmup) must be ≤ steps={self.steps} "
+                             "(--steps): the warm-up is part of the run's steps")
         parse_hints(self.hints)
         if self.opencl_memory_limit_mb is not None and not self.nopencl:
             raise ValueError(f"opencl_memory_limit_mb={self.opencl_memory_limit_mb} "
@@ -203,7 +228,7 @@ class ExperimentSpec:
             raise ValueError(f"optimizer={self.optimizer!r} is unknown; valid ones: "
                              f"{', '.join(OPTIMIZERS)}")
         if self.n_embd % self.n_head:
-            ok = [h for h in range(1, self.n_embd + 1) if self.n_embd % h == 0]
+            ok = _divisors(self.n_embd)   # √n steps: a huge typo must not take minutes
             raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}; "
                              f"n_head (--n-head) must divide n_embd, e.g. one of {ok[:12]}")
         if self.seq_len > self.positions:
@@ -333,6 +358,12 @@ def spec_fields(group: str | None = None) -> list[dataclasses.Field]:
 
 
 _METAVARS = {int: "N", float: "X", str: "NAME"}
+
+
+def _divisors(n: int) -> list[int]:
+    """The divisors of ``n``, ascending."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
 
 
 def _opt(name: str) -> str:

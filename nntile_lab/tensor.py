@@ -10,12 +10,16 @@ import math
 from itertools import product
 from numbers import Integral
 
+import ml_dtypes
 import numpy as np
 
 from nntile_lab._lib import ffi, lib
 from nntile_lab.runtime import Runtime, wait_interruptibly
 
-DTYPES = (np.dtype(np.float32), np.dtype(np.int64))
+# bfloat16: ml_dtypes' numpy dtype (the one JAX uses); its tiles hold 2-byte bf16 values,
+# made by ops.to_bf16 and read by the bf16 ops (ops/precision.py, ops.gemm)
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+DTYPES = (np.dtype(np.float32), np.dtype(np.int64), BFLOAT16)
 MAX_NDIM = 16   # nl_tile_copy's index array
 
 
@@ -340,8 +344,9 @@ def _check(ret: int, what: str) -> None:
 def _check_dtype(dtype) -> np.dtype:
     dt = np.dtype(dtype)
     if dt not in DTYPES:
-        raise TypeError(f"dtype {dt} is not supported: use float32 for values or int64 for "
-                        "token ids (convert with array.astype(np.float32))")
+        raise TypeError(f"dtype {dt} is not supported: use float32 for values, int64 for "
+                        "token ids or ml_dtypes.bfloat16 for bf16 values (convert with "
+                        "array.astype(np.float32))")
     return dt
 
 

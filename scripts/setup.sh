@@ -12,6 +12,7 @@ missing=()
 command -v pkg-config >/dev/null || missing+=(pkg-config)
 command -v gcc >/dev/null || missing+=(gcc)
 pkg-config --exists starpu-1.3 2>/dev/null || missing+=(libstarpu-dev)
+[ -f /usr/include/oneapi/dnnl/dnnl.h ] || missing+=(libdnnl-dev)   # the bf16 GEMM
 python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
 if [ "${1:-}" = "test" ]; then
     # the browser test drives Debian's chromium (Playwright's own browser download is never used)

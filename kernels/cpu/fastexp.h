@@ -12,7 +12,7 @@
  * gcc turns the clamps below into branches with a constant side; merging them back
  * into a vector loop needs -fno-trapping-math (kernels/build.py, VALUE_SAFE) unless
  * the target has AVX-512's masked instructions: without it, AVX2 builds ran every loop
- * around this exp scalar (tests/test_bench_kernels.py checks the generated code). */
+ * around this exp scalar (tests/bench/test_kernels.py checks the generated code). */
 /* The clamped argument's range reduction and polynomial, once for any float type T:
  * float for nl_expf, a GCC vector of 8 floats for the kernel benchmark's exp roof
  * (kernels/bench.c), which so runs exactly these operations. Returns exp(r) for

@@ -7,7 +7,7 @@
  * counters), sampler.c (memory sampler), init.c (runtime life cycle), tiles.c (tile
  * registry), wait.c (waits Python can interrupt), disk.c (the out-of-core disk
  * node), hints.c (memory hints), buffer_cache.c (tile buffers kept for reuse),
- * rss.c (honest RSS under a cap). */
+ * rss.c (honest RSS under a cap), guard.c (the memory guard: no livelock out of core). */
 #pragma once
 #define NL_WITH_STARPU
 #include "core.h"
@@ -34,6 +34,10 @@ void nl_record_task(void *arg);
 /* Bytes of the tiles registered and not yet unregistered, and of those freed while
  * their tasks were pending (tiles.c; the sampler, waits and init read them). */
 extern int64_t nl_registered_bytes, nl_freed_pending_bytes;
+
+/* The memory guard's admission of a task (guard.c; nl_submit_task calls it): 0, or
+ * -ENOMEM when its working set could not move between RAM and the disk node. */
+int nl_guard_admit(struct starpu_task *task, int op_id);
 
 #pragma GCC visibility pop
 

@@ -1,5 +1,6 @@
 /* Task submission: the scope's priority and tags on every task, the refusal of a
- * task too big for the RAM limit, the task record when tracing. */
+ * task too big for the RAM limit (or, out of core, refused by the memory guard), the
+ * task record when tracing. */
 #include "internal.h"
 
 #include <errno.h>
@@ -82,6 +83,11 @@ int nl_submit_task(struct starpu_task *task, int op_id)
     if (too_big(task, op_id)) {
         discard(task);
         return -E2BIG;
+    }
+    int refused = nl_guard_admit(task, op_id);   /* guard.c */
+    if (refused) {
+        discard(task);
+        return refused;
     }
     task->priority = nl_scope.priority;
     struct nl_task_record *r = NULL;

@@ -16,7 +16,7 @@ int64_t nl_registered_bytes;
  * than the memory limit holds: StarPU would spin forever) and waits for the
  * tasks when they matter. (Counting exactly, with an acquire callback per tile
  * before starpu_data_unregister_submit, delayed the release: RSS grew by 100+ MB
- * in the create/free stress test of tests/test_runtime.py.) */
+ * in the create/free stress test of tests/runtime/test_runtime.py.) */
 int64_t nl_freed_pending_bytes;
 
 /* ---- tiles ------------------------------------------------------------------

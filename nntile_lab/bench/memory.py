@@ -28,6 +28,8 @@ import time
 import numpy as np
 
 from nntile_lab import experiment, memory
+from nntile_lab.options import float_range, int_list, int_range
+from nntile_lab.orphans import child_env
 from nntile_lab.record import json_safe
 from nntile_lab.spec import DEFAULTS, HINTS, ExperimentSpec, add_arguments, from_args
 
@@ -120,7 +122,8 @@ def measure(spec: ExperimentSpec, system: str = "nntile", timeout: float = 1800)
            json.dumps(spec.to_dict())]
     t0 = time.perf_counter()
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                             env=child_env())   # it dies with this process (orphans)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f} s"}
     if out.returncode:
@@ -370,15 +373,17 @@ def register_cli(bsub):
     p = bsub.add_parser("memory", help="largest model under a process RAM cap vs PyTorch "
                         "(out of core), or with --hints each memory hint's effect",
                         description=__doc__.split("\n\n")[0])
-    p.add_argument("--caps", default="2048,4096",
+    p.add_argument("--caps", default="2048,4096", type=int_list(16),
                    help="process RSS caps in MiB, comma list (default %(default)s)")
     p.add_argument("--ooc-dir", default=None, help="disk node directory (default: a new "
                    "directory in the system's temp dir)")
-    p.add_argument("--widths", default=None, help="n_embd values to search, comma list "
+    p.add_argument("--widths", default=None, type=int_list(64),
+                   help="n_embd values to search, comma list "
                    f"(default {WIDTHS[0]} … {WIDTHS[-1]})")
-    p.add_argument("--max-width", type=int, default=None,
+    p.add_argument("--max-width", type=int_range(64), default=None,
                    help="widest n_embd nntile_lab tries out of core (default the widest)")
-    p.add_argument("--speeds", default="1,2,4", help="throughput at these multiples of the "
+    p.add_argument("--speeds", default="1,2,4", type=int_list(1),
+                   help="throughput at these multiples of the "
                    "cap (in-memory peak), comma list (default %(default)s)")
     p.add_argument("--hint-set", default=None, help="memory hints of every nntile_lab point "
                    f"(default {DEFAULTS.hints})")
@@ -386,10 +391,10 @@ def register_cli(bsub):
                    help="instead: out of core under --fraction of the planned peak, disk "
                         "traffic and step time with no hints, all, and all but each one "
                         "(model options below; default the main job)")
-    p.add_argument("--fraction", type=float, default=0.5,
+    p.add_argument("--fraction", type=float_range(0, 1, lo_open=True), default=0.5,
                    help="with --hints: StarPU's RAM cap as a fraction of the planned peak "
                         "(default %(default)s)")
-    p.add_argument("--repeats", type=int, default=1,
+    p.add_argument("--repeats", type=int_range(), default=1,
                    help="with --hints: runs per hint set (default %(default)s)")
     p.add_argument("--json", action="store_true",
                    help="progress to stderr, one JSON object per point, the summary last")
@@ -403,6 +408,8 @@ def _cli(args) -> int:
 
     def progress(msg):
         print(msg, file=sys.stderr if args.json else sys.stdout, flush=True)
+
+    from_args(args, HINT_GROUPS)   # the model options, checked even where unused
 
     if args.hints_table:
         res = run_hints(from_args(args, HINT_GROUPS), fraction=args.fraction,
@@ -448,4 +455,6 @@ def _point_main(argv) -> int:
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--point"]:
+    from nntile_lab.orphans import die_with_parent
+    die_with_parent()
     sys.exit(_point_main(sys.argv[2:]))

@@ -30,6 +30,7 @@ import pandas as pd
 from nntile_lab import memory
 from nntile_lab.data.bins import atomic_write_bytes
 from nntile_lab.jupyter_figure import Figure
+from nntile_lab.options import float_range, int_range
 from nntile_lab.record import write_record
 from nntile_lab.spec import ExperimentSpec
 from nntile_lab.sweep import run as sweep_run
@@ -68,9 +69,9 @@ def out_of_core(spec: ExperimentSpec, fraction: float, ooc_dir: str) -> Experime
 def add_run_options(parser, repeats_of: str, peak_of: str) -> None:
     """The options ``bench schedulers`` and ``bench depth`` share: repeats, the
     out-of-core cap and disk node, where points run, and the output form."""
-    parser.add_argument("--repeats", type=int, default=3,
+    parser.add_argument("--repeats", type=int_range(), default=3,
                         help=f"runs per {repeats_of} (default 3)")
-    parser.add_argument("--ooc-fraction", type=float, default=0.5,
+    parser.add_argument("--ooc-fraction", type=float_range(0, 1, lo_open=True), default=0.5,
                         help=f"out-of-core RAM cap as a fraction of {peak_of} (default 0.5)")
     parser.add_argument("--no-ooc", action="store_true", help="in memory only")
     parser.add_argument("--ooc-dir", default=None, help="disk node directory (default a "

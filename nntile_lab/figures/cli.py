@@ -2,16 +2,24 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 
+from nntile_lab.errors import writable_dir
 from nntile_lab.figures import FULL, SMOKE, redraw, run_figures
+from nntile_lab.figures.records import failed
+from nntile_lab.options import int_range
 
 
 def _run(args) -> int:
     if args.from_dir:
-        df = redraw(args.from_dir)
-        print(f"redrew {len(df)} points into {args.from_dir}")
-        return 0
+        out = args.out or args.from_dir
+        if args.out:
+            writable_dir(out, "--out")
+        df = redraw(args.from_dir, out)
+        print(f"redrew {len(df)} points from {args.from_dir}/records into {out}")
+        return _failures(df)
+    _check_options(args)
     plan = SMOKE if args.smoke else FULL
     overrides = {k: v for k, v in (("layers", args.layers), ("embds", args.embds),
                                    ("cap_mb", args.cap_mb), ("batch", args.batch),
@@ -24,26 +32,57 @@ def _run(args) -> int:
     plan = dataclasses.replace(plan, **{k: tuple(v) if isinstance(v, list) else v
                                         for k, v in overrides.items()})
     out = args.out or ("runs/figures_smoke" if args.smoke else "runs/figures")
+    writable_dir(out, "--out")   # before the first point, not after minutes of measuring
     t0 = time.perf_counter()
     df = run_figures(plan, out, resume=not args.fresh)
     print(f"{len(df)} points in {time.perf_counter() - t0:.0f} s; figures, CSV, records and "
           f"summary.md in {out}")
-    return 0
+    return _failures(df)
+
+
+def _failures(df) -> int:
+    """1 (and the reasons on stderr) when a point failed for another reason than memory:
+    an error is never a result."""
+    bad = df[df.status.map(failed)]
+    for _, r in bad.iterrows():
+        print(f"nntile-lab figures: {r.system} L={r.n_layer} E={r.n_embd} failed: {r.status}: "
+              f"{r.error}", file=sys.stderr)
+    return 1 if len(bad) else 0
+
+
+def _check_options(args) -> None:
+    """Each option against its range, named as the user typed it (before any point runs)."""
+    # the compiled extension: imported here so that --help and --from work without it
+    from nntile_lab.runtime import max_workers, scheduler_names
+    # ranges (≥ 1, the cap ≥ 16) are checked by argparse (nntile_lab.options.int_range)
+    for v in args.embds or ():
+        if v % 64:
+            raise ValueError(f"--embds {v}: must be a multiple of 64 (the head size)")
+    if args.ncpu is not None and not 1 <= args.ncpu <= max_workers():
+        raise ValueError(f"--ncpu {args.ncpu}: must be from 1 to {max_workers()} (this "
+                         "StarPU build's STARPU_MAXCPUS)")
+    if args.scheduler is not None and args.scheduler not in scheduler_names():
+        raise ValueError(f"--scheduler {args.scheduler!r}: unknown; choose from "
+                         f"{', '.join(scheduler_names())}")
 
 
 def register_cli(sub) -> None:
     p = sub.add_parser("figures", help="the NNTile paper's figures at this machine's scale",
                        description=__doc__)
     p.add_argument("--smoke", action="store_true", help="small sizes: under 5 minutes")
-    p.add_argument("--out", help="output folder (default runs/figures[_smoke])")
+    p.add_argument("--out", help="output folder (default runs/figures[_smoke]; with --from, "
+                   "where the redrawn figures go: default the --from folder)")
     p.add_argument("--from", dest="from_dir", metavar="DIR",
                    help="redraw from DIR/records only (no measurement, no StarPU needed)")
-    p.add_argument("--layers", type=int, nargs="+", help="layer counts (default 4 8)")
-    p.add_argument("--embds", type=int, nargs="+", help="embedding sizes (multiples of 64)")
-    p.add_argument("--cap-mb", type=int, help="the memory cap both systems run under (MiB)")
-    p.add_argument("--batch", type=int)
-    p.add_argument("--seq-len", type=int)
-    p.add_argument("--ncpu", type=int, help="StarPU workers and torch threads (default: all)")
+    p.add_argument("--layers", type=int_range(), nargs="+", help="layer counts (default 4 8)")
+    p.add_argument("--embds", type=int_range(64), nargs="+",
+                   help="embedding sizes (multiples of 64)")
+    p.add_argument("--cap-mb", type=int_range(16),
+                   help="the memory cap both systems run under (MiB)")
+    p.add_argument("--batch", type=int_range())
+    p.add_argument("--seq-len", type=int_range())
+    p.add_argument("--ncpu", type=int_range(),
+                   help="StarPU workers and torch threads (default: all)")
     p.add_argument("--scheduler", help="nntile_lab's StarPU scheduler (default lws)")
     p.add_argument("--no-ooc", action="store_true",
                    help="no out-of-core runs: nntile_lab beyond the cap shows as 0 too")

@@ -1,7 +1,8 @@
 """Drawing the figures from the points table (``records.points_frame``) alone.
 
 The axes follow the paper's: model size on a categorical x axis, throughput as grouped bars,
-a run that did not fit as 0 (marked ×, as the paper's missing bars are).  Functions return
+a run that did not fit as 0 (marked ×, as the paper's missing bars are), a run that failed
+for another reason as no bar with a red "failed" and its reason.  Functions return
 matplotlib Figures (no pyplot state: the process's backend is the user's; in Jupyter they
 display themselves); ``save`` writes PNG + PDF + the CSV behind each.
 """
@@ -15,7 +16,7 @@ import pandas as pd
 
 from nntile_lab.figures.family import SYSTEMS
 from nntile_lab.figures.paper import SETUPS
-from nntile_lab.figures.records import CATEGORIES, OOC_CATEGORY
+from nntile_lab.figures.records import CATEGORIES, OOC_CATEGORY, failed
 from nntile_lab.jupyter_figure import Figure
 
 COLORS = {"nntile_lab": "#1f77b4", "torch_fp32": "#ff7f0e", "torch_bf16": "#2ca02c",
@@ -77,10 +78,32 @@ def throughput_figure(df: pd.DataFrame, n_layer: int, cap_mb: float, panel: str 
     ax.set_xticklabels([f"{x}\nout of core" if x in ooc else x for x in table.index],
                        fontsize=8)
     ax.set_xlabel("model size (parameters, 12·L·E² + V·E)")
+    notes = mark_failed(ax, df[df.n_layer == n_layer], list(table.columns),
+                        list(table.index))
     ax.set_title(f"{panel}GPT-2 family, {n_layer} layers, under a {cap_mb:.0f} MiB cap "
-                 "(× = did not fit)", fontsize=10)
-    fig.tight_layout()
+                 "(× = did not fit" + ("; failed = an error, not memory" if notes else "")
+                 + ")", fontsize=10)
+    fig.tight_layout(rect=(0, 0.045 * notes, 1, 1))
     return fig
+
+
+def mark_failed(ax, df: pd.DataFrame, systems: list, sizes: list) -> bool:
+    """A red "failed" where a point failed for another reason than memory, and the reasons
+    under the axes (the first three; summary.md lists all): how many lines of reasons."""
+    bad = df[df.status.map(failed)]
+    width = 0.8 / max(1, len(systems))
+    for _, r in bad.iterrows():
+        if r.system in systems and size_label(r.params) in sizes:
+            x = sizes.index(size_label(r.params)) - 0.4 + width * (systems.index(r.system) + .5)
+            ax.text(x, 0, "failed", rotation=90, color="red", ha="center", va="bottom",
+                    fontsize=7, fontweight="bold")
+    notes = [f"failed: {SYSTEMS.get(r.system, r.system)} {size_label(r.params)}: "
+             f"{str(r.error)[:90]}" for _, r in bad.head(3).iterrows()]
+    if len(bad) > 3:
+        notes.append(f"… and {len(bad) - 3} more (summary.md)")
+    if notes:
+        ax.figure.text(0.01, 0.01, "\n".join(notes), fontsize=6, color="red", va="bottom")
+    return len(notes)
 
 
 def memory_table(df: pd.DataFrame, n_layer: int) -> pd.DataFrame:
@@ -114,9 +137,9 @@ def memory_figure(df: pd.DataFrame, n_layer: int, cap_mb: float, panel: str = ""
                        c != OOC_CATEGORY or t[c].any()) else None),
                    hatch="//" if system != "nntile_lab" else None)
             bottom = [b + v for b, v in zip(bottom, vals)]
-        failed = [x for x, p in zip(xs, sizes)
-                  if (p, system) in t.index and t.loc[(p, system), "status"] != "ok"]
-        ax.plot(failed, [0] * len(failed), "x", color="k", ms=7, mew=2, clip_on=False)
+        no_fit = [x for x, p in zip(xs, sizes) if (p, system) in t.index and t.loc[
+            (p, system), "status"] != "ok" and not failed(t.loc[(p, system), "status"])]
+        ax.plot(no_fit, [0] * len(no_fit), "x", color="k", ms=7, mew=2, clip_on=False)
         for x, b in zip(xs, bottom):
             ax.text(x, b, "nl" if system == "nntile_lab" else "pt", ha="center",
                     va="bottom", fontsize=7)

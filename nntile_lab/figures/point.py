@@ -27,6 +27,7 @@ from nntile_lab import experiment
 from nntile_lab.bench.torch_baseline import pick_adamw
 from nntile_lab.experiment import timed_steps
 from nntile_lab.figures.family import FigurePlan, point_spec
+from nntile_lab.orphans import die_with_parent
 from nntile_lab.rss import peak_rss_bytes, reset_peak_rss, rss_bytes
 
 RESULT_MARK = "RESULT "
@@ -196,10 +197,14 @@ def measure(system: str, n_layer: int, n_embd: int, plan: FigurePlan,
 
 
 def main(argv: list[str]) -> int:
+    die_with_parent()   # a killed figures run leaves no orphan point
     args = json.loads(argv[0])
     plan = FigurePlan.from_dict(args.pop("plan"))
     try:
         emit(measure(plan=plan, **args))
+    except MemoryError as exc:  # nl.OutOfMemory, or Python's: the point did not fit
+        emit({**args, "status": "out_of_memory", "gflops": 0.0,
+              "error": f"{type(exc).__name__}: {exc}"})
     except Exception as exc:  # one failed point is a row with its error, not a crash
         emit({**args, "status": "error", "gflops": 0.0,
               "error": f"{type(exc).__name__}: {exc}"})

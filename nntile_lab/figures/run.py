@@ -15,13 +15,20 @@ from nntile_lab.figures.family import SYSTEMS, FigurePlan, point_spec
 from nntile_lab.figures.paper import reference_points
 from nntile_lab.figures.point import RESULT_MARK  # not at import: `-m …point` runs it
 from nntile_lab.figures.records import (
+    check_record,
     does_not_fit,
+    failed,
     points_frame,
     read_records,
     record_path,
+    set_aside,
     write_point_record,
 )
 from nntile_lab.figures.summary import write_summary
+from nntile_lab.orphans import child_env
+
+# what may differ between records drawn in one figure: which points a run measured
+POINT_FIELDS = ("layers", "embds", "systems", "bf16")
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent.parent)
 
@@ -52,7 +59,7 @@ def _run_process(plan, system, n_layer, n_embd, base, *, out_of_core: bool) -> d
     base = base | {"out_of_core": out_of_core}
     arg = json.dumps({"system": system, "n_layer": n_layer, "n_embd": n_embd,
                       "plan": plan.to_dict(), "out_of_core": out_of_core})
-    env = dict(os.environ)
+    env = child_env()   # the child dies with this process (nntile_lab.orphans)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
     try:
         proc = subprocess.run([sys.executable, "-m", "nntile_lab.figures.point", arg],
@@ -74,51 +81,79 @@ def run_figures(plan: FigurePlan, out_dir: str | os.PathLike, *, resume: bool = 
     """Measure the plan's points (a point whose record exists for the same plan is reused, so
     an interrupted run resumes), then draw everything into ``out_dir``. ``progress``: a line
     per point on stderr (True), on a stream of yours (a notebook passes ``sys.stdout``), or
-    none (False)."""
+    none (False).
+
+    No measurement is ever deleted: records of other points measured with the same settings
+    stay and are drawn too (a subset of sizes can be measured into an existing folder);
+    records of other settings, damaged ones, and those a re-measurement replaces are moved
+    to ``out_dir/records.set_aside/<time>/`` with a message."""
     plan = plan.with_bf16_resolved()
     out_dir = Path(out_dir)
     points = point_list(plan)
+    want = _comparable(plan.to_dict())
+    for p in sorted((out_dir / "records").glob("*.json")):
+        rec = _read_or_none(p)
+        if rec is None:
+            set_aside(out_dir, p, "damaged: not a whole figure record")
+        elif _comparable(rec["plan"]) != want:
+            set_aside(out_dir, p, "measured with other settings than this run's")
     t0 = time.perf_counter()
     for i, (system, n_layer, n_embd) in enumerate(points, 1):
         path = record_path(out_dir, system, n_layer, n_embd)
-        if resume and path.exists():
-            try:
-                if json.loads(path.read_text()).get("plan") == json.loads(
-                        json.dumps(plan.to_dict())):
-                    continue
-            except (OSError, json.JSONDecodeError):
-                pass  # a broken record is measured again
+        if path.exists():
+            rec = _read_or_none(path)
+            if resume and rec is not None and _comparable(rec["plan"]) == want:
+                continue
+            set_aside(out_dir, path, "measured again (--fresh)" if resume is False
+                      else "measured again: this run's plan differs")
         res = run_point(plan, system, n_layer, n_embd)
         write_point_record(out_dir, plan, res)
         if progress:
             print(f"[{i}/{len(points)} {time.perf_counter() - t0:5.0f} s] {SYSTEMS[system]:22s}"
                   f" L={n_layer} E={n_embd}: {res['status']}"
-                  + (f", {res['gflops']:.1f} GFLOP/s" if res["status"] == "ok" else ""),
+                  + (f", {res['gflops']:.1f} GFLOP/s" if res["status"] == "ok" else "")
+                  + (f" ({res.get('error')})" if res["status"] != "ok" else ""),
                   file=progress if hasattr(progress, "write") else sys.stderr, flush=True)
-    _drop_stale_records(out_dir, points)
     return redraw(out_dir)
 
 
-def _drop_stale_records(out_dir: Path, points) -> None:
-    """Records of points no longer in the plan would mix two runs in one figure."""
-    keep = {record_path(out_dir, *p) for p in points}
-    for p in (out_dir / "records").glob("*.json"):
-        if p not in keep:
-            p.unlink()
+def _comparable(plan: dict) -> dict:
+    return {k: v for k, v in json.loads(json.dumps(plan)).items() if k not in POINT_FIELDS}
 
 
-def redraw(out_dir: str | os.PathLike) -> pd.DataFrame:
-    """Draw every figure, its CSV and the summary from ``out_dir/records`` alone (no StarPU,
-    no torch needed)."""
-    out_dir = Path(out_dir)
-    records = read_records(out_dir)
+def _read_or_none(path: Path) -> dict | None:
+    try:
+        return check_record(json.loads(path.read_text()), path)
+    except (OSError, ValueError):   # json.JSONDecodeError is a ValueError
+        return None
+
+
+def _with_failures(table: pd.DataFrame, df: pd.DataFrame, n_layer: int) -> pd.DataFrame:
+    """The throughput table with a "<system> failed" column giving each failed point's
+    reason (its GFLOP/s cell is empty: it measured nothing; 0 means it did not fit)."""
+    bad = df[(df.n_layer == n_layer) & df.status.map(failed)]
+    table = table.copy()
+    for system, g in bad.groupby("system"):
+        why = {draw.size_label(r.params): f"{r.status}: {r.error}" for _, r in g.iterrows()}
+        table[f"{system} failed"] = [why.get(size, "") for size in table.index]
+    return table
+
+
+def redraw(records_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None
+           ) -> pd.DataFrame:
+    """Draw every figure, its CSV and the summary from ``records_dir/records`` alone (no
+    StarPU, no torch needed) into ``out_dir`` (default: ``records_dir``; created)."""
+    records = read_records(Path(records_dir))
+    out_dir = Path(records_dir if out_dir is None else out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
     df = points_frame(records)
     cap = float(df.cap_mb.iloc[0])
     layers = sorted(df.n_layer.unique())
     panels = iter("abcdefgh")
     for n_layer in layers:
         draw.save(draw.throughput_figure(df, n_layer, cap, f"({next(panels)}) "), out_dir,
-                  f"throughput_L{n_layer}", draw.throughput_table(df, n_layer))
+                  f"throughput_L{n_layer}", _with_failures(draw.throughput_table(df, n_layer),
+                                                           df, n_layer))
     mem_layers = 4 if 4 in layers else layers[0]
     draw.save(draw.memory_figure(df, mem_layers, cap, f"({next(panels)}) "), out_dir,
               f"memory_L{mem_layers}", draw.memory_table(df, mem_layers))

@@ -9,6 +9,7 @@ from nntile_lab.data.bins import atomic_write_bytes
 from nntile_lab.figures.draw import size_label
 from nntile_lab.figures.family import SYSTEMS
 from nntile_lab.figures.paper import reference_points
+from nntile_lab.figures.records import failed
 
 
 def _largest_fitting(df: pd.DataFrame, system: str, n_layer: int) -> float | None:
@@ -43,12 +44,15 @@ def summary_markdown(df: pd.DataFrame, records: list[dict]) -> str:
              f"GPT-2 family 12·L·E² + V·E (V = {plan['vocab_size']}), batch {plan['batch']} × "
              f"{plan['seq_len']} tokens, median of {plan['measure_steps']} steps after "
              f"{plan['warmup_steps']} warm-up; both systems under one {plan['cap_mb']} MiB cap "
-             "(RAM above each run's start); 0 = did not fit.", "",
+             "(RAM above each run's start); 0 = did not fit (memory); failed = the run "
+             "failed for another reason (listed below).", "",
              "| L | size | " + " | ".join(SYSTEMS.values()) + " | nntile_lab / PyTorch fp32 |",
              "|---|---|" + "---|" * (len(SYSTEMS) + 1)]
     for (n_layer, params), g in df.groupby(["n_layer", "params"]):
         by = g.set_index("system").gflops
-        cells = [f"{by[s]:.1f}" if s in by else "–" for s in SYSTEMS]
+        status = g.set_index("system").status
+        cells = [("failed" if failed(status[s]) else f"{by[s]:.1f}") if s in by else "–"
+                 for s in SYSTEMS]
         nl, pt = by.get("nntile_lab", 0.0), by.get("torch_fp32", 0.0)
         ratio = f"{nl / pt:.2f}" if nl > 0 and pt > 0 else "–"
         lines.append(f"| {n_layer} | {size_label(params)} | " + " | ".join(cells)
@@ -58,6 +62,12 @@ def summary_markdown(df: pd.DataFrame, records: list[dict]) -> str:
         sizes = {s: _largest_fitting(df, s, n_layer) for s in SYSTEMS if s in set(df.system)}
         lines.append(f"- {n_layer} layers: " + ", ".join(
             f"{SYSTEMS[s]} {size_label(p) if p else 'none'}" for s, p in sizes.items()))
+    bad = df[df.status.map(failed)]
+    if len(bad):
+        lines += ["", f"**{len(bad)} point(s) failed** for a reason other than memory (not "
+                  "a result: fix the cause and run them again):", ""]
+        lines += [f"- {SYSTEMS.get(r.system, r.system)}, {r.n_layer} layers, "
+                  f"{size_label(r.params)}: {r.status}: {r.error}" for _, r in bad.iterrows()]
     lines += ["", "The paper, for comparison (NNTile / FSDP tf32 throughput at its smallest "
               "model; largest model NNTile trained over FSDP tf32's):", "",
               "| setup | throughput ratio | model size ratio |", "|---|---|---|",

@@ -20,6 +20,8 @@ def check(ret: int) -> None:
         raise _task_too_big()
     if ret == -errno.ENODEV:
         raise _no_implementation()
+    if ret == -errno.ENOMEM:   # the memory guard (kernels/runtime/guard.c)
+        raise Runtime.current().guard_refusal()
     if ret:
         raise SubmitError(f"starpu_task_submit failed with code {ret}")
 

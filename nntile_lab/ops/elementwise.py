@@ -9,7 +9,7 @@ import numpy as np
 from nntile_lab._lib import lib
 from nntile_lab.ops._common import check, need_dtype, no_alias, output
 from nntile_lab.ops._generated import add
-from nntile_lab.tensor import TiledTensor
+from nntile_lab.tensor import BFLOAT16, TiledTensor
 
 
 def fill(y: TiledTensor, value, after: TiledTensor | None = None) -> TiledTensor:
@@ -17,6 +17,9 @@ def fill(y: TiledTensor, value, after: TiledTensor | None = None) -> TiledTensor
     submitted so far that write ``after``'s last tile, so that ``y``'s tiles are
     created just before they are used (out of core they are not evicted as zeros)."""
     h, sizes = y.handles, y.traits.tile_sizes
+    if y.dtype == BFLOAT16:
+        raise TypeError("fill: y is bfloat16, which has no fill kernel: fill a float32 "
+                        "tensor and convert it with ops.to_bf16")
     if after is not None:
         need_dtype(after, np.float32, "after")
         need_dtype(y, np.float32, "y")
@@ -33,6 +36,9 @@ def fill(y: TiledTensor, value, after: TiledTensor | None = None) -> TiledTensor
 
 def copy(x: TiledTensor, out: TiledTensor | None = None) -> TiledTensor:
     """out[i] = x[i] (float32 or int64)."""
+    if x.dtype == BFLOAT16:
+        raise TypeError("copy: x is bfloat16, which has no copy kernel: convert it with "
+                        "ops.to_f32 (exact) or copy the float32 tensor it came from")
     y = output(out, x)
     hx, hy, sizes = x.handles, y.handles, x.traits.tile_sizes
     need_dtype(y, x.dtype, "out")

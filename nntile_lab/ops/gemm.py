@@ -6,7 +6,7 @@ from itertools import product
 
 from nntile_lab._lib import lib
 from nntile_lab.ops._common import check, need_dtype, no_alias
-from nntile_lab.tensor import TiledTensor, empty
+from nntile_lab.tensor import BFLOAT16, TiledTensor, empty
 
 
 def gemm(a: TiledTensor, b: TiledTensor, *, trans_a: bool = False, trans_b: bool = False,
@@ -19,9 +19,20 @@ def gemm(a: TiledTensor, b: TiledTensor, *, trans_a: bool = False, trans_b: bool
     op(a) swaps a's m and k groups when ``trans_a`` (a is stored β.., k.., m..);
     likewise op(b) is stored β.., n.., k.. when ``trans_b``. One task per
     (c tile, k tile) pair; the first k tile applies β, the rest accumulate.
+
+    a and b both float32 (OpenBLAS sgemm) or both bfloat16 (oneDNN: bf16 products summed
+    in float32); c is float32 either way.
     """
+    if a.dtype == BFLOAT16 or b.dtype == BFLOAT16:
+        if a.dtype != b.dtype:
+            raise TypeError(f"gemm: a is {a.dtype.name} and b is {b.dtype.name}: a bf16 "
+                            "product needs both in bfloat16 (convert with ops.to_bf16)")
+        submit = lib.nl_submit_gemm_bf16
+    else:
+        submit = lib.nl_submit_gemm
     for t, name in ((a, "a"), (b, "b")):
-        need_dtype(t, "float32", name)
+        if t.dtype != BFLOAT16:
+            need_dtype(t, "float32", name)
         if t.ndim < batch_ndim + ndim:
             raise ValueError(f"{name} has {t.ndim} dimensions, fewer than batch_ndim + ndim "
                              f"= {batch_ndim + ndim}")
@@ -40,6 +51,7 @@ def gemm(a: TiledTensor, b: TiledTensor, *, trans_a: bool = False, trans_b: bool
         c = empty(shape, tiles)
     else:
         c = out
+        need_dtype(c, "float32", "out")
         if c.shape != shape or c.tile_shape != tiles:
             raise ValueError(f"out is {c!r} but the product needs shape {shape} with "
                              f"tile_shape {tiles}")
@@ -62,8 +74,8 @@ def gemm(a: TiledTensor, b: TiledTensor, *, trans_a: bool = False, trans_b: bool
         m, n = math.prod(cshape[nb:nb + nm]), math.prod(cshape[nb + nm:])
         hci = hc[ci]
         for j in range(len(kidxs)):
-            check(lib.nl_submit_gemm(ha[a0 + ka[j]], hb[b0 + kb[j]], hci, batch, m, n, ksize[j],
-                                     trans_a, trans_b, alpha, betas[j]))
+            check(submit(ha[a0 + ka[j]], hb[b0 + kb[j]], hci, batch, m, n, ksize[j],
+                         trans_a, trans_b, alpha, betas[j]))
     return c
 
 

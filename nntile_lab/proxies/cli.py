@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from nntile_lab.options import float_range, int_range
 from nntile_lab.proxies import collectives as coll
 from nntile_lab.proxies import extrapolate as ex
 from nntile_lab.proxies import models, replay
@@ -21,28 +22,31 @@ def register_cli(subparsers):
                         "reference)")
     for axis, what in (("data", "data-parallel replicas"), ("tensor", "tensor / spatial shards"),
                        ("pipeline", "pipeline stages")):
-        p.add_argument(f"--{axis}", type=int, default=1, metavar="N", help=f"{what} (default 1)")
-    p.add_argument("--seq-len", type=int, default=None, metavar="N")
-    p.add_argument("--micro-batch", type=int, default=None, metavar="N",
+        p.add_argument(f"--{axis}", type=int_range(), default=1, metavar="N",
+                       help=f"{what} (default 1)")
+    p.add_argument("--seq-len", type=int_range(), default=None, metavar="N")
+    p.add_argument("--micro-batch", type=int_range(), default=None, metavar="N",
                    help="sequences (GPT), samples per replica (CosmoFlow), per rank (DLRM)")
-    p.add_argument("--grad-accum", type=int, default=None, metavar="N",
+    p.add_argument("--grad-accum", type=int_range(), default=None, metavar="N",
                    help="micro-batches per iteration (GPT pipelines)")
     p.add_argument("--bucket", default="param",
                    help="gradient all-reduce: param, layer, stage or a size in MiB (GPT)")
-    p.add_argument("--tflops", type=float, default=100.0,
+    p.add_argument("--tflops", type=float_range(0, lo_open=True), default=100.0,
                    help="modelled compute rate per rank for the emulated kernels (default 100)")
-    p.add_argument("--iterations", type=int, default=3, help="replayed iterations (median)")
-    p.add_argument("--scale", type=int, default=1, metavar="N",
+    p.add_argument("--iterations", type=int_range(), default=3, help="replayed iterations (median)")
+    p.add_argument("--scale", type=int_range(), default=1, metavar="N",
                    help="replay every message with 1/N of its floats (big models on one node)")
-    p.add_argument("--timeout", type=float, default=600, help="seconds before the replay fails")
+    p.add_argument("--timeout", type=float_range(0, lo_open=True), default=600,
+                   help="seconds before the replay fails")
     p.add_argument("--dry-run", action="store_true", help="print the proxy; start no MPI")
     x = p.add_argument_group("extrapolation (α-β model; no MPI)")
     x.add_argument("--extrapolate", default=None, metavar="N,N,...",
                    help="node counts (one rank each; data = N / (tensor·pipeline))")
     x.add_argument("--interconnect", default="infiniband-hdr,ethernet-100g",
                    help=f"comma list of {', '.join(ex.INTERCONNECTS)}")
-    x.add_argument("--latency-us", type=float, default=None, help="override the link latency")
-    x.add_argument("--bandwidth-gbs", type=float, default=None,
+    x.add_argument("--latency-us", type=float_range(0), default=None,
+                   help="override the link latency")
+    x.add_argument("--bandwidth-gbs", type=float_range(0, lo_open=True), default=None,
                    help="override the link bandwidth (GB/s)")
     x.add_argument("--plot", default=None, metavar="FILE", help="write the extrapolation plot")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -52,12 +56,12 @@ def register_cli(subparsers):
                               description="Time allreduce, allgather, reduce-scatter, "
                               "all-to-all and p2p under mpirun, fit α-β per operation on every "
                               "other size and check it on the sizes between.")
-    c.add_argument("--ranks", type=int, default=2, help="local ranks (default 2)")
+    c.add_argument("--ranks", type=int_range(2), default=2, help="local ranks (default 2)")
     c.add_argument("--ops", default=",".join(coll.OPS), help="comma list (default: all)")
-    c.add_argument("--min-bytes", type=int, default=8)
-    c.add_argument("--max-bytes", type=int, default=64 * 2**20, help="default 64 MiB")
+    c.add_argument("--min-bytes", type=int_range(4), default=8)
+    c.add_argument("--max-bytes", type=int_range(4), default=64 * 2**20, help="default 64 MiB")
     c.add_argument("--plot", default=None, metavar="FILE", help="write measured vs model")
-    c.add_argument("--timeout", type=float, default=600)
+    c.add_argument("--timeout", type=float_range(0, lo_open=True), default=600)
     c.add_argument("--json", action="store_true", help="print one JSON object")
     c.set_defaults(func=_collectives_cli)
     return p
@@ -66,6 +70,9 @@ def register_cli(subparsers):
 def _collectives_cli(args) -> int:
     if args.ranks < 2:
         raise ValueError(f"--ranks {args.ranks}: the benchmark needs at least 2 ranks")
+    if args.max_bytes < args.min_bytes:
+        raise ValueError(f"--max-bytes {args.max_bytes} is below --min-bytes {args.min_bytes}: "
+                         "give --max-bytes ≥ --min-bytes")
     rows = coll.run(args.ranks, [o for o in args.ops.split(",") if o],
                     coll.default_sizes(args.min_bytes, args.max_bytes), timeout=args.timeout)
     res = coll.fit_and_check(rows)
@@ -92,7 +99,10 @@ def _proxy_cli(args) -> int:
                              "counts, e.g. 1,2,4,8") from None
         links = [ex.link(n, args.latency_us, args.bandwidth_gbs)
                  for n in args.interconnect.split(",") if n]
-        rows = ex.extrapolate(kw, nodes, links)
+        try:
+            rows = ex.extrapolate(kw, nodes, links)
+        except ValueError as exc:   # in the option's words
+            raise ValueError(f"--extrapolate {args.extrapolate!r}: {exc}") from None
         if args.plot:
             ex.plot(rows, args.plot, f"{args.model} {args.config or ''}: extrapolated")
         print(json.dumps(rows) if args.json else ex.report(rows))

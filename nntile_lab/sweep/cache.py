@@ -50,6 +50,36 @@ def code_version() -> str:
     return h.hexdigest()[:16]
 
 
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def damage(rec: dict) -> str | None:
+    """What makes a current-version record unusable (None: whole): results must be an
+    object of numbers (``memory_by_category`` an object of numbers), ``error`` text or
+    null, and a point without an error must have its GFLOP/s — a record cut short or
+    edited must be measured again, never shown as a result."""
+    results, error = rec.get("results"), rec.get("error")
+    if not isinstance(results, dict):
+        return f"results is {type(results).__name__}, not an object"
+    if error is not None and not isinstance(error, str):
+        return f"error is {type(error).__name__}, not text"
+    if not isinstance(rec.get("trace_dir"), (str, type(None))):
+        return "trace_dir is not a path"
+    for name, v in results.items():
+        if name == "memory_by_category":
+            if not (isinstance(v, dict) and all(_number(x) for x in v.values())):
+                return "memory_by_category is not an object of numbers"
+        elif v is not None and not _number(v):
+            return f"results.{name}={v!r} is not a number"
+    if error is None:
+        missing = [m for m in ("gflops", "step_time_s", "tokens_per_s")
+                   if not _number(results.get(m))]
+        if missing:
+            return f"a measured point without {', '.join(missing)}"
+    return None
+
+
 class Cache:
     """Point records under one directory."""
 
@@ -78,6 +108,9 @@ class Cache:
             return None, (f"cached point {path.name} was measured by code version "
                           f"{rec.get('code_version')}, this is {code_version()}: it runs "
                           "again")
+        problem = damage(rec)
+        if problem:
+            return None, f"cache file {path} is damaged ({problem}); the point runs again"
         return rec, None
 
     def save(self, spec, results: dict, error: str | None, trace: bool) -> Path:

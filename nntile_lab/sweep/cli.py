@@ -21,11 +21,13 @@ import sys
 from pathlib import Path
 
 from nntile_lab.data.bins import atomic_write_bytes
+from nntile_lab.errors import writable_dir
 from nntile_lab.record import json_safe, write_record
 from nntile_lab.spec import ExperimentSpec, field_names, spec_fields
 from nntile_lab.sweep import plots
-from nntile_lab.sweep.grid import grid, parse_axes
+from nntile_lab.sweep.grid import InvalidSpec, grid, parse_axes
 from nntile_lab.sweep.run import POINT_TIMEOUT_S, run
+from nntile_lab.sweep.size import MAX_POINTS, check_size
 
 SHOWN = ("gflops", "tokens_per_s", "mfu", "step_time_s", "utilisation", "idle_share",
          "critical_path_s", "peak_rss_mb")
@@ -50,6 +52,9 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
                    help=f"seconds per point before it counts as failed (default "
                         f"{POINT_TIMEOUT_S:g})")
     r.add_argument("--retry-errors", action="store_true", help="re-run cached failed points")
+    r.add_argument("--yes", action="store_true",
+                   help=f"run a sweep of more than {MAX_POINTS} points (otherwise refused with "
+                        "its size and estimated time)")
     r.add_argument("--json", action="store_true", help="print one JSON object")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_cli)
@@ -57,12 +62,15 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
 
 
 def specs_from_args(args):
-    """(points, axis names) from parsed options: single values form the base spec."""
+    """(points, axis names) from parsed options: single values form the base spec. A sweep
+    larger than ``sweep.size.MAX_POINTS`` is refused (before any spec is built) unless
+    ``args.yes``."""
     texts = {name: getattr(args, name) for name in field_names()
              if getattr(args, name, None) is not None}
     axes = parse_axes(texts)
     base = {k: v[0] for k, v in axes.items() if len(v) == 1}
     multi = {k: v for k, v in axes.items() if len(v) > 1}
+    check_size(multi, base, getattr(args, "yes", False))
     points = grid(ExperimentSpec(), **base, **multi)
     return points, list(multi)
 
@@ -101,7 +109,13 @@ def write_outputs(df, out, axes, title: str | None = None) -> dict[str, Path]:
 
 
 def run_cli(args) -> int:
+    if not args.timeout > 0 or args.timeout == float("inf"):
+        raise ValueError(f"--timeout {args.timeout}: must be a number of seconds > 0")
     points, axes = specs_from_args(args)
+    if points and all(isinstance(p, InvalidSpec) for p in points):
+        raise ValueError(f"{points[0].error} (no point of this sweep is valid)")
+    if args.out:   # before the first point: a measurement never waits on a bad --out
+        writable_dir(args.out, "--out")
     df = run(points, args.cache, isolate=not args.in_process, progress=not args.no_progress,
              timeout_s=args.timeout, retry_errors=args.retry_errors)
     for m in df.attrs["messages"]:

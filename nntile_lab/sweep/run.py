@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 
 from nntile_lab import memory, sgemm_peak
 from nntile_lab.interrupts import Interrupted
+from nntile_lab.orphans import child_env
 from nntile_lab.spec import ExperimentSpec, field_names
 from nntile_lab.sweep.cache import Cache, code_version
 from nntile_lab.sweep.grid import InvalidSpec
@@ -78,7 +79,7 @@ def _signal_text(code: int) -> str:
 def run_isolated(spec: ExperimentSpec, peak_gflops, trace_dir, timeout_s: float) -> dict:
     """``{"results": ...}`` or ``{"error": ...}`` from a fresh ``sweep.worker`` process."""
     root = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ)
+    env = child_env()   # the child dies with this process (nntile_lab.orphans)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     with tempfile.TemporaryDirectory(prefix="nl-sweep-") as tmp:
         out = Path(tmp) / "out.json"

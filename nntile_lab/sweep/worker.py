@@ -15,12 +15,14 @@ import os
 import sys
 
 from nntile_lab.data.bins import atomic_write_bytes
+from nntile_lab.orphans import die_with_parent
 from nntile_lab.record import json_safe
 from nntile_lab.spec import ExperimentSpec
 from nntile_lab.sweep.measure import measure
 
 
 def main() -> int:
+    die_with_parent()   # a killed sweep leaves no orphan point
     job = json.load(sys.stdin)
 
     spec = ExperimentSpec.from_dict(job["spec"])

@@ -20,15 +20,15 @@ from __future__ import annotations
 from nntile_lab.trace import metrics
 from nntile_lab.trace.chrome import to_chrome, write_chrome
 
-__all__ = ["Trace", "metrics", "to_chrome", "write_chrome"]
+__all__ = ["Trace", "TraceError", "metrics", "to_chrome", "write_chrome"]
 
 
 def __getattr__(name: str):
     """``Trace`` records a live runtime and needs the compiled extension: it loads on
     first use, so reading and drawing saved traces works without StarPU."""
-    if name != "Trace":
+    if name not in ("Trace", "TraceError"):
         raise AttributeError(f"module 'nntile_lab.trace' has no attribute {name!r}")
     # loads the compiled extension: importing this module must not (--help, readers)
-    from nntile_lab.trace.recorder import Trace
-    globals()["Trace"] = Trace
-    return Trace
+    from nntile_lab.trace import recorder
+    globals()[name] = getattr(recorder, name)
+    return globals()[name]

@@ -51,6 +51,9 @@ def register_cli(subparsers) -> None:
     t.set_defaults(func=_trace)
     p = subparsers.add_parser("peak", help="the machine's sgemm peak (MFU denominator)")
     p.add_argument("--refresh", action="store_true", help="measure again")
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                   help="bf16: also measure the bf16 GEMM (oneDNN) beside fp32, both through "
+                        "the tiled kernels on every core (not cached)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_peak)
 
@@ -140,5 +143,13 @@ def _trace(args) -> int:
 
 def _peak(args) -> int:
     entry = sgemm_peak.cached(refresh=args.refresh)
+    if args.precision == "bf16":
+        # runs the kernels: loaded here, so that `nntile-lab --help` and the other
+        # subcommands start without the compiled extension
+        from nntile_lab import precision_peak
+        bf16 = precision_peak.measure()
+        print(json.dumps({"sgemm_peak": entry, "bf16": bf16}) if args.json
+              else f"{sgemm_peak.report(entry)}\n{precision_peak.report(bf16)}")
+        return 0
     print(json.dumps(entry) if args.json else sgemm_peak.report(entry))
     return 0

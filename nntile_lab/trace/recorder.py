@@ -53,12 +53,70 @@ import numpy as np
 import pandas as pd
 
 from nntile_lab._lib import ffi, lib
+from nntile_lab.data.bins import atomic_write_bytes
 from nntile_lab.runtime import PHASES, Runtime, wait_interruptibly
 from nntile_lab.trace.tables import REGISTERED_NODE, peak_used, used_over_time
 
 TASK_COLUMNS = ["task_id", "name", "worker", "worker_name", "layer", "phase", "priority", "step",
                 "submit_us", "ready_us", "acquire_us", "start_us", "end_us", "duration_us",
                 "flops", "bytes"]
+
+
+TABLES = ("tasks", "accesses", "workers", "buses", "memory", "steps")
+# columns a saved table cannot do without, each a number in every row: a line cut short
+# (a killed save, a copy that stopped) leaves them empty
+REQUIRED = {"tasks": ("task_id", "worker", "submit_us", "start_us", "end_us", "duration_us"),
+            "accesses": ("task_id", "handle", "mode"), "steps": ("step", "start_us", "end_us")}
+
+
+class TraceError(ValueError):
+    """A trace directory that is not a whole saved trace (the message names the file)."""
+
+
+def _read_meta(directory: str) -> dict:
+    path = os.path.join(directory, "meta.json")
+    try:
+        with open(path) as f:
+            meta = json.load(f)
+    except FileNotFoundError:
+        raise TraceError(f"{path} is missing: {directory} is not a saved trace, or its save "
+                         "was cut short (meta.json is written last); record the trace "
+                         "again") from None
+    except (OSError, ValueError) as exc:
+        raise TraceError(f"{path} is damaged ({exc}); record the trace again") from None
+    missing = [k for k in ("duration_us", "bound", "static_memory")
+               if not isinstance(meta, dict) or k not in meta]
+    if missing or not isinstance(meta.get("rows", {}), dict):
+        raise TraceError(f"{path} is damaged (no {', '.join(missing) or 'row counts'}); "
+                         "record the trace again")
+    return meta
+
+
+def _read_table(directory: str, name: str, rows: int | None) -> pd.DataFrame:
+    path = os.path.join(directory, f"{name}.csv")
+    try:
+        table = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    except pd.errors.EmptyDataError:
+        table = pd.DataFrame()
+    except FileNotFoundError:
+        raise TraceError(f"{path} is missing; record the trace again") from None
+    except (OSError, ValueError, pd.errors.ParserError) as exc:
+        raise TraceError(f"{path} is damaged ({type(exc).__name__}: "
+                         f"{str(exc).strip()[:200]}); record the trace again") from None
+    if rows is not None and len(table) != rows:
+        raise TraceError(f"{path} has {len(table)} rows, meta.json says {rows}: the table "
+                         "is partial (cut short?); record the trace again")
+    need = REQUIRED.get(name, ()) if len(table) else ()
+    for col in need:
+        if col not in table.columns:
+            raise TraceError(f"{path} has no {col!r} column: not a saved trace table; "
+                             "record the trace again")
+        values = pd.to_numeric(table[col], errors="coerce")
+        bad = values.isna().to_numpy().nonzero()[0]
+        if len(bad):
+            raise TraceError(f"{path} row {bad[0] + 2} has no number in {col!r} (a line "
+                             "cut short?): the table is damaged; record the trace again")
+    return table
 
 
 class Trace:
@@ -183,27 +241,35 @@ class Trace:
 
     # ---- persistence -----------------------------------------------------------------
     def save(self, directory: str) -> None:
-        """Write every table as CSV plus meta.json (``Trace.load`` reads them back)."""
+        """Write every table as CSV plus meta.json (``Trace.load`` reads them back). Each
+        file is written atomically and meta.json, which counts every table's rows, last:
+        a save cut short is found out on load, never shown as a whole trace."""
         os.makedirs(directory, exist_ok=True)
-        for name in ("tasks", "accesses", "workers", "buses", "memory", "steps"):
-            getattr(self, name).to_csv(os.path.join(directory, f"{name}.csv"), index=False)
-        with open(os.path.join(directory, "meta.json"), "w") as f:
-            json.dump({"duration_us": self.duration_us, "bound": self.bound,
-                       "static_memory": self.static_memory}, f, indent=1)
+        stale = os.path.join(directory, "meta.json")
+        if os.path.exists(stale):
+            os.unlink(stale)   # the tables change first: no moment with old counts
+        for name in TABLES:
+            atomic_write_bytes(os.path.join(directory, f"{name}.csv"),
+                               getattr(self, name).to_csv(index=False).encode())
+        atomic_write_bytes(os.path.join(directory, "meta.json"), json.dumps(
+            {"duration_us": self.duration_us, "bound": self.bound,
+             "static_memory": self.static_memory,
+             "rows": {name: len(getattr(self, name)) for name in TABLES}}, indent=1).encode())
 
     @classmethod
     def load(cls, directory: str) -> Trace:
+        """A trace saved by ``save``; TraceError naming the file when the directory is not
+        a whole saved trace (missing or damaged files, tables cut short)."""
+        directory = str(directory)
+        if not os.path.isdir(directory):
+            raise TraceError(f"trace directory {directory} does not exist or is not a "
+                             "directory: give a directory written by Trace.save (a sweep's "
+                             "trace_dir)")
+        meta = _read_meta(directory)
         tr = object.__new__(cls)
         tr.runtime, tr.running, tr._marks = None, False, []
-        for name in ("tasks", "accesses", "workers", "buses", "memory", "steps"):
-            path = os.path.join(directory, f"{name}.csv")
-            try:
-                table = pd.read_csv(path, keep_default_na=False, na_values=[""])
-            except pd.errors.EmptyDataError:
-                table = pd.DataFrame()
-            setattr(tr, name, table)
-        with open(os.path.join(directory, "meta.json")) as f:
-            meta = json.load(f)
+        for name in TABLES:
+            setattr(tr, name, _read_table(directory, name, (meta.get("rows") or {}).get(name)))
         tr.duration_us, tr.bound = meta["duration_us"], meta["bound"]
         tr.static_memory = meta["static_memory"]
         return tr

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import sys
 from pathlib import Path
 
 from nntile_lab import spec as specs
@@ -20,6 +21,7 @@ from nntile_lab.parallel.launch import for_this_rank, relaunch_train
 from nntile_lab.record import write_record
 from nntile_lab.train.checkpoint import clean_stale, config_dict, find_checkpoint, read_state
 from nntile_lab.train.plots import save_loss_plot
+from nntile_lab.train.resume import resumed_schedule
 from nntile_lab.train.trainer import restore_log, train
 
 TRAIN_GROUPS = ("model", "data", "tiles", "runtime", "train", "run")
@@ -45,10 +47,13 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
                    "(on the checkpoint's data unless --data and --allow-data-change)")
     r.add_argument("--allow-data-change", action="store_true",
                    help="with --resume: continue on --data other than the checkpoint's")
+    r.add_argument("--reschedule", action="store_true",
+                   help="with --resume: follow the learning-rate schedule these options give "
+                        "(e.g. a cosine stretched to a new --steps) instead of the checkpoint's")
     r.add_argument("--json", action="store_true",
                    help="print one JSON object per logged step and a final summary")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
-    d = p.add_argument_group("distributed (StarPU-MPI; nntile_lab.dist)")
+    d = p.add_argument_group("distributed (StarPU-MPI; nntile_lab.parallel)")
     d.add_argument("--ranks", type=int, default=1, metavar="N",
                    help="train on N local MPI ranks: starts mpirun (operator-parallel tiles)")
     d.add_argument("--print-mpirun", action="store_true",
@@ -72,6 +77,9 @@ def resolve(args: argparse.Namespace) -> argparse.Namespace:
     spec field's resolved value also set on the namespace, and the run directory."""
     args = argparse.Namespace(**vars(args))
     spec = specs.from_args(args, TRAIN_GROUPS, base=checkpoint_values(args.resume))
+    # the compiled extension: imported here so that --help and parsing work without it
+    from nntile_lab.runtime import check_scheduler
+    check_scheduler(spec.scheduler)
     for name, value in spec.to_dict().items():
         setattr(args, name, value)
     args.n_positions, args.n_inner = spec.positions, spec.inner
@@ -105,8 +113,20 @@ def run_cli(args: argparse.Namespace) -> int:
         print(done)
         return 0
     data = _data_dir(args, prepare_default_corpus)
+    keep = None
+    if args.reschedule and not args.resume:
+        raise ValueError("--reschedule applies only with --resume (it chooses the schedule "
+                         "a resumed run follows)")
+    if args.resume:
+        planned = spec.schedule()
+        chosen, message = resumed_schedule(read_state(args.resume), find_checkpoint(args.resume),
+                                           planned, args.reschedule, spec.steps)
+        keep = None if chosen is planned else chosen
+        if message:
+            print(f"nntile-lab train: {message}", file=sys.stderr)
     with runtime(spec) as rt:
         model, optimizer, schedule = build(spec)
+        schedule = keep or schedule
         log = train(model, optimizer, data, steps=spec.steps, batch=spec.batch,
                     seq_len=spec.seq_len, out_dir=args.out, schedule=schedule,
                     grad_accum=spec.grad_accum, clip_norm=spec.clip or None,

@@ -6,7 +6,7 @@ the rates the uninterrupted run would have used.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 
 @dataclass(frozen=True)
@@ -51,3 +51,31 @@ class WarmupCosine:
             return self.min_lr
         progress = (step - self.warmup_steps) / (self.total_steps - self.warmup_steps)
         return self.min_lr + 0.5 * (self.lr - self.min_lr) * (1.0 + math.cos(math.pi * progress))
+
+
+def to_record(schedule) -> dict | None:
+    """A schedule as JSON (a checkpoint keeps it, so that a resumed run keeps it too);
+    None for a schedule that is not one of these classes (a user's function)."""
+    if isinstance(schedule, (Constant, WarmupCosine)):
+        return {"kind": type(schedule).__name__, **asdict(schedule)}
+    return None
+
+
+def from_record(record: dict):
+    """The schedule ``to_record`` wrote; ValueError naming what is wrong otherwise."""
+    kinds = {"Constant": Constant, "WarmupCosine": WarmupCosine}
+    try:
+        record = dict(record)
+        return kinds[record.pop("kind")](**record)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ValueError(f"a damaged learning-rate schedule record {record!r} ({exc})") from None
+
+
+def describe(schedule) -> str:
+    """The schedule in the CLI's words (--lr, --warmup, --steps, --min-lr)."""
+    if isinstance(schedule, WarmupCosine):
+        return (f"{schedule.warmup_steps} warm-up steps to lr {schedule.lr:g}, then a cosine "
+                f"down to {schedule.min_lr:g} at step {schedule.total_steps}")
+    if isinstance(schedule, Constant):
+        return f"a constant lr {schedule.lr:g}"
+    return repr(schedule)

@@ -40,6 +40,7 @@ from nntile_lab.train.checkpoint import (
     save_checkpoint,
 )
 from nntile_lab.train.schedule import Constant
+from nntile_lab.train.schedule import to_record as schedule_record
 
 COLUMNS = ("step", "loss", "lr", "grad_norm", "tokens", "time_s", "tokens_per_s", "gflops",
            "val_loss")
@@ -217,7 +218,8 @@ def train(model, optimizer, data_dir, *, steps: int, batch: int, seq_len: int,
     fpt = float(model.flops_per_token(seq_len))
     run = _Run(model, optimizer, out_dir, seed, {
         "batch": batch, "seq_len": seq_len, "grad_accum": grad_accum, "seed": seed,
-        "clip_norm": clip_norm, "flops_per_token": fpt})
+        "clip_norm": clip_norm, "flops_per_token": fpt,
+        "schedule": schedule_record(lr_at)})   # a resumed run keeps it (train/resume.py)
     if resume is not None:
         run.resume(resume, len(train_bin))
     bar = tqdm(total=steps, initial=min(run.step, steps), desc="train", unit="step",

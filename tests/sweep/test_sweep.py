@@ -204,7 +204,7 @@ def test_sweep_command_bad_input_is_said_and_the_rest_runs(tmp_path, monkeypatch
     pts, err = sweep_json("--vocab-tile", "32")                 # from an older version
     assert f"record {path} has format 0" in err and "older version" in err
     assert not pts[0]["cached"] and pts[0]["gflops"] > 0
-    pts, _ = sweep_json("--vocab-tile", "32", "--n-embd", "128", "--memory-limit-mb", "none,2")
+    pts, _ = sweep_json("--vocab-tile", "32", "--n-embd", "512", "--memory-limit-mb", "none,16")
     assert pts[0]["error"] is None and pts[0]["gflops"] > 0
     assert pts[1]["error"].startswith("cannot run under these memory settings: the step needs")
     # the table names each failure beside its point

@@ -148,15 +148,15 @@ def test_bad_points_are_messages_and_the_rest_runs(tmp_path):
     assert again["cached"].tolist() == [False, False, False] and again.loc[0, "gflops"] > 0
     assert "has format 0" in ts.message.value and "older version" in ts.message.value
     # a model that cannot run under its memory cap: rows with the planner's reason
-    capped = TileSweep(BASE.replace(memory_limit_mb=2), {"vocab_tile": "32,64"},
+    capped = TileSweep(BASE.replace(memory_limit_mb=16), {"vocab_tile": "32,64"},
                        cache_dir=tmp_path, isolate=False, peak_gflops=100.0)
-    capped.model["n_embd"].value = 128
+    capped.model["n_embd"].value = 512   # caps under 16 MiB are refused by the spec itself
     df = capped.run()
     assert len(df) == 2 and df["gflops"].isna().all()
     assert capped.status.value == "done: 2 points, none ran"
     assert "Error:" not in capped.message.value     # a notice per point: the sweep ran
     assert capped.message.value.count("cannot run under these memory settings: the step "
-                                      "needs 3 MiB but the cap is 2 MiB") == 2
+                                      "needs 50 MiB but the cap is 16 MiB") == 2
     # an unknown scheduler: said at once; the tile sweep runs on a known one
     odd = TileSweep(BASE.replace(scheduler="nosuch"), {"vocab_tile": "32"},
                     cache_dir=tmp_path, isolate=False, peak_gflops=100.0)

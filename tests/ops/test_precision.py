@@ -1,0 +1,199 @@
+"""bf16: the float32 <-> bfloat16 conversions and the bf16 gemm (oneDNN; sgemm on widened
+copies where the CPU has no bf16 matmul) against float64 references, over random shapes
+and tilings."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import nntile_lab as nl
+from tests.conftest import cond_err
+from tests.ops.test_gemm import _layout, gemm_case
+from tests.strategies import shape_and_tiles
+
+ROOT = Path(__file__).resolve().parents[2]
+BF16 = np.dtype(ml_dtypes.bfloat16)
+RNG = np.random.default_rng(22)
+# bf16 keeps 8 significant bits: rounding to nearest moves a value by at most 2^-8 of it
+UNIT = 2.0 ** -8
+
+
+def _bits(x: np.ndarray) -> np.ndarray:
+    return x.view(np.uint16)
+
+
+def _rne_reference(x: np.ndarray) -> np.ndarray:
+    """bf16 bits of float32 ``x`` rounded to nearest, ties to even, in float64 arithmetic:
+    the two neighbouring bf16 values, the nearer one, the one with an even last bit on a
+    tie (an independent check of ml_dtypes and of the kernel). Finite x only."""
+    u = x.view(np.uint32).astype(np.uint64)
+    down = (u >> 16).astype(np.uint32)                       # towards zero
+    up = down + 1                                            # away from zero
+    as_f = lambda b: (b.astype(np.uint32) << 16).view(np.float32).astype(np.float64)  # noqa: E731
+    xd, lo, hi = x.astype(np.float64), as_f(down), as_f(up)
+    # past bf16's largest value the next step up is 2^128 (IEEE rounds to inf only
+    # from half an ulp beyond the largest): compare with it, not with inf
+    hi = np.where(np.isinf(hi), np.sign(hi) * 2.0 ** 128, hi)
+    dlo, dhi = np.abs(xd - lo), np.abs(hi - xd)
+    pick_up = (dhi < dlo) | ((dhi == dlo) & (down % 2 == 1))
+    return np.where(pick_up, up, down).astype(np.uint16)
+
+
+def _values(shape) -> np.ndarray:
+    """float32 over bf16's whole range: wide magnitudes, exact ties (low half 0x8000, odd
+    and even), subnormals, the largest finite floats (which round to ±inf), ±0."""
+    n = int(np.prod(shape))
+    x = (RNG.standard_normal(n) * 10.0 ** RNG.uniform(-40, 38, n)).astype(np.float32)
+    u = x.view(np.uint32)
+    kind = RNG.integers(0, 6, n)
+    u[kind == 1] = (u[kind == 1] & 0xFFFF0000) | 0x8000            # a tie
+    u[kind == 2] = RNG.integers(0, 0x10000, (kind == 2).sum())       # +subnormal/tiny
+    x[kind == 3] = np.float32(3.4e38) * RNG.choice([-1, 1], (kind == 3).sum())
+    x[kind == 4] = RNG.choice([0.0, -0.0, 1.0, -2.5], (kind == 4).sum())
+    return x.reshape(shape)
+
+
+@given(shape_and_tiles())
+def test_to_bf16_rounds_to_nearest_even(rt, st_):
+    shape, tiles = st_
+    x = _values(shape)
+    got = nl.ops.to_bf16(nl.from_numpy(x, tiles)).to_numpy()
+    assert got.dtype == BF16 and got.shape == shape
+    want = _rne_reference(x.ravel()).reshape(shape)
+    assert np.array_equal(_bits(got), want), "to_bf16 differs from round-to-nearest-even"
+    assert np.array_equal(_bits(got), _bits(x.astype(BF16)))       # as ml_dtypes/PyTorch
+
+
+@given(shape_and_tiles())
+def test_bf16_round_trip_is_exact(rt, st_):
+    shape, tiles = st_
+    b = _values(shape).astype(BF16)
+    back = nl.ops.to_f32(nl.from_numpy(b, tiles)).to_numpy()
+    assert back.dtype == np.float32
+    assert np.array_equal(back.view(np.uint32), b.astype(np.float32).view(np.uint32))
+    again = nl.ops.to_bf16(nl.from_numpy(back, tiles)).to_numpy()
+    assert np.array_equal(_bits(again), _bits(b))                   # widening loses nothing
+
+
+def test_to_bf16_special_values(rt1):
+    x = np.array([np.inf, -np.inf, np.nan, -np.nan, 3.3895314e38, 3.40282e38, -3.40282e38,
+                  1.0 + 2.0 ** -8, 1.0 + 3 * 2.0 ** -8, 2.0 ** -133], np.float32)
+    # a signalling NaN whose payload lives in the low half only: it must stay a NaN
+    x = np.append(x, np.array([0x7F800001], np.uint32).view(np.float32))
+    got = nl.ops.to_bf16(nl.from_numpy(x)).to_numpy().astype(np.float32)
+    assert np.isposinf(got[0]) and np.isneginf(got[1])
+    assert np.isnan(got[2]) and np.isnan(got[3]) and np.isnan(got[10])
+    assert got[4] == np.float32(3.3895314e38)                      # bf16's largest, kept
+    assert np.isposinf(got[5]) and np.isneginf(got[6])             # beyond it: ±inf
+    assert got[7] == 1.0 and got[8] == 1.0 + 2.0 ** -6             # ties to even, both ways
+    assert got[9] == np.float32(2.0 ** -133)                       # subnormal, exact
+
+
+@given(gemm_case(), st.sampled_from([1.0, -0.5]), st.sampled_from([0.0, 1.0, 0.25]))
+def test_gemm_bf16_matches_float64(rt, case, alpha, beta):
+    """bf16 a and b, float32 c: against float64 products of the same bf16 values the only
+    error is float32 accumulation (so gemm's own 1e-5); against the float32 values they
+    were rounded from, two roundings of at most 2^-8 each per product."""
+    dims, tiles, ta, tb = case
+    a_shape, a_tiles = _layout(dims, tiles, "bkm" if ta else "bmk")
+    b_shape, b_tiles = _layout(dims, tiles, "bnk" if tb else "bkn")
+    c_shape, c_tiles = _layout(dims, tiles, "bmn")
+    a32 = RNG.standard_normal(a_shape).astype(np.float32)
+    b32 = RNG.standard_normal(b_shape).astype(np.float32)
+    c0 = RNG.standard_normal(c_shape).astype(np.float32)
+    nb, nk = len(dims["b"]), len(dims["k"])
+    bsz, m, n, k = (int(np.prod(dims[g])) for g in "bmnk")
+
+    def reference(a, b):
+        a2 = a.astype(np.float64).reshape((bsz, k, m) if ta else (bsz, m, k))
+        b2 = b.astype(np.float64).reshape((bsz, n, k) if tb else (bsz, k, n))
+        opa, opb = (a2.transpose(0, 2, 1) if ta else a2), (b2.transpose(0, 2, 1) if tb else b2)
+        want = alpha * np.matmul(opa, opb).reshape(c_shape) + beta * c0
+        return want, abs(alpha) * np.matmul(abs(opa), abs(opb)).reshape(c_shape) + abs(beta * c0)
+
+    ta_bf = nl.ops.to_bf16(nl.from_numpy(a32, a_tiles))
+    tb_bf = nl.ops.to_bf16(nl.from_numpy(b32, b_tiles))
+    out = nl.from_numpy(c0, c_tiles) if beta else None
+    got = nl.ops.gemm(ta_bf, tb_bf, trans_a=ta, trans_b=tb, alpha=alpha, beta=beta, out=out,
+                      ndim=nk, batch_ndim=nb)
+    assert got.dtype == np.float32 and got.shape == c_shape and got.tile_shape == c_tiles
+    got = got.to_numpy()
+    want, magnitude = reference(ta_bf.to_numpy(), tb_bf.to_numpy())
+    assert cond_err(got, want, magnitude) <= 1e-5
+    want32, magnitude32 = reference(a32, b32)
+    assert cond_err(got, want32, magnitude32) <= 2 * UNIT + UNIT ** 2 + 1e-5
+
+
+def test_bf16_rejects_mixed_and_unsupported(rt1):
+    a = nl.ops.to_bf16(nl.zeros((4, 6), (2, 3)))
+    with pytest.raises(TypeError, match="a is bfloat16 and b is float32.*ops.to_bf16"):
+        nl.ops.gemm(a, nl.zeros((6, 2), (3, 2)))
+    with pytest.raises(TypeError, match="out must be float32, got bfloat16"):
+        nl.ops.gemm(a, nl.ops.to_bf16(nl.zeros((6, 2), (3, 2))),
+                    out=nl.ops.to_bf16(nl.zeros((4, 2), (2, 2))), beta=1.0)
+    with pytest.raises(TypeError, match="to_bf16: x must be float32, got bfloat16"):
+        nl.ops.to_bf16(a)
+    with pytest.raises(TypeError, match="to_f32: x must be bfloat16, got float32"):
+        nl.ops.to_f32(nl.zeros((4, 6)))
+    with pytest.raises(ValueError, match="to_bf16: out: shapes/tiles differ"):
+        nl.ops.to_bf16(nl.zeros((4, 6), (2, 3)), out=nl.ops.to_bf16(nl.zeros((4, 6))))
+    with pytest.raises(TypeError, match="fill: y is bfloat16.*ops.to_bf16"):
+        nl.ops.fill(a, 1.0)
+    with pytest.raises(TypeError, match="copy: x is bfloat16.*ops.to_f32"):
+        nl.ops.copy(a)
+    with pytest.raises(TypeError, match="gelu: x must be float32, got bfloat16"):
+        nl.ops.gelu(a)
+
+
+AVX2_SCRIPT = """
+import ml_dtypes, numpy as np, nntile_lab as nl
+rng = np.random.default_rng(3)
+a = rng.standard_normal((2, 70, 50)).astype(ml_dtypes.bfloat16)
+b = rng.standard_normal((2, 40, 70)).astype(ml_dtypes.bfloat16)
+c0 = rng.standard_normal((2, 50, 40)).astype(np.float32)
+with nl.Runtime(ncpu=2):
+    got = nl.ops.gemm(nl.from_numpy(a, (1, 30, 20)), nl.from_numpy(b, (1, 16, 30)),
+                      trans_a=True, trans_b=True, alpha=0.5, beta=-1.0,
+                      out=nl.from_numpy(c0, (1, 20, 16)), batch_ndim=1).to_numpy()
+opa = a.astype(np.float64).transpose(0, 2, 1)
+opb = b.astype(np.float64).transpose(0, 2, 1)
+want = 0.5 * np.matmul(opa, opb) - c0
+mag = 0.5 * np.matmul(abs(opa), abs(opb)) + abs(c0)
+print(float(np.linalg.norm(got - want) / np.linalg.norm(mag)))
+"""
+
+
+def test_gemm_bf16_without_avx512_bf16_falls_back_to_sgemm():
+    """ONEDNN_MAX_CPU_ISA=AVX2 is a CPU without bf16 matmul in oneDNN 2.6 (no primitive):
+    the kernel widens A and B and runs sgemm, transposed-transposed and batched included.
+    ONEDNN_VERBOSE shows which path ran."""
+    env = dict(os.environ, ONEDNN_MAX_CPU_ISA="AVX2", ONEDNN_VERBOSE="1")
+    run = subprocess.run([sys.executable, "-c", AVX2_SCRIPT], env=env, capture_output=True,
+                         text=True, timeout=120, cwd=ROOT)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "matmul" not in run.stdout, "oneDNN ran a matmul under AVX2: the test no longer " \
+        "exercises the fallback"
+    assert float(run.stdout.strip().splitlines()[-1]) <= 1e-5
+
+
+@pytest.mark.parametrize("march,reg", [("x86-64-v3", "ymm"), ("x86-64-v4", "zmm")])
+def test_conversions_are_vectorised(march, reg):
+    """Both conversion loops compile to full-width vector code on AVX2 and AVX-512 (a
+    scalar loop would have no ymm/zmm instruction at all)."""
+    assert shutil.which("gcc"), "gcc is missing: scripts/setup.sh installs it"
+    asm = subprocess.run(["gcc", "-S", "-O3", "-std=gnu11", f"-march={march}",
+                          "-fno-trapping-math", "-fno-math-errno", "-I", str(ROOT / "kernels"),
+                          "-I", str(ROOT / "kernels" / "cpu"),
+                          str(ROOT / "kernels" / "cpu" / "bf16.c"), "-o", "-"],
+                         check=True, capture_output=True, text=True).stdout
+    for fn in ("nl_f32_to_bf16", "nl_bf16_to_f32"):
+        body = re.search(rf"^{fn}:\n(.*?)\.size\s+{fn}", asm, re.M | re.S).group(1)
+        assert len(re.findall(rf"%{reg}", body)) >= 8, f"{fn} is not vectorised for {march}"

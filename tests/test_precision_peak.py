@@ -1,0 +1,41 @@
+"""``nntile-lab peak --precision bf16``: the bf16 GEMM peak beside the fp32 one."""
+import json
+
+import pytest
+
+from nntile_lab import precision_peak
+from nntile_lab.record import machine
+from tests.trace.test_trace_cli import fake_peak, parse  # noqa: F401  (a fixture)
+
+
+def test_bf16_peak_is_measured_beside_fp32():
+    res = precision_peak.measure(n=1024, tile=512, trials=2, rounds=2, pause_s=0.01)
+    assert res["bf16_gflops"] > 0.1 and res["fp32_gflops"] > 0.1
+    assert res["bf16_gflops"] >= res["bf16_median_gflops"]
+    assert res["fp32_gflops"] >= res["fp32_median_gflops"]
+    assert res["ratio"] == pytest.approx(res["bf16_gflops"] / res["fp32_gflops"])
+    assert "1024³" in res["method"] and res["workers"] >= 1
+    if "avx512_bf16" in machine()["isa"]:
+        # oneDNN's bf16 kernels run well above sgemm here (BENCHMARKS.md): below 1.2 means the
+        # kernel took the widening fallback (ratio < 1) on a CPU that has bf16 instructions
+        assert res["ratio"] > 1.2, res
+
+
+def test_peak_precision_bf16_prints_both(fake_peak, monkeypatch, capsys):  # noqa: F811
+    fake = {"bf16_gflops": 400.0, "fp32_gflops": 100.0, "bf16_median_gflops": 390.0,
+            "fp32_median_gflops": 95.0, "ratio": 4.0, "workers": 2, "cpu_model": "cpu",
+            "method": "test", "measured": "now"}
+    monkeypatch.setattr(precision_peak, "measure", lambda: fake)
+    args = parse(["peak", "--precision", "bf16", "--json"])
+    assert args.func(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["bf16"] == fake and out["sgemm_peak"]["gflops"] == 100.0
+    args = parse(["peak", "--precision", "bf16"])
+    assert args.func(args) == 0
+    text = capsys.readouterr().out
+    assert "sgemm peak 100.0" in text and "bf16 GEMM peak 400.0 GFLOP/s, fp32 100.0" in text
+
+
+def test_bf16_peak_refuses_bad_sizes():
+    with pytest.raises(ValueError, match="n=512, tile=1024: need 1 <= tile <= n"):
+        precision_peak.measure(n=512, tile=1024)
