@@ -1,7 +1,7 @@
 # The README's two commands: `make run` (main job) and `make test`.
 PY := .venv/bin/python
 
-.PHONY: run test setup setup-test lint bench lab strip figures
+.PHONY: run test setup setup-test lint bench lab strip figures docs wheel
 # The main job: train, trace two steps, sweep four tilings (~1 min, cached after the first
 # run), all into one run directory.
 RUN_DIR := runs/$(shell date +%Y%m%d-%H%M%S)
@@ -23,10 +23,18 @@ lint:
 bench:
 	$(PY) -m nntile_lab.cli bench gemm
 
-# JupyterLab on the notebooks (set-up first)
+# JupyterLab on the notebooks, with what every notebook needs (PyTorch, Open MPI + mpi4py)
 lab:
-	scripts/setup.sh
+	scripts/setup.sh lab
 	.venv/bin/jupyter lab notebooks/
+
+# the documentation site into site/ (warnings are errors, as in CI)
+docs:
+	.venv/bin/mkdocs build --strict
+
+# sdist + wheel, the wheel installed in a fresh venv outside the checkout and smoke-tested
+wheel:
+	scripts/wheel_smoke.sh
 
 # outputs never go into git: `make strip` before committing a notebook (a test checks)
 strip:

@@ -1,6 +1,9 @@
 """cffi (API mode) build of nntile_lab._ext: the runtime glue, the C kernels and
 the codelets generated from codelets.py, against Debian's StarPU 1.3 and
-scipy-openblas32 (a BLAS that is safe when several workers call it at once)."""
+scipy-openblas32 (a BLAS that is safe when several workers call it at once).
+
+One module per CPU variant (nntile_lab/cpu_variant.py: x86-64-v4 and x86-64-v3, or the
+flags in NNTILE_LAB_CFLAGS): ``ffibuilder_<name>`` each, listed by setup.py."""
 import glob
 import json
 import os
@@ -13,6 +16,10 @@ from cffi import FFI
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import codegen  # noqa: E402
+
+# the variant table is the package's (pure Python, no extension needed to read it)
+sys.path.insert(0, os.path.dirname(HERE))
+from nntile_lab.cpu_variant import build_variants  # noqa: E402
 
 
 def _pkg_config(*args):
@@ -90,10 +97,6 @@ def _read(name):
         return f.read()
 
 
-ffibuilder = FFI()
-ffibuilder.cdef("typedef struct _starpu_data_state *starpu_data_handle_t;\n"
-                + _read("api.h") + codegen.generate_cdef() + _read("starpu_cdef.h"))
-
 # every kernel file includes this: the compiler checks each kernel's signature
 # against its row in the table (generated, not committed)
 with open(os.path.join(HERE, "cpu", "prototypes.h"), "w") as f:
@@ -116,7 +119,6 @@ os.replace(_generated + ".tmp", _generated)
 # `nntile-lab bench kernels`). Unlike -ffast-math these change no result: no
 # reassociation, NaN, infinities and signed zeros as IEEE has them.
 VALUE_SAFE = ["-fno-trapping-math", "-fno-math-errno"]
-ARCH_FLAGS = os.environ.get("NNTILE_LAB_CFLAGS", "-march=native")
 
 sources = ([os.path.join(HERE, n) for n in ("mpi.c", "bench.c")]
            + sorted(glob.glob(os.path.join(HERE, "runtime", "*.c")))
@@ -127,22 +129,42 @@ opencl = _opencl_flags()
 if opencl:
     sources += sorted(glob.glob(os.path.join(HERE, "opencl", "*.c")))
 onednn_includes, onednn_link = _onednn()
-ffibuilder.set_source(
-    "nntile_lab._ext",
-    '#include <starpu.h>\n#include "api.h"\n' + codegen.generate_c(),
-    sources=[os.path.relpath(s) for s in sources],
-    include_dirs=[HERE, _openblas_include()] + onednn_includes
-    + [f[2:] for f in cflags if f.startswith("-I")]
-    + (mpi[0] if mpi else []),
-    # the flags the kernels were built with, for the benchmarks' records (nl_build_cflags)
-    define_macros=([("NL_HAVE_MPI", "1")] if mpi else [])
-    + ([("NL_HAVE_OPENCL", "1"), ("CL_TARGET_OPENCL_VERSION", "120")] if opencl else [])
-    + [("NL_CFLAGS", json.dumps(ARCH_FLAGS))],
-    extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wno-unused-function"] + VALUE_SAFE
-    + shlex.split(ARCH_FLAGS),
-    extra_link_args=(mpi[1] if mpi else []) + (opencl or []) + _pkg_config("--libs")
-    + onednn_link,
-)
+CDEF = ("typedef struct _starpu_data_state *starpu_data_handle_t;\n"
+        + _read("api.h") + codegen.generate_cdef() + _read("starpu_cdef.h"))
+
+
+def builder(variant: str, arch_flags: str) -> FFI:
+    """The cffi builder of ``nntile_lab._ext.<variant>``, compiled with ``arch_flags``."""
+    ffi = FFI()
+    ffi.cdef(CDEF)
+    ffi.set_source(
+        f"nntile_lab._ext.{variant}",
+        '#include <starpu.h>\n#include "api.h"\n' + codegen.generate_c(),
+        sources=[os.path.relpath(s) for s in sources],
+        include_dirs=[HERE, _openblas_include()] + onednn_includes
+        + [f[2:] for f in cflags if f.startswith("-I")] + (mpi[0] if mpi else []),
+        # the flags the kernels were built with, for the benchmarks' records (nl_build_cflags)
+        define_macros=([("NL_HAVE_MPI", "1")] if mpi else [])
+        + ([("NL_HAVE_OPENCL", "1"), ("CL_TARGET_OPENCL_VERSION", "120")] if opencl else [])
+        + [("NL_CFLAGS", json.dumps(arch_flags))],
+        extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wno-unused-function"] + VALUE_SAFE
+        + shlex.split(arch_flags),
+        extra_link_args=(mpi[1] if mpi else []) + (opencl or []) + _pkg_config("--libs")
+        + onednn_link,
+    )
+    return ffi
+
+
+VARIANTS = build_variants()
+for _name, _flags in VARIANTS.items():
+    globals()[f"ffibuilder_{_name}"] = builder(_name, _flags)
+
+# An in-place build (pip install -e .) must not leave a module of another variant set next to
+# the new ones: one built earlier with NNTILE_LAB_CFLAGS would be loaded, with old kernels.
+for _stale in glob.glob(os.path.join(os.path.dirname(HERE), "nntile_lab", "_ext", "*.so")):
+    if os.path.basename(_stale).split(".")[0] not in VARIANTS:
+        os.remove(_stale)
 
 if __name__ == "__main__":
-    ffibuilder.compile(verbose=True)
+    for _name in VARIANTS:
+        globals()[f"ffibuilder_{_name}"].compile(verbose=True)

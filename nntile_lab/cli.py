@@ -1,149 +1,97 @@
-"""The ``nntile-lab`` command: everything the notebooks do, with ``--json`` for scripts."""
+"""The ``nntile-lab`` command: everything the notebooks do, with ``--json`` for scripts.
+
+One way to add a subcommand: a ``cli`` module of its package defines
+``register_cli(subparsers)``, and ``COMMANDS`` below names the module and the subcommands it
+adds (``tests/test_cli_conventions.py`` checks the two agree). Names starting with ``_`` are
+hidden: the fresh processes the work starts itself (a sweep point, an MPI rank).
+
+Conventions every subcommand keeps:
+  exit 0    the work was done (a grid in which some points failed, e.g. out of memory, was
+            done: the failures are rows of its result)
+  exit 1    the work failed, or produced nothing (every point of a grid failed)
+  exit 2    the command line is wrong (argparse's errors, nntile_lab.errors.UsageError, or an
+            error whose message begins with the bad option's name, ``--x ...``)
+  exit 130  interrupted (Ctrl-C)
+  --json    stdout is JSON Lines: one JSON object per line, the command's result last;
+            commands that do not stream print exactly one line (so ``| jq`` and ``tail -1``
+            both work everywhere). Progress and messages go to stderr.
+"""
 from __future__ import annotations
 
 import argparse
-import json
+import importlib
 import os
 import sys
 
-from nntile_lab.bench import schedulers, train
-from nntile_lab.bench.depth import register_cli as register_bench_depth
-from nntile_lab.bench.kernels import register_cli as register_bench_kernels
-from nntile_lab.bench.memory import register_cli as register_bench_memory
-from nntile_lab.bench.schedulers import SCHEDULERS, add_run_options
-from nntile_lab.data.prepare import register_cli as register_prepare
-from nntile_lab.errors import os_error_message
-from nntile_lab.figures.cli import register_cli as register_figures
-from nntile_lab.memory import register_cli as register_plan
-from nntile_lab.options import int_range
-from nntile_lab.proxies.cli import register_cli as register_proxy
-from nntile_lab.record import json_safe, write_record
-from nntile_lab.spec import DEFAULTS, add_arguments, from_args
-from nntile_lab.sweep.cli import register_cli as register_sweep
-from nntile_lab.trace.cli import register_cli as register_trace
-from nntile_lab.train.cli import register_cli as register_train
+import nntile_lab
+from nntile_lab.errors import UsageError, os_error_message
 
-# The spec fields ``bench train`` takes (no training schedule: it times a few steps).
-BENCH_GROUPS = ("model", "data", "tiles", "runtime", "bench")
+# module -> the subcommands its register_cli adds (in --help's order)
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "nntile_lab.data.cli": ("prepare",),
+    "nntile_lab.train.cli": ("train", "plan"),
+    "nntile_lab.trace.cli": ("trace", "peak"),
+    "nntile_lab.sweep.cli": ("sweep",),
+    "nntile_lab.sweep.point_cli": ("_sweep-point",),
+    "nntile_lab.bench.cli": ("bench",),
+    "nntile_lab.bench.point_cli": ("_bench-memory-point",),
+    "nntile_lab.figures.cli": ("figures", "_figures-point"),
+    "nntile_lab.proxies.cli": ("proxy", "collectives", "_replay-rank", "_collectives-rank"),
+}
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
-def _bench_gemm(args) -> int:
-    # loads the compiled extension: importing this module must not (--help, readers)
-    from nntile_lab.bench import gemm
-    res = gemm.run(n=args.n, tiles=args.tiles, repeats=args.repeats, ncpu=args.ncpu,
-                   **({"scheduler": args.scheduler} if args.scheduler else {}))
-    print(json.dumps(res) if args.json else gemm.report(res))
-    return 0
-
-
-def _bench_train(args) -> int:
-    spec = from_args(args, BENCH_GROUPS)
-    res = train.run(spec, vs_torch=args.vs_torch, torch_compile=args.torch_compile)
-    if args.record:
-        write_record(args.record, spec, res, kind="bench-train")
-    print(json.dumps(res) if args.json else train.report(res))
-    return 0
-
-
-def _bench_schedulers(args) -> int:
-    base = from_args(args, SCHEDULER_GROUPS, base={"n_layer": 8})
-    names = [n for n in args.schedulers.split(",") if n]
-    summary, df = schedulers.run(base, names, args.repeats,
-                                 None if args.no_ooc else args.ooc_fraction, args.ooc_dir,
-                                 cache_dir=args.cache, isolate=not args.in_process,
-                                 progress=not args.no_progress)
-    for m in df.attrs.get("messages", []):
-        print(f"nntile-lab bench schedulers: {m}", file=sys.stderr)
-    paths = schedulers.write(summary, df, args.out, base) if args.out else {}
-    if args.json:
-        print(json.dumps(json_safe({"base": base.to_dict(), "summary": summary.to_dict("records"),
-                                    "files": {k: str(v) for k, v in paths.items()}}),
-                         default=str))
-    else:
-        print(schedulers.table(summary))
-        if paths:
-            print(f"wrote {', '.join(str(p) for p in paths.values())}")
-    return 0 if summary["error"].isna().any() else 1
-
-
-def _sched_default():
-    return SCHEDULERS
-
-
-# ``bench schedulers``: the model and its tiles; the runtime fields it varies are its own
-SCHEDULER_GROUPS = ("model", "data", "tiles", "runtime", "bench")
-SCHEDULER_VARIED = ("scheduler", "priorities", "memory_limit_mb", "ooc_dir", "ooc_size_mb")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="nntile-lab", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    bench = sub.add_parser("bench", help="benchmarks against baselines measured in the same run")
-    bsub = bench.add_subparsers(dest="what", required=True)
-    g = bsub.add_parser("gemm", help="tiled sgemm vs numpy matmul")
-    g.add_argument("--n", type=int_range(), default=4096, help="matrix size (default 4096)")
-    g.add_argument("--tiles", type=int_range(), nargs="+", default=[256, 512, 1024])
-    g.add_argument("--repeats", type=int_range(), default=5)
-    g.add_argument("--scheduler", default=None,
-                   help=f"StarPU scheduling policy (default {DEFAULTS.scheduler})")
-    g.add_argument("--ncpu", type=int_range(), default=None)
-    g.add_argument("--json", action="store_true", help="print one JSON object")
-    g.set_defaults(func=_bench_gemm)
-
-    t = bsub.add_parser("train", help="GPT-2 training step throughput (and PyTorch's)")
-    add_arguments(t, BENCH_GROUPS, titles={"model": "model (defaults: the main job's)"},
-                  skip=("measure_steps", "warmup_steps"))
-    t.add_argument("--measure-steps", "--steps", type=int, default=None, metavar="N",
-                   dest="measure_steps", help="timed steps (median; default 3)")
-    t.add_argument("--vs-torch", action="store_true",
-                   help="measure nanoGPT-style PyTorch too (eager and torch.compile; the "
-                        "ratio is against the faster)")
-    t.add_argument("--no-torch-compile", action="store_false", dest="torch_compile",
-                   help="with --vs-torch: eager PyTorch only (compiling takes ~30 s)")
-    t.add_argument("--json", action="store_true", help="print one JSON object")
-    t.add_argument("--record", metavar="FILE", help="also write the run's record (spec, "
-                   "versions, machine, results: nntile_lab.record) to FILE")
-    t.set_defaults(func=_bench_train)
-
-    sc = bsub.add_parser("schedulers", help="StarPU policies with and without task "
-                         "priorities, in memory and out of core (8-layer main job)")
-    add_arguments(sc, SCHEDULER_GROUPS, titles={"model": "model (default: the main job with "
-                                                "8 layers)"}, skip=SCHEDULER_VARIED)
-    sc.add_argument("--schedulers", default=",".join(_sched_default()),
-                    help="comma list (default %(default)s)")
-    add_run_options(sc, "cell", "the planned peak")
-    sc.add_argument("--cache", metavar="DIR", help="point cache (as for nntile-lab sweep)")
-    sc.add_argument("--out", metavar="DIR", help="write schedulers.png, .md and .json here")
-    sc.set_defaults(func=_bench_schedulers)
-    register_bench_kernels(bsub)
-
-    register_bench_memory(bsub)
-    register_bench_depth(bsub)
-    register_prepare(sub)
-    register_train(sub)
-    register_trace(sub)
-    register_sweep(sub)
-    register_figures(sub)
-    register_plan(sub)
-    register_proxy(sub)
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every subcommand, or only of the module that owns ``command`` (a fresh
+    process started for one point imports no more than it needs)."""
+    parser = argparse.ArgumentParser(prog="nntile-lab", description=__doc__.split("\n\n")[0],
+                                     epilog="exit status: 0 done, 1 failed, 2 usage error, "
+                                     "130 interrupted; --json prints JSON Lines, result last")
+    parser.add_argument("--version", action="version",
+                        version=f"nntile-lab {nntile_lab.__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module, names in COMMANDS.items():
+        if command is None or command in names:
+            importlib.import_module(module).register_cli(sub)
+    # hidden subcommands: argparse lists a help=SUPPRESS subparser anyway, so drop its line
+    sub._choices_actions = [a for a in sub._choices_actions if not a.dest.startswith("_")]
     return parser
+
+
+def is_usage_error(exc: BaseException) -> bool:
+    """A bad option value: UsageError, or a ValueError that starts with the option's name."""
+    return isinstance(exc, UsageError) or (isinstance(exc, ValueError)
+                                           and str(exc).startswith("--"))
 
 
 def main(argv=None) -> int:
     os.environ.setdefault("MPLBACKEND", "Agg")   # the CLI draws files, never windows
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    known = {n for names in COMMANDS.values() for n in names}
+    parser = build_parser(argv[0] if argv and argv[0] in known else None)
     try:
-        return args.func(args)
-    except (ValueError, TypeError, RuntimeError, OSError) as exc:   # OSError: disk full, ...
-        # a raw file-system error (errno set); one raised with our own text keeps it
-        text = os_error_message(exc) if isinstance(exc, OSError) and exc.errno else exc
-        print(f"nntile-lab: error: {text}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt as exc:   # Ctrl-C: the shell's code for SIGINT, no traceback
+        args = parser.parse_args(argv)
+    except SystemExit as exc:             # --help (0), or a usage error argparse printed (2)
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    try:
+        code = args.func(args)
+    except KeyboardInterrupt as exc:      # Ctrl-C: the shell's code for SIGINT, no traceback
         notes = "".join(f"; {n}" for n in getattr(exc, "__notes__", ()))
         print(f"nntile-lab: interrupted{notes}", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except (ValueError, TypeError, RuntimeError, OSError, ImportError, MemoryError) as exc:
+        # the work's own errors (a bad file, a full disk, a task that failed): one line, no
+        # traceback; anything else is a bug and keeps its traceback (exit 1 too)
+        if is_usage_error(exc):
+            print(f"nntile-lab {args.command}: error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        # a raw file-system error (errno set) as one sentence; one raised with our own text
+        # keeps it
+        text = os_error_message(exc) if isinstance(exc, OSError) and exc.errno else exc
+        print(f"nntile-lab {args.command}: error: {text}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK if code is None else int(code)
 
 
 if __name__ == "__main__":

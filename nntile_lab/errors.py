@@ -53,3 +53,10 @@ def writable_dir(path, option: str):
         raise ValueError(f"{option} {path} is not writable by you: give a folder you can "
                          "write, or change its permissions")
     return p
+
+
+class UsageError(ValueError):
+    """A bad option or argument value; the message names it and says what to give.
+    ``nntile-lab`` exits 2 on it (the command line is wrong); every other error of the work
+    exits 1 (nntile_lab.cli). A ``ValueError``, so library callers can keep catching
+    ``ValueError``."""

@@ -39,7 +39,6 @@ Besides StarPU's tiles the process holds the interpreter and libraries
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
@@ -50,7 +49,7 @@ from nntile_lab.nn.activations import Activations
 from nntile_lab.nn.config import GPT2Config
 from nntile_lab.nn.state import init_chunk_elems
 from nntile_lab.rss import peak_rss_bytes, rss_bytes  # noqa: F401  (memory.peak_rss_bytes)
-from nntile_lab.spec import DEFAULTS, OPTIMIZERS, add_arguments, from_args
+from nntile_lab.spec import DEFAULTS
 
 F32, I64 = 4, 8
 MIB = 1 << 20
@@ -282,25 +281,3 @@ def _disk_problem(ooc_dir: str, need: int) -> str:
         return (f"the out-of-core directory {ooc_dir!r} has {free // MIB} MiB free, the "
                 f"overflow needs {need // MIB} MiB: free space or pick another --ooc-dir")
     return ""
-
-
-# ---- the ``plan`` CLI command --------------------------------------------------------
-PLAN_GROUPS = ("model", "data", "tiles", "runtime")
-
-
-def register_cli(subparsers):
-    """``nntile-lab plan [model options] --memory-limit-mb N [--ooc-dir D] [--json]``."""
-    p = subparsers.add_parser("plan", help="will a training run fit in memory (or with disk)?",
-                              description=__doc__.split("\n\n")[0])
-    add_arguments(p, PLAN_GROUPS)
-    p.add_argument("--optimizer", choices=OPTIMIZERS, default=None, help="default adamw")
-    p.add_argument("--json", action="store_true", help="print the plan as one JSON object")
-    p.set_defaults(func=_plan_cli)
-    return p
-
-
-def _plan_cli(args) -> int:
-
-    plan = estimate(from_args(args, PLAN_GROUPS), optimizer=args.optimizer)
-    print(json.dumps(plan.to_dict()) if args.json else plan.report())
-    return 1 if plan.verdict == "cannot_run" else 0

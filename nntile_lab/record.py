@@ -21,6 +21,7 @@ import math
 import os
 import platform
 import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -146,7 +147,9 @@ def versions() -> dict:
     return {"nntile_lab": nntile_lab.__version__, "python": platform.python_version(),
             "numpy": np.__version__, "starpu": starpu_version(), "blas": blas(),
             "torch": _dist_version("torch"),
-            "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE")}
+            "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
+            # which build of the kernels ran (nntile_lab.cpu_variant), if they were loaded
+            "kernels": getattr(sys.modules.get("nntile_lab._lib"), "VARIANT", None)}
 
 
 def environment() -> dict:

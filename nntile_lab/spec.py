@@ -27,6 +27,7 @@ import math
 from dataclasses import dataclass, field, fields
 
 from nntile_lab import flops
+from nntile_lab.errors import UsageError
 from nntile_lab.nn.config import TILE_FIELDS, GPT2Config
 
 OPTIMIZERS = ("adamw", "adam", "sgd")
@@ -50,7 +51,7 @@ TILE_DEFAULTS = {"batch_tile": None, "seq_tile": None, "embd_tile": None, "inner
 TILE_DEFAULT_HELP = {"batch_tile": f"{TOKENS_PER_TILE} tokens: {TOKENS_PER_TILE} // seq_len "
                                    "sequences, at least 1"}
 GROUPS = ("model", "data", "tiles", "runtime", "train", "run", "bench")
-# Memory hints the model and optimizer give StarPU (see README "Out of core"):
+# Memory hints the model and optimizer give StarPU (docs/out-of-core.md):
 #   invalidate   dead contents dropped, never written back: gradients once their
 #                optimizer update has read them (temporaries need nothing: their free
 #                drops them unwritten)
@@ -436,8 +437,14 @@ def given(args, groups=GROUPS) -> dict:
 
 
 def from_args(args, groups=GROUPS, base: dict | None = None) -> ExperimentSpec:
-    """A spec from parsed options over ``base`` values (e.g. a checkpoint's) and defaults."""
-    return ExperimentSpec.from_dict((base or {}) | given(args, groups))
+    """A spec from parsed options over ``base`` values (e.g. a checkpoint's) and defaults.
+    A value the spec refuses is a usage error (``nntile-lab`` exits 2)."""
+    try:
+        return ExperimentSpec.from_dict((base or {}) | given(args, groups))
+    except UsageError:
+        raise
+    except (ValueError, TypeError) as exc:
+        raise UsageError(str(exc)) from exc
 
 
 # The one set of defaults as an object: Runtime, train(), the optimizers, the memory planner

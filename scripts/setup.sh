@@ -2,9 +2,11 @@
 # Set up nntile_lab on a fresh Debian/Ubuntu machine: the system packages it
 # needs (only those missing), a virtual environment in .venv, the package built
 # in place. Idempotent; safe to run again after pulling changes to kernels/.
-#   scripts/setup.sh          # to train
-#   scripts/setup.sh test     # also the test and benchmark extras (PyTorch, Playwright + Debian's
-#                             # chromium for the browser test, Open MPI + mpi4py, ...)
+#   scripts/setup.sh          # to train, and JupyterLab ([jupyter])
+#   scripts/setup.sh lab      # what every notebook needs: [jupyter,bench,mpi] (PyTorch for 06,
+#                             # Open MPI + mpi4py for 08 and 09)
+#   scripts/setup.sh test     # every extra ([test]: the above, docs, pytest, Playwright + Debian's
+#                             # chromium for the browser test, ...)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,7 +20,7 @@ if [ "${1:-}" = "test" ]; then
     # the browser test drives Debian's chromium (Playwright's own browser download is never used)
     [ -x /usr/bin/chromium ] || missing+=(chromium)
 fi
-if [ "${1:-}" = "test" ]; then
+if [ "${1:-}" = "test" ] || [ "${1:-}" = "lab" ]; then
     # multi-process runs: Open MPI and its headers (mpi4py builds against them)
     command -v mpirun >/dev/null || missing+=(openmpi-bin)
     command -v mpicc >/dev/null || missing+=(libopenmpi-dev)
@@ -43,8 +45,12 @@ fi
 pip=(.venv/bin/python -m pip install -q --disable-pip-version-check)
 "${pip[@]}" "setuptools>=77" wheel "cffi>=1.17" "scipy-openblas32>=0.3.27"
 # JupyterLab, ipywidgets and a kernel always: the notebooks are the way in
-extras="[jupyter]"
-[ "${1:-}" = "test" ] && extras="[jupyter,test]"
+case "${1:-}" in
+    test) extras="[test]" ;;
+    lab) extras="[jupyter,bench,mpi]" ;;
+    "") extras="[jupyter]" ;;
+    *) echo "setup: unknown mode '$1' (give nothing, lab or test)" >&2; exit 2 ;;
+esac
 # no build isolation: the build deps above are already in the venv, and a rebuild
 # after editing kernels/ takes seconds instead of a fresh build environment
 "${pip[@]}" --no-build-isolation -e ".${extras}"

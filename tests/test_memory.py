@@ -79,7 +79,8 @@ def test_train_cli_fails_before_starting(tmp_path, capsys):
                    "--seq-len", "64", "--batch", "4", "--memory-limit-mb", "16",
                    "--out", str(tmp_path / "run"), "--no-progress"])
     err = capsys.readouterr().err
-    assert rc == 2 and "cannot run under these memory settings" in err, err
+    # a run that cannot fit is the work failing, not a malformed command line: exit 1
+    assert rc == 1 and "cannot run under these memory settings" in err, err
     assert not (tmp_path / "run").exists()
 
 

@@ -11,14 +11,10 @@ and a disk node, as in ``bench schedulers``.
 """
 from __future__ import annotations
 
-import json
-import sys
-
 import pandas as pd
 
-from nntile_lab.bench.schedulers import add_run_options, default_ooc_dir, out_of_core
-from nntile_lab.record import json_safe
-from nntile_lab.spec import ExperimentSpec, add_arguments, from_args
+from nntile_lab.bench.schedulers import default_ooc_dir, out_of_core
+from nntile_lab.spec import ExperimentSpec
 from nntile_lab.sweep import run as sweep_run
 
 IN_MEMORY, OUT_OF_CORE = "in memory", "out of core"
@@ -95,32 +91,3 @@ def run(base: ExperimentSpec, layers=(4, 8), repeats: int = 3, ooc_fraction=0.5,
     df = sweep_run(points(base, layers, repeats, ooc_fraction, ooc_dir), cache_dir,
                    isolate=isolate, progress=progress, keep_traces=False)
     return summarize(df), df
-
-
-def register_cli(bsub) -> None:
-    p = bsub.add_parser("depth", help="throughput per FLOP of a deeper model against a "
-                        "shallower one (8 vs 4 layers), in memory and out of core")
-    add_arguments(p, ("model", "data", "tiles", "runtime", "bench"),
-                  skip=("n_layer", "memory_limit_mb", "ooc_dir", "ooc_size_mb"))
-    p.add_argument("--layers", default="4,8", help="the two depths (default %(default)s)")
-    add_run_options(p, "point", "each model's planned peak")
-    p.set_defaults(func=_cli)
-
-
-def _cli(args) -> int:
-
-    try:
-        layers = [int(x) for x in args.layers.split(",") if x.strip()]
-    except ValueError:
-        raise ValueError(f"--layers {args.layers!r}: give two integers, e.g. 4,8") from None
-    base = from_args(args, ("model", "data", "tiles", "runtime", "bench"))
-    summary, df = run(base, layers, args.repeats, None if args.no_ooc else args.ooc_fraction,
-                      args.ooc_dir, isolate=not args.in_process, progress=not args.no_progress)
-    for m in df.attrs.get("messages", []):
-        print(f"nntile-lab bench depth: {m}", file=sys.stderr)
-    if args.json:
-        print(json.dumps(json_safe({"base": base.to_dict(), "summary": summary.to_dict("records"),
-                                    "points": df.to_dict("records")}), default=str))
-    else:
-        print(table(summary))
-    return 0 if summary["error"].isna().all() else 1

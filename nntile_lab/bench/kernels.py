@@ -25,10 +25,8 @@ slows a repeat down), the kernels' median and best are both reported.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import inspect
-import json
 import math
 import statistics
 
@@ -318,7 +316,7 @@ def measure_case(case: Case, row: dict, roofs: dict, repeats: int, stream_cache:
 def run(config: str = "main", repeats: int = 7, only: list[str] | None = None) -> dict:
     """Every codelet of the compiled table (or ``only`` those) timed against the roofs."""
     # loads the compiled extension: importing this module must not (--help, readers)
-    from nntile_lab._lib import ffi, lib
+    from nntile_lab._lib import VARIANT, ffi, lib
     rows = {r["name"]: r for r in table()}
     by_name = {c.name: c for c in cases(CONFIGS[config])}
     missing = sorted(set(rows) - set(by_name))
@@ -341,6 +339,7 @@ def run(config: str = "main", repeats: int = 7, only: list[str] | None = None) -
     return {"config": config, "dims": CONFIGS[config], "repeats": repeats,
             "build_isa": ffi.string(lib.nl_build_isa()).decode(),
             "cflags": ffi.string(lib.nl_build_cflags()).decode(),   # as built, not as now
+            "variant": VARIANT,   # which build ran (nntile_lab.cpu_variant)
             "machine": machine(),
             "roofs": {"sgemm_gflops_1thread": roofs["gflops"], "exp_gexps_8lanes": roofs["gexps"],
                       **{k: v for k, v in roofs.items() if k.startswith("stream")}},
@@ -352,8 +351,8 @@ def run(config: str = "main", repeats: int = 7, only: list[str] | None = None) -
 def report(res: dict) -> str:
     m, r = res["machine"], res["roofs"]
     lines = [f"kernels of {res['config']} tiles {res['dims']} on {m['cpu']} "
-             f"({', '.join(m['isa'])}), kernels built for {res['build_isa']} "
-             f"(NNTILE_LAB_CFLAGS: {res['cflags']}), {m['date']}, median of {res['repeats']}",
+             f"({', '.join(m['isa'])}), kernels: variant {res['variant']} built for "
+             f"{res['build_isa']} ({res['cflags']}), {m['date']}, median of {res['repeats']}",
              f"roofs, one core: sgemm {r['sgemm_gflops_1thread']:.1f} GFLOP/s, exp "
              f"{r['exp_gexps_8lanes']:.2f} G/s (8 lanes), STREAM triad "
              f"{r['stream_triad_gbs_dram']:.1f} GB/s (DRAM) {r['stream_triad_gbs_l2']:.1f} GB/s "
@@ -371,23 +370,3 @@ def report(res: dict) -> str:
     lines.append("below 50 % of roof (GEMM excepted): " + (", ".join(res["below_target"])
                                                            or "none"))
     return "\n".join(lines)
-
-
-def _cli(args) -> int:
-    res = run(args.config, args.repeats, args.only.split(",") if args.only else None)
-    print(json.dumps(res) if args.json else report(res))
-    return 0
-
-
-def register_cli(bsub) -> None:
-    """``nntile-lab bench kernels`` under ``nntile-lab bench``."""
-    k = bsub.add_parser("kernels", help="every codelet's C kernel against the memory and "
-                        "compute roofs measured in the same run (one core)",
-                        formatter_class=argparse.RawDescriptionHelpFormatter,
-                        description=__doc__)
-    k.add_argument("--config", choices=sorted(CONFIGS), default="main",
-                   help="tile sizes: the main job's (default) or a bigger model's")
-    k.add_argument("--repeats", type=int, default=7, help="timed repeats (median; default 7)")
-    k.add_argument("--only", metavar="OPS", help="comma list of codelets (default all)")
-    k.add_argument("--json", action="store_true", help="print one JSON object")
-    k.set_defaults(func=_cli)

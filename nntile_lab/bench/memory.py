@@ -28,10 +28,8 @@ import time
 import numpy as np
 
 from nntile_lab import experiment, memory
-from nntile_lab.options import float_range, int_list, int_range
 from nntile_lab.orphans import child_env
-from nntile_lab.record import json_safe
-from nntile_lab.spec import DEFAULTS, HINTS, ExperimentSpec, add_arguments, from_args
+from nntile_lab.spec import DEFAULTS, HINTS, ExperimentSpec
 
 MIB = 1 << 20
 # the paper's family at a size this machine trains: 4 layers, E = 64·k, V = 50257; E is
@@ -118,7 +116,7 @@ def torch_point(spec: ExperimentSpec) -> dict:
 def measure(spec: ExperimentSpec, system: str = "nntile", timeout: float = 1800) -> dict:
     """``measure_point`` (or ``torch_point``) of ``spec`` in a fresh process, with the
     process's wall time (``wall_s``); a failed or killed run gives ``{"error": ...}``."""
-    cmd = [sys.executable, "-m", "nntile_lab.bench.memory", "--point", system,
+    cmd = [sys.executable, "-m", "nntile_lab.cli", "_bench-memory-point", system,
            json.dumps(spec.to_dict())]
     t0 = time.perf_counter()
     try:
@@ -362,99 +360,5 @@ def _short(res: dict) -> str:
             f"{res['starpu_peak_bytes'] / MIB:.0f} MiB, RSS {res['peak_rss_bytes'] / MIB:.0f} MiB")
 
 
-# ---- ``nntile-lab bench memory`` ------------------------------------------------------
-HINT_GROUPS = ("model", "data", "tiles", "runtime", "bench")
-HINT_SKIP = ("memory_limit_mb", "ooc_dir", "ooc_size_mb", "hints")
-
-
-def register_cli(bsub):
-    """``nntile-lab bench memory [--caps 2048,4096] [--json]`` (the capacity experiment)
-    and ``nntile-lab bench memory --hints [model options] [--json]`` (each hint's effect)."""
-    p = bsub.add_parser("memory", help="largest model under a process RAM cap vs PyTorch "
-                        "(out of core), or with --hints each memory hint's effect",
-                        description=__doc__.split("\n\n")[0])
-    p.add_argument("--caps", default="2048,4096", type=int_list(16),
-                   help="process RSS caps in MiB, comma list (default %(default)s)")
-    p.add_argument("--ooc-dir", default=None, help="disk node directory (default: a new "
-                   "directory in the system's temp dir)")
-    p.add_argument("--widths", default=None, type=int_list(64),
-                   help="n_embd values to search, comma list "
-                   f"(default {WIDTHS[0]} … {WIDTHS[-1]})")
-    p.add_argument("--max-width", type=int_range(64), default=None,
-                   help="widest n_embd nntile_lab tries out of core (default the widest)")
-    p.add_argument("--speeds", default="1,2,4", type=int_list(1),
-                   help="throughput at these multiples of the "
-                   "cap (in-memory peak), comma list (default %(default)s)")
-    p.add_argument("--hint-set", default=None, help="memory hints of every nntile_lab point "
-                   f"(default {DEFAULTS.hints})")
-    p.add_argument("--hints", action="store_true", dest="hints_table",
-                   help="instead: out of core under --fraction of the planned peak, disk "
-                        "traffic and step time with no hints, all, and all but each one "
-                        "(model options below; default the main job)")
-    p.add_argument("--fraction", type=float_range(0, 1, lo_open=True), default=0.5,
-                   help="with --hints: StarPU's RAM cap as a fraction of the planned peak "
-                        "(default %(default)s)")
-    p.add_argument("--repeats", type=int_range(), default=1,
-                   help="with --hints: runs per hint set (default %(default)s)")
-    p.add_argument("--json", action="store_true",
-                   help="progress to stderr, one JSON object per point, the summary last")
-    add_arguments(p, HINT_GROUPS, titles={"model": "model (--hints only; default the main "
-                                          "job)"}, skip=HINT_SKIP)
-    p.set_defaults(func=_cli)
-    return p
-
-
-def _cli(args) -> int:
-
-    def progress(msg):
-        print(msg, file=sys.stderr if args.json else sys.stdout, flush=True)
-
-    from_args(args, HINT_GROUPS)   # the model options, checked even where unused
-
-    if args.hints_table:
-        res = run_hints(from_args(args, HINT_GROUPS), fraction=args.fraction,
-                        ooc_dir=args.ooc_dir, repeats=args.repeats, progress=progress)
-        if args.json:
-            for row in res["table"]:
-                print(json.dumps(json_safe(row)))
-            print(json.dumps(json_safe({k: v for k, v in res.items() if k != "rows"})))
-        else:
-            print(report_hints(res))
-        return 0
-    caps = [int(c) for c in args.caps.split(",") if c.strip()]
-    widths = (tuple(int(w) for w in args.widths.split(",") if w.strip()) if args.widths
-              else WIDTHS)
-    kw = {"hints": args.hint_set} if args.hint_set is not None else {}
-    res = run(caps, ooc_dir=args.ooc_dir, widths=widths, progress=progress,
-              max_width=args.max_width,
-              speeds=tuple(int(k) for k in args.speeds.split(",") if k.strip()), **kw)
-    if args.json:
-        for row in res["rows"]:
-            print(json.dumps(json_safe(row)))
-        first = res["summary"][caps[0]]
-        print(json.dumps(json_safe({"cap_mb": caps[0], "caps_mb": caps,
-                                    "capacity_ratio": res["capacity_ratio"],
-                                    "throughput_at_2x": res["throughput_at_2x"],
-                                    "summary": res["summary"],
-                                    "torch_largest_params": first["torch_largest_params"],
-                                    "nntile_largest_params": first["nntile_largest_params"]})))
-    else:
-        print(report(res))
-    return 0
-
-
 def _fmt(x) -> str:
     return "n/a" if x is None else f"{x:.2f}"
-
-
-def _point_main(argv) -> int:
-    system, spec = argv[0], ExperimentSpec.from_dict(json.loads(argv[1]))
-    res = torch_point(spec) if system == "torch" else measure_point(spec)
-    print(json.dumps(res), flush=True)
-    return 0
-
-
-if __name__ == "__main__" and sys.argv[1:2] == ["--point"]:
-    from nntile_lab.orphans import die_with_parent
-    die_with_parent()
-    sys.exit(_point_main(sys.argv[2:]))

@@ -1,14 +1,12 @@
 """What submitting one task costs from Python (the path every op takes), to check that the
 StarPU-MPI branch in the generated submit helpers leaves the single-process path as fast:
 
-    python -m nntile_lab.bench.submit_cost [--tasks 20000] [--repeats 7]
+    nntile-lab bench submit-cost [--tasks 20000] [--repeats 7]
 
 Submits ``fill`` on 1-element tiles (the kernel is next to nothing) with one eager worker and
 prints the median and minimum µs per task over the repeats."""
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import time
 
@@ -34,20 +32,3 @@ def measure(tasks: int = 20000, repeats: int = 7) -> dict:
         x.free()
     return {"tasks": tasks, "repeats": repeats, "median_us": statistics.median(per),
             "min_us": min(per), "mpi_built": bool(lib.nl_mpi_available())}
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tasks", type=int, default=20000)
-    ap.add_argument("--repeats", type=int, default=7)
-    ap.add_argument("--json", action="store_true")
-    a = ap.parse_args(argv)
-    r = measure(a.tasks, a.repeats)
-    print(json.dumps(r) if a.json else
-          f"submit: median {r['median_us']:.2f} µs/task, min {r['min_us']:.2f} "
-          f"({r['repeats']} x {r['tasks']} tasks, StarPU-MPI built in: {r['mpi_built']})")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

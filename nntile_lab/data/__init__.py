@@ -7,7 +7,7 @@ from a local copy.
 
 from nntile_lab.data.bins import TokenBin, load_split, write_tokens
 from nntile_lab.data.corpus import default_corpus_files, prepare_default_corpus
-from nntile_lab.data.prepare import prepare, register_cli
+from nntile_lab.data.prepare import prepare
 from nntile_lab.data.store import read_meta
 from nntile_lab.data.tokenizer import EOT_ID, N_VOCAB, get_encoding
 from nntile_lab.data.wikitext import prepare_wikitext
@@ -23,6 +23,5 @@ __all__ = [
     "prepare_default_corpus",
     "prepare_wikitext",
     "read_meta",
-    "register_cli",
     "write_tokens",
 ]

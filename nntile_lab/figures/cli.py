@@ -1,14 +1,18 @@
 """``nntile-lab figures``: the paper's figures from real runs, or redrawn from records."""
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import json
 import sys
 import time
+from pathlib import Path
 
 from nntile_lab.errors import writable_dir
-from nntile_lab.figures import FULL, SMOKE, redraw, run_figures
+from nntile_lab.figures import FULL, SMOKE, point, redraw, run_figures
 from nntile_lab.figures.records import failed
 from nntile_lab.options import int_range
+from nntile_lab.record import json_safe
 
 
 def _run(args) -> int:
@@ -17,7 +21,10 @@ def _run(args) -> int:
         if args.out:
             writable_dir(out, "--out")
         df = redraw(args.from_dir, out)
-        print(f"redrew {len(df)} points from {args.from_dir}/records into {out}")
+        if args.json:
+            print(json.dumps(_result(df, out, None)))
+        else:
+            print(f"redrew {len(df)} points from {args.from_dir}/records into {out}")
         return _failures(df)
     _check_options(args)
     plan = SMOKE if args.smoke else FULL
@@ -35,9 +42,25 @@ def _run(args) -> int:
     writable_dir(out, "--out")   # before the first point, not after minutes of measuring
     t0 = time.perf_counter()
     df = run_figures(plan, out, resume=not args.fresh)
-    print(f"{len(df)} points in {time.perf_counter() - t0:.0f} s; figures, CSV, records and "
-          f"summary.md in {out}")
+    seconds = time.perf_counter() - t0
+    if args.json:
+        print(json.dumps(_result(df, out, seconds)))
+    else:
+        print(f"{len(df)} points in {seconds:.0f} s; figures, CSV, records and "
+              f"summary.md in {out}")
     return _failures(df)
+
+
+def _result(df, out: str, seconds: float | None) -> dict:
+    """The ``--json`` document: where the files are and every point's row."""
+    files = sorted(str(p) for p in Path(out).iterdir() if p.is_file()) \
+        if Path(out).is_dir() else []
+    return json_safe({"out": str(out), "points": len(df), "seconds": seconds, "files": files,
+                      "rows": df.to_dict("records")})
+
+
+def _point(args) -> int:
+    return point.main([args.job])
 
 
 def _failures(df) -> int:
@@ -88,4 +111,10 @@ def register_cli(sub) -> None:
                    help="no out-of-core runs: nntile_lab beyond the cap shows as 0 too")
     p.add_argument("--no-bf16", action="store_true", help="leave out PyTorch bf16 autocast")
     p.add_argument("--fresh", action="store_true", help="remeasure points already recorded")
+    p.add_argument("--json", action="store_true", help="print one JSON object: the output "
+                   "folder, its files and every point's row")
     p.set_defaults(func=_run)
+    # one point in a process of its own (figures.point), started by figures.run
+    pt = sub.add_parser("_figures-point", help=argparse.SUPPRESS)
+    pt.add_argument("job", help="the point as JSON")
+    pt.set_defaults(func=_point)

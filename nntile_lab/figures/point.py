@@ -1,7 +1,7 @@
 """One point of a figure, measured in a process of its own.
 
-    python -m nntile_lab.figures.point '{"system": "torch_fp32", "n_layer": 4, "n_embd": 128,
-                                         "plan": {...}}'
+    nntile-lab _figures-point '{"system": "torch_fp32", "n_layer": 4, "n_embd": 128,
+                                "plan": {...}}'
 
 prints one line ``RESULT {json}``.  Why a process per point: the memory cap is enforced on the
 process (like a GPU's memory is on a job) and its peak is clean, a StarPU abort or an
@@ -210,6 +210,3 @@ def main(argv: list[str]) -> int:
               "error": f"{type(exc).__name__}: {exc}"})
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

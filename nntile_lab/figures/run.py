@@ -13,7 +13,7 @@ import pandas as pd
 from nntile_lab.figures import draw
 from nntile_lab.figures.family import SYSTEMS, FigurePlan, point_spec
 from nntile_lab.figures.paper import reference_points
-from nntile_lab.figures.point import RESULT_MARK  # not at import: `-m …point` runs it
+from nntile_lab.figures.point import RESULT_MARK
 from nntile_lab.figures.records import (
     check_record,
     does_not_fit,
@@ -62,7 +62,7 @@ def _run_process(plan, system, n_layer, n_embd, base, *, out_of_core: bool) -> d
     env = child_env()   # the child dies with this process (nntile_lab.orphans)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
     try:
-        proc = subprocess.run([sys.executable, "-m", "nntile_lab.figures.point", arg],
+        proc = subprocess.run([sys.executable, "-m", "nntile_lab.cli", "_figures-point", arg],
                               capture_output=True, text=True, env=env,
                               timeout=plan.point_timeout_s)
     except subprocess.TimeoutExpired:

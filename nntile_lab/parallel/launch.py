@@ -1,21 +1,42 @@
-"""``nntile-lab train --ranks N``: the mpirun line that runs training on N local ranks.
+"""``nntile-lab train --ranks N``: the launch line that runs training on N MPI ranks.
 
-The parent process fixes what every rank must agree on before mpirun starts them: the run
+Where the ranks run:
+  * this machine (default): ``mpirun -n N``;
+  * several machines: ``--hosts a:2,b:2`` (host[:slots], comma list) or ``--hostfile FILE``
+    (Open MPI's format, ``host slots=N`` per line) go to mpirun;
+  * a Slurm allocation: ``--launcher srun`` (or ``auto`` inside an allocation when ``--ranks``
+    is given) runs ``srun --ntasks N``, N defaulting to the allocation's ``SLURM_NTASKS``.
+``--tcp`` makes Open MPI use TCP between every pair of ranks (``--mca pml ob1 --mca btl
+tcp,self``: no shared memory, no InfiniBand), the path a cluster's Ethernet takes.
+
+The parent process fixes what every rank must agree on before the ranks start: the run
 directory (one timestamp), the prepared corpus (prepared once, not raced by N ranks) and one
-StarPU CPU worker per rank (``--ncpu 1`` unless given: the ranks share this machine's cores).
-Under mpirun, rank 0 writes the run directory; rank r > 0 computes the same steps (SPMD) and
-writes its copies into ``OUT/.rank<r>``, which nobody reads.
+StarPU CPU worker per rank (``--ncpu 1`` unless given: local ranks share this machine's
+cores). Rank 0 writes the run directory; rank r > 0 computes the same steps (SPMD) and writes
+its copies into ``OUT/.rank<r>``, which nobody reads. Across machines, the Python environment
+and the data (``--data``, or the default corpus's cache) must be at the same paths on every
+host: a shared file system, as clusters have.
 """
 from __future__ import annotations
 
 import datetime
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 
 from nntile_lab.data import prepare_default_corpus
+from nntile_lab.errors import UsageError
 from nntile_lab.parallel.mpirun import mpirun_command
+
+LAUNCHERS = ("auto", "mpirun", "srun")
+# Open MPI over TCP only: the ob1 messaging layer with the TCP and self transports
+TCP_MCA = ["--mca", "pml", "ob1", "--mca", "btl", "tcp,self"]
+RANK_ENV = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID")
+# options of the launch itself, removed from the ranks' command line: name -> takes a value
+LAUNCH_OPTIONS = {"--ranks": True, "--print-mpirun": False, "--hosts": True,
+                  "--hostfile": True, "--launcher": True, "--tcp": False}
 
 
 def _strip(argv: list[str], option: str, takes_value: bool = True) -> list[str]:
@@ -37,29 +58,94 @@ def _has(argv: list[str], option: str) -> bool:
     return any(a == option or a.startswith(option + "=") for a in argv)
 
 
-def train_command(argv: list[str], ranks: int) -> list[str]:
-    """The mpirun line for ``nntile-lab train`` with ``argv`` (its options) on ``ranks``."""
+def parse_hosts(text: str) -> list[tuple[str, int]]:
+    """``"a:2,b"`` -> ``[("a", 2), ("b", 1)]``."""
+    hosts = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        name, _, slots = part.partition(":")
+        try:
+            n = int(slots) if slots else 1
+        except ValueError:
+            n = 0
+        if not name or n < 1:
+            raise UsageError(f"--hosts {text!r}: give host[:slots] entries, e.g. node1:2,node2:2")
+        hosts.append((name, n))
+    if not hosts:
+        raise UsageError(f"--hosts {text!r}: give at least one host, e.g. node1:2,node2:2")
+    return hosts
+
+
+def choose_launcher(launcher: str = "auto", hosts=None, hostfile=None, environ=os.environ) -> str:
+    """mpirun or srun: ``auto`` takes srun inside a Slurm allocation (unless hosts are given)."""
+    if launcher not in LAUNCHERS:
+        raise UsageError(f"--launcher {launcher!r}: choose one of {', '.join(LAUNCHERS)}")
+    if launcher == "auto":
+        in_slurm = "SLURM_JOB_ID" in environ and shutil.which("srun") is not None
+        return "srun" if in_slurm and not (hosts or hostfile) else "mpirun"
+    if launcher == "srun" and (hosts or hostfile):
+        raise UsageError("--hosts/--hostfile are for mpirun; under Slurm the allocation says "
+                         "where the ranks run (drop them, or use --launcher mpirun)")
+    return launcher
+
+
+def train_command(argv: list[str], ranks: int | None, *, hosts: str | None = None,
+                  hostfile: str | None = None, launcher: str = "mpirun", tcp: bool = False,
+                  environ=os.environ) -> list[str]:
+    """The launch line for ``nntile-lab train`` with ``argv`` (its options) on ``ranks``."""
+    host_list = parse_hosts(hosts) if hosts else None
+    if ranks is None:
+        if launcher == "srun" and environ.get("SLURM_NTASKS"):
+            ranks = int(environ["SLURM_NTASKS"])
+        elif host_list:
+            ranks = sum(n for _, n in host_list)
+        else:
+            raise UsageError("give --ranks N (or run under Slurm, or give --hosts)")
     if ranks < 2:
-        raise ValueError(f"--ranks {ranks}: give 2 or more (1 is the ordinary run)")
-    argv = _strip(_strip(argv, "--ranks"), "--print-mpirun", takes_value=False)
+        raise UsageError(f"--ranks {ranks}: give 2 or more (1 is the ordinary run)")
+    if hostfile and not os.path.isfile(hostfile):
+        raise UsageError(f"--hostfile {hostfile}: no such file")
+    for option, takes_value in LAUNCH_OPTIONS.items():
+        argv = _strip(argv, option, takes_value)
     if not _has(argv, "--ncpu"):
         argv += ["--ncpu", "1"]
     if not _has(argv, "--out") and not _has(argv, "--resume"):
         argv += ["--out", f"runs/{datetime.datetime.now():%Y%m%d-%H%M%S}"]
     env = {"NNTILE_LAB_MPI": "1", "STARPU_NCPU": "1", "STARPU_SILENT": "1"}
-    return mpirun_command(ranks, [sys.executable, "-m", "nntile_lab.cli", "train", *argv],
-                          extra_env=env)
+    program = [sys.executable, "-m", "nntile_lab.cli", "train", *argv]
+    if launcher == "srun":
+        srun = shutil.which("srun") or "srun"
+        exports = ",".join(["ALL", *(f"{k}={v}" for k, v in env.items())])
+        return [srun, "--ntasks", str(ranks), f"--export={exports}", *program]
+    where = []
+    if host_list:
+        where += ["--host", ",".join(f"{h}:{n}" for h, n in host_list)]
+    if hostfile:
+        where += ["--hostfile", hostfile]
+    return mpirun_command(ranks, [*where, *(TCP_MCA if tcp else []), *program], extra_env=env)
+
+
+def wants_launch(args) -> bool:
+    """Whether this ``train`` starts ranks (rather than being one)."""
+    ranks = getattr(args, "ranks", None)
+    return ((ranks is not None and ranks != 1) or bool(getattr(args, "hosts", None))
+            or bool(getattr(args, "hostfile", None))
+            or getattr(args, "launcher", "auto") == "srun")
 
 
 def relaunch_train(args) -> int:
-    """Start (or with ``--print-mpirun`` only print) the mpirun line for this ``train``."""
-    if args.ranks < 2:
-        raise ValueError(f"--ranks {args.ranks}: give 2 or more (1 is the ordinary run)")
+    """Start (or with ``--print-mpirun`` only print) the launch line for this ``train``."""
     argv = sys.argv[1:]
     if "train" not in argv:
-        raise ValueError("--ranks needs the command line of `nntile-lab train`")
+        raise UsageError("--ranks needs the command line of `nntile-lab train`")
     argv = argv[argv.index("train") + 1:]
-    cmd = train_command(argv, args.ranks)
+    launcher = choose_launcher(args.launcher, args.hosts, args.hostfile)
+    if launcher == "srun" and args.tcp:
+        raise UsageError("--tcp sets Open MPI's transports for mpirun; under srun set "
+                         "OMPI_MCA_pml=ob1 OMPI_MCA_btl=tcp,self in the environment")
+    cmd = train_command(argv, args.ranks, hosts=args.hosts, hostfile=args.hostfile,
+                        launcher=launcher, tcp=args.tcp)
     line = shlex.join(cmd)
     if args.print_mpirun:
         print(line)
@@ -70,10 +156,18 @@ def relaunch_train(args) -> int:
     return subprocess.run(cmd).returncode
 
 
+def rank() -> int:
+    """This process's rank under mpirun or srun (0 outside)."""
+    for name in RANK_ENV:
+        if name in os.environ:
+            return int(os.environ[name])
+    return 0
+
+
 def for_this_rank(args):
-    """Under mpirun: rank r > 0 writes into OUT/.rank<r> and prints nothing per step."""
-    rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", "0")))
-    if rank > 0:
-        args.out = os.path.join(args.out, f".rank{rank}")
+    """Under mpirun/srun: rank r > 0 writes into OUT/.rank<r> and prints nothing per step."""
+    r = rank()
+    if r > 0:
+        args.out = os.path.join(args.out, f".rank{r}")
         args.no_progress, args.json, args.quiet_rank = True, False, True
     return args

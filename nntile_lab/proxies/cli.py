@@ -2,6 +2,7 @@
 messages; ``nntile-lab collectives``: benchmark MPI collectives and fit the α-β model."""
 from __future__ import annotations
 
+import argparse
 import json
 
 from nntile_lab.options import float_range, int_range
@@ -64,7 +65,21 @@ def register_cli(subparsers):
     c.add_argument("--timeout", type=float_range(0, lo_open=True), default=600)
     c.add_argument("--json", action="store_true", help="print one JSON object")
     c.set_defaults(func=_collectives_cli)
+    # one rank of a replay / of the collective benchmark, started by mpirun
+    for name, target in (("_replay-rank", _replay_rank), ("_collectives-rank", _coll_rank)):
+        r = subparsers.add_parser(name, help=argparse.SUPPRESS)
+        r.add_argument("job", help="the job as JSON")
+        r.add_argument("out", help="where rank 0 writes its result")
+        r.set_defaults(func=target)
     return p
+
+
+def _replay_rank(args) -> int:
+    return replay.rank_main(args.job, args.out)
+
+
+def _coll_rank(args) -> int:
+    return coll.rank_main(args.job, args.out)
 
 
 def _collectives_cli(args) -> int:
@@ -97,12 +112,15 @@ def _proxy_cli(args) -> int:
         except ValueError:
             raise ValueError(f"--extrapolate {args.extrapolate!r}: a comma list of node "
                              "counts, e.g. 1,2,4,8") from None
-        links = [ex.link(n, args.latency_us, args.bandwidth_gbs)
-                 for n in args.interconnect.split(",") if n]
+        try:
+            links = [ex.link(n, args.latency_us, args.bandwidth_gbs)
+                     for n in args.interconnect.split(",") if n]
+        except ValueError as exc:
+            raise ValueError(f"--interconnect {args.interconnect}: {exc}") from exc
         try:
             rows = ex.extrapolate(kw, nodes, links)
-        except ValueError as exc:   # in the option's words
-            raise ValueError(f"--extrapolate {args.extrapolate!r}: {exc}") from None
+        except ValueError as exc:   # node counts that do not fit the layout: the option's fault
+            raise ValueError(f"--extrapolate {args.extrapolate}: {exc}") from exc
         if args.plot:
             ex.plot(rows, args.plot, f"{args.model} {args.config or ''}: extrapolated")
         print(json.dumps(rows) if args.json else ex.report(rows))

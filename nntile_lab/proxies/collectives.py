@@ -135,8 +135,8 @@ def run(ranks: int, ops=OPS, sizes=None, *, timeout: float = 600) -> list:
     with tempfile.TemporaryDirectory(prefix="nntile_coll_") as tmp:
         out = os.path.join(tmp, "rows.json")
         job = json.dumps({"ops": list(ops), "sizes": list(sizes)})
-        cmd = mpirun_command(ranks, [sys.executable, "-m", "nntile_lab.proxies.collectives",
-                                     job, out])
+        cmd = mpirun_command(ranks, [sys.executable, "-m", "nntile_lab.cli",
+                                     "_collectives-rank", job, out])
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                                   start_new_session=True)
@@ -269,8 +269,9 @@ def save_figure(fig, path: str):
         raise
 
 
-def _main(argv: list[str]) -> int:
-    job, out = json.loads(argv[0]), argv[1]
+def rank_main(job_json: str, out: str) -> int:
+    """One rank of the benchmark (``nntile-lab _collectives-rank JOB OUT`` under mpirun)."""
+    job = json.loads(job_json)
     from mpi4py import MPI  # optional (test extra); only ranks under mpirun need it
     try:
         rows = measure(job["ops"], job["sizes"])
@@ -284,6 +285,3 @@ def _main(argv: list[str]) -> int:
         os.replace(out + ".tmp", out)
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))

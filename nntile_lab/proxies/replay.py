@@ -174,7 +174,8 @@ def launch(build_kwargs: dict, *, iterations: int = 3, warmup: int = 1, scale: i
         out = os.path.join(tmp, "result.json")
         job = json.dumps({"build": build_kwargs, "iterations": iterations, "warmup": warmup,
                           "scale": scale})
-        cmd = mpirun_command(world, [sys.executable, "-m", "nntile_lab.proxies.replay", job, out])
+        cmd = mpirun_command(world, [sys.executable, "-m", "nntile_lab.cli", "_replay-rank",
+                                     job, out])
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                                   start_new_session=True)
@@ -188,8 +189,9 @@ def launch(build_kwargs: dict, *, iterations: int = 3, warmup: int = 1, scale: i
             return json.load(f)
 
 
-def _main(argv: list[str]) -> int:
-    job, out = json.loads(argv[0]), argv[1]
+def rank_main(job_json: str, out: str) -> int:
+    """One rank of the replay (``nntile-lab _replay-rank JOB OUT`` under mpirun)."""
+    job = json.loads(job_json)
     from mpi4py import MPI  # optional (test extra); only ranks under mpirun need it
     try:
         res = replay(build(**job["build"]), iterations=job["iterations"],
@@ -205,6 +207,3 @@ def _main(argv: list[str]) -> int:
         os.replace(tmp, out)
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))

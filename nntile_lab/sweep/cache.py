@@ -35,13 +35,14 @@ def code_version() -> str:
     h = hashlib.sha256()
     files = [p for p in PACKAGE.rglob("*.py")
              if p.relative_to(PACKAGE).parts[0] not in VIEW_DIRS]
-    files += list(PACKAGE.glob("_ext*.so"))
+    files += list(PACKAGE.glob("_ext/*.so"))   # every CPU variant
     kernels = PACKAGE.parent / "kernels"
     if kernels.is_dir():
         files += [p for p in kernels.rglob("*") if p.suffix in (".c", ".h", ".py")]
     try:
-        import nntile_lab._ext as ext  # the extension actually loaded
-        files.append(Path(ext.__file__))
+        from nntile_lab._lib import EXT_FILE  # the extension actually loaded
+        files.append(Path(EXT_FILE))
+        h.update(b"loaded:" + Path(EXT_FILE).name.encode())   # NNTILE_LAB_CPU_VARIANT
     except ImportError:
         pass
     for p in sorted(set(files)):

@@ -77,7 +77,8 @@ def _signal_text(code: int) -> str:
 
 
 def run_isolated(spec: ExperimentSpec, peak_gflops, trace_dir, timeout_s: float) -> dict:
-    """``{"results": ...}`` or ``{"error": ...}`` from a fresh ``sweep.worker`` process."""
+    """``{"results": ...}`` or ``{"error": ...}`` from a fresh process
+    (``nntile-lab _sweep-point``: sweep.worker)."""
     root = str(Path(__file__).resolve().parents[2])
     env = child_env()   # the child dies with this process (nntile_lab.orphans)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
@@ -86,7 +87,7 @@ def run_isolated(spec: ExperimentSpec, peak_gflops, trace_dir, timeout_s: float)
         job = {"spec": spec.to_dict(), "peak_gflops": peak_gflops,
                "trace_dir": None if trace_dir is None else str(trace_dir), "out": str(out)}
         try:
-            proc = subprocess.run([sys.executable, "-m", "nntile_lab.sweep.worker"],
+            proc = subprocess.run([sys.executable, "-m", "nntile_lab.cli", "_sweep-point"],
                                   input=json.dumps(job), capture_output=True, text=True,
                                   env=env, timeout=timeout_s)
         except subprocess.TimeoutExpired:

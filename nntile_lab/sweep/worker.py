@@ -1,4 +1,4 @@
-"""One sweep point in a fresh process: ``python -m nntile_lab.sweep.worker < job.json``.
+"""One sweep point in a fresh process: ``nntile-lab _sweep-point < job.json`` (hidden).
 
 The job is ``{"spec": {...}, "peak_gflops": float | None, "trace_dir": str | None,
 "out": path}``; the worker writes ``{"results": {...}}`` or ``{"error": "..."}`` to
@@ -36,6 +36,3 @@ def main() -> int:
     atomic_write_bytes(job["out"], json.dumps(json_safe(out)).encode())
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -10,12 +10,10 @@ runs once after the steps.
 ``per_task_us()`` measures the cost per task directly on many tiny tasks, where
 nothing but submission and bookkeeping takes time.
 
-    python -m nntile_lab.trace.overhead [--repeats 7] [--steps 3] [--big]
+    nntile-lab bench trace-overhead [--repeats 7] [--steps 3] [--big]
 """
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import time
 
@@ -124,34 +122,3 @@ def report(res: dict) -> str:
             f"{res['steps_per_run']} steps); overhead {100 * res['overhead']:+.1f}% wall, "
             f"{100 * res['cpu_overhead']:+.1f}% CPU time (medians of paired ratios); "
             f"collecting the tables afterwards: {res['stop_s'] * 1e3:.0f} ms")
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--repeats", type=int, default=7)
-    ap.add_argument("--steps", type=int, default=3)
-    ap.add_argument("--scheduler", default=None,
-                    help=f"StarPU scheduling policy (default {DEFAULTS.scheduler})")
-    ap.add_argument("--big", action="store_true", help="the main job's model (spec defaults)")
-    ap.add_argument("--bound", action="store_true", help="with the LP bound recording")
-    ap.add_argument("--json", action="store_true")
-    a = ap.parse_args(argv)
-    spec = BIG if a.big else SMALL
-    if a.scheduler:
-        spec = spec.replace(scheduler=a.scheduler)
-    res = measure(spec, a.repeats, a.steps, bound=a.bound)
-    tiny = per_task_us(repeats=a.repeats, scheduler=spec.scheduler)
-    if a.json:
-        print(json.dumps({"step": res, "tiny_tasks": tiny}))
-    else:
-        print(report(res))
-        print(f"tiny tasks: {tiny['plain_us_per_task']:.2f} µs/task untraced, tracing adds "
-              f"{tiny['trace_us_per_task']:+.2f} µs/task wall, "
-              f"{tiny['trace_cpu_us_per_task']:+.2f} µs/task CPU over all threads (medians "
-              f"of {tiny['repeats']} paired runs of {tiny['tasks']} tasks)")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import sys
 from pathlib import Path
 
+from nntile_lab import memory
 from nntile_lab import spec as specs
 from nntile_lab.data import prepare_default_corpus
 from nntile_lab.experiment import build as build_spec
 from nntile_lab.experiment import runtime
-from nntile_lab.parallel.launch import for_this_rank, relaunch_train
+from nntile_lab.parallel.launch import for_this_rank, relaunch_train, wants_launch
 from nntile_lab.record import write_record
 from nntile_lab.train.checkpoint import clean_stale, config_dict, find_checkpoint, read_state
 from nntile_lab.train.plots import save_loss_plot
@@ -53,13 +55,42 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true",
                    help="print one JSON object per logged step and a final summary")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
-    d = p.add_argument_group("distributed (StarPU-MPI; nntile_lab.parallel)")
-    d.add_argument("--ranks", type=int, default=1, metavar="N",
-                   help="train on N local MPI ranks: starts mpirun (operator-parallel tiles)")
+    d = p.add_argument_group("distributed (StarPU-MPI; nntile_lab.parallel.launch)")
+    d.add_argument("--ranks", type=int, default=None, metavar="N",
+                   help="train on N MPI ranks: starts mpirun (or srun in a Slurm allocation; "
+                        "default there: SLURM_NTASKS)")
+    d.add_argument("--hosts", metavar="H[:S],...",
+                   help="run the ranks on these hosts, S slots each (mpirun --host)")
+    d.add_argument("--hostfile", metavar="FILE", help="Open MPI hostfile (mpirun --hostfile)")
+    d.add_argument("--launcher", choices=("auto", "mpirun", "srun"), default="auto",
+                   help="auto: srun inside a Slurm allocation, else mpirun")
+    d.add_argument("--tcp", action="store_true",
+                   help="Open MPI over TCP only (no shared memory), as between machines")
     d.add_argument("--print-mpirun", action="store_true",
-                   help="with --ranks: print the mpirun line instead of running it")
+                   help="print the launch line (mpirun or srun) instead of running it")
     p.set_defaults(func=run_cli)
+    _register_plan(subparsers)
     return p
+
+
+# ---- ``nntile-lab plan``: will a training run fit (nntile_lab.memory) -----------------
+PLAN_GROUPS = ("model", "data", "tiles", "runtime")
+
+
+def _register_plan(subparsers) -> None:
+    """``nntile-lab plan [model options] --memory-limit-mb N [--ooc-dir D] [--json]``."""
+    p = subparsers.add_parser("plan", help="will a training run fit in memory (or with disk)?",
+                              description=memory.__doc__.split("\n\n")[0])
+    specs.add_arguments(p, PLAN_GROUPS)
+    p.add_argument("--optimizer", choices=specs.OPTIMIZERS, default=None, help="default adamw")
+    p.add_argument("--json", action="store_true", help="print the plan as one JSON object")
+    p.set_defaults(func=_plan)
+
+
+def _plan(args) -> int:
+    plan = memory.estimate(specs.from_args(args, PLAN_GROUPS), optimizer=args.optimizer)
+    print(json.dumps(plan.to_dict()) if args.json else plan.report())
+    return 1 if plan.verdict == "cannot_run" else 0
 
 
 def checkpoint_values(resume) -> dict:
@@ -99,8 +130,7 @@ def build(spec: specs.ExperimentSpec):
 
 def run_cli(args: argparse.Namespace) -> int:
     """Run ``train`` for parsed arguments; return the process exit code."""
-
-    if getattr(args, "ranks", 1) != 1:
+    if wants_launch(args):
         return relaunch_train(args)
     args = resolve(args)
     args = for_this_rank(args)

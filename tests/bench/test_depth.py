@@ -70,5 +70,10 @@ def test_cli_runs_both_modes(tmp_path, capsys):
     deep = rows[rows["n_layer"] == 2]
     assert deep["ratio"].between(0.1, 10).all()     # measured, not a constant
     assert len(res["points"]) == 4
-    main(["bench", "depth", *TINY, "--layers", "2,1"])
+    assert main(["bench", "depth", *TINY, "--layers", "2,1"]) == 2     # a usage error
     assert "two depths, shallow first" in capsys.readouterr().err
+    # nothing measured (every point fails): the work failed, exit 1; its rows say why
+    assert main(["bench", "depth", *TINY, "--layers", "1,2", "--repeats", "1", "--no-ooc",
+                 "--scheduler", "nosuch", "--in-process", "--no-progress", "--json"]) == 1
+    rows = json.loads(capsys.readouterr().out)["summary"]
+    assert rows and all(r["error"] for r in rows)

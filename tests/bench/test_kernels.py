@@ -87,9 +87,12 @@ def test_run_json_is_consistent(capsys):
                      "--json"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert {"config", "dims", "machine", "roofs", "kernels", "below_target", "build_isa",
-            "cflags"} <= res.keys()
-    # the flags the extension was built with (this test process built nothing: the set-up's)
-    assert res["cflags"] == os.environ.get("NNTILE_LAB_CFLAGS", "-march=native")
+            "cflags", "variant"} <= res.keys()
+    # which build of the kernels ran, and the flags it was built with (the set-up's)
+    from nntile_lab import _lib, cpu_variant
+    assert res["variant"] == _lib.VARIANT
+    flags = os.environ.get("NNTILE_LAB_CFLAGS") or cpu_variant.X86_64[_lib.VARIANT][0]
+    assert res["cflags"] == flags
     assert [k["name"] for k in res["kernels"]] == [n for n in _codelet_names() if n in only]
     assert all(v > 0 for v in res["roofs"].values())
     for k in res["kernels"]:

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nntile_lab.data import get_encoding, load_split, prepare, read_meta, register_cli
+from nntile_lab.data import get_encoding, load_split, prepare, read_meta
+from nntile_lab.data.cli import register_cli
 from nntile_lab.data.tokenizer import EOT_ID
 
 DOCS = {

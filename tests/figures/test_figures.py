@@ -115,10 +115,18 @@ def test_cli_redraws_and_bad_records_are_named(tmp_path):
     out = subprocess.run(cli, capture_output=True, text=True, cwd=REPO, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "redrew 12 points" in out.stdout
+    out = subprocess.run(cli + ["--json"], capture_output=True, text=True, cwd=REPO,
+                         timeout=120)
+    (line,) = out.stdout.splitlines()            # one JSON document
+    res = json.loads(line)
+    assert out.returncode == 0 and res["points"] == 12 == len(res["rows"])
+    assert res["out"] == str(tmp_path) and any(f.endswith(".png") for f in res["files"])
     bad = tmp_path / "records" / "torch_fp32_L4_E64.json"
     bad.write_text("{not json")
     out = subprocess.run(cli, capture_output=True, text=True, cwd=REPO, timeout=120)
-    assert out.returncode == 2 and "torch_fp32_L4_E64.json" in out.stderr
+    # a bad file read is the work failing (exit 1), not a bad command line (2)
+    assert out.returncode == 1 and "torch_fp32_L4_E64.json" in out.stderr
+    assert "Traceback" not in out.stderr
     bad.write_text(json.dumps({"kind": "figure_point", "record_version": 0}))
     with pytest.raises(ValueError, match="version 1"):
         read_records(tmp_path)

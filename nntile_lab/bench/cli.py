@@ -1,0 +1,282 @@
+"""``nntile-lab bench ...``: every benchmark's command line (the measurements are in the
+sibling modules; this module only parses options and prints).
+
+    gemm, train, schedulers, kernels, memory, depth, trace-overhead, submit-cost
+
+(the hidden ``_bench-memory-point`` that ``bench memory`` starts once per point is in
+point_cli.py, so that its process imports no more than it measures).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from nntile_lab.bench import depth, kernels, memory, schedulers, submit_cost, train
+from nntile_lab.errors import UsageError
+from nntile_lab.options import float_range, int_list, int_range
+from nntile_lab.record import json_safe, write_record
+from nntile_lab.spec import DEFAULTS, add_arguments, from_args
+
+# The spec fields ``bench train`` takes (no training schedule: it times a few steps).
+BENCH_GROUPS = ("model", "data", "tiles", "runtime", "bench")
+# ``bench schedulers``: the model and its tiles; the runtime fields it varies are its own
+SCHEDULER_GROUPS = ("model", "data", "tiles", "runtime", "bench")
+SCHEDULER_VARIED = ("scheduler", "priorities", "memory_limit_mb", "ooc_dir", "ooc_size_mb")
+DEPTH_GROUPS = ("model", "data", "tiles", "runtime", "bench")
+# ``bench memory --hints``
+HINT_GROUPS = ("model", "data", "tiles", "runtime", "bench")
+HINT_SKIP = ("memory_limit_mb", "ooc_dir", "ooc_size_mb", "hints")
+
+
+def _ints(option: str, text: str, count: int | None = None) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        values = []
+    if not values or (count is not None and len(values) != count):
+        raise UsageError(f"{option} {text!r}: give " + (f"{count} integers" if count else
+                         "a comma list of integers") + ", e.g. 4,8")
+    return values
+
+
+def register_cli(subparsers) -> None:
+    """``nntile-lab bench`` and its subcommands."""
+    bench = subparsers.add_parser("bench", help="benchmarks against baselines measured in the "
+                                  "same run")
+    bsub = bench.add_subparsers(dest="what", required=True)
+
+    g = bsub.add_parser("gemm", help="tiled sgemm vs numpy matmul")
+    g.add_argument("--n", type=int_range(), default=4096, help="matrix size (default 4096)")
+    g.add_argument("--tiles", type=int_range(), nargs="+", default=[256, 512, 1024])
+    g.add_argument("--repeats", type=int_range(), default=5)
+    g.add_argument("--scheduler", default=None,
+                   help=f"StarPU scheduling policy (default {DEFAULTS.scheduler})")
+    g.add_argument("--ncpu", type=int_range(), default=None)
+    g.add_argument("--json", action="store_true", help="print one JSON object")
+    g.set_defaults(func=_gemm)
+
+    t = bsub.add_parser("train", help="GPT-2 training step throughput (and PyTorch's)")
+    add_arguments(t, BENCH_GROUPS, titles={"model": "model (defaults: the main job's)"},
+                  skip=("measure_steps", "warmup_steps"))
+    t.add_argument("--measure-steps", "--steps", type=int, default=None, metavar="N",
+                   dest="measure_steps", help="timed steps (median; default 3)")
+    t.add_argument("--vs-torch", action="store_true",
+                   help="measure nanoGPT-style PyTorch too (eager and torch.compile; the "
+                        "ratio is against the faster)")
+    t.add_argument("--no-torch-compile", action="store_false", dest="torch_compile",
+                   help="with --vs-torch: eager PyTorch only (compiling takes ~30 s)")
+    t.add_argument("--json", action="store_true", help="print one JSON object")
+    t.add_argument("--record", metavar="FILE", help="also write the run's record (spec, "
+                   "versions, machine, results: nntile_lab.record) to FILE")
+    t.set_defaults(func=_train)
+
+    sc = bsub.add_parser("schedulers", help="StarPU policies with and without task "
+                         "priorities, in memory and out of core (8-layer main job)")
+    add_arguments(sc, SCHEDULER_GROUPS, titles={"model": "model (default: the main job with "
+                                                "8 layers)"}, skip=SCHEDULER_VARIED)
+    sc.add_argument("--schedulers", default=",".join(schedulers.SCHEDULERS),
+                    help="comma list (default %(default)s)")
+    schedulers.add_run_options(sc, "cell", "the planned peak")
+    sc.add_argument("--cache", metavar="DIR", help="point cache (as for nntile-lab sweep)")
+    sc.add_argument("--out", metavar="DIR", help="write schedulers.png, .md and .json here")
+    sc.set_defaults(func=_schedulers)
+
+    k = bsub.add_parser("kernels", help="every codelet's C kernel against the memory and "
+                        "compute roofs measured in the same run (one core)",
+                        formatter_class=argparse.RawDescriptionHelpFormatter,
+                        description=kernels.__doc__)
+    k.add_argument("--config", choices=sorted(kernels.CONFIGS), default="main",
+                   help="tile sizes: the main job's (default) or a bigger model's")
+    k.add_argument("--repeats", type=int_range(), default=7,
+                   help="timed repeats (median; default 7)")
+    k.add_argument("--only", metavar="OPS", help="comma list of codelets (default all)")
+    k.add_argument("--json", action="store_true", help="print one JSON object")
+    k.set_defaults(func=_kernels)
+
+    p = bsub.add_parser("memory", help="largest model under a process RAM cap vs PyTorch "
+                        "(out of core), or with --hints each memory hint's effect",
+                        description=memory.__doc__.split("\n\n")[0])
+    p.add_argument("--caps", default="2048,4096", type=int_list(16),
+                   help="process RSS caps in MiB, comma list (default %(default)s)")
+    p.add_argument("--ooc-dir", default=None, help="disk node directory (default: a new "
+                   "directory in the system's temp dir)")
+    p.add_argument("--widths", default=None, type=int_list(64),
+                   help="n_embd values to search, comma list "
+                   f"(default {memory.WIDTHS[0]} … {memory.WIDTHS[-1]})")
+    p.add_argument("--max-width", type=int_range(64), default=None,
+                   help="widest n_embd nntile_lab tries out of core (default the widest)")
+    p.add_argument("--speeds", default="1,2,4", type=int_list(1),
+                   help="throughput at these multiples of the "
+                   "cap (in-memory peak), comma list (default %(default)s)")
+    p.add_argument("--hint-set", default=None, help="memory hints of every nntile_lab point "
+                   f"(default {DEFAULTS.hints})")
+    p.add_argument("--hints", action="store_true", dest="hints_table",
+                   help="instead: out of core under --fraction of the planned peak, disk "
+                        "traffic and step time with no hints, all, and all but each one "
+                        "(model options below; default the main job)")
+    p.add_argument("--fraction", type=float_range(0, 1, lo_open=True), default=0.5,
+                   help="with --hints: StarPU's RAM cap as a fraction of the planned peak "
+                        "(default %(default)s)")
+    p.add_argument("--repeats", type=int_range(), default=1,
+                   help="with --hints: runs per hint set (default %(default)s)")
+    p.add_argument("--json", action="store_true",
+                   help="progress to stderr, JSON Lines: one object per point, the result last")
+    add_arguments(p, HINT_GROUPS, titles={"model": "model (--hints only; default the main "
+                                          "job)"}, skip=HINT_SKIP)
+    p.set_defaults(func=_memory)
+
+    d = bsub.add_parser("depth", help="throughput per FLOP of a deeper model against a "
+                        "shallower one (8 vs 4 layers), in memory and out of core")
+    add_arguments(d, DEPTH_GROUPS, skip=("n_layer", "memory_limit_mb", "ooc_dir", "ooc_size_mb"))
+    d.add_argument("--layers", default="4,8", help="the two depths (default %(default)s)")
+    schedulers.add_run_options(d, "point", "each model's planned peak")
+    d.set_defaults(func=_depth)
+
+    o = bsub.add_parser("trace-overhead", help="what tracing costs: a GPT-2 step with and "
+                        "without a Trace, and per tiny task")
+    o.add_argument("--repeats", type=int_range(), default=7)
+    o.add_argument("--steps", type=int_range(), default=None, help="steps per run (default 3)")
+    o.add_argument("--scheduler", default=None,
+                   help=f"StarPU scheduling policy (default {DEFAULTS.scheduler})")
+    o.add_argument("--big", action="store_true", help="the main job's model (spec defaults)")
+    o.add_argument("--bound", action="store_true", help="with the LP bound recording")
+    o.add_argument("--json", action="store_true", help="print one JSON object")
+    o.set_defaults(func=_trace_overhead)
+
+    s = bsub.add_parser("submit-cost", help="µs to submit one task from Python (the "
+                        "single-process path of the generated submit helpers)")
+    s.add_argument("--tasks", type=int_range(), default=20000)
+    s.add_argument("--repeats", type=int_range(), default=7)
+    s.add_argument("--json", action="store_true", help="print one JSON object")
+    s.set_defaults(func=_submit_cost)
+
+
+def _gemm(args) -> int:
+    # loads the compiled extension: importing this module must not (--help, readers)
+    from nntile_lab.bench import gemm
+    res = gemm.run(n=args.n, tiles=args.tiles, repeats=args.repeats, ncpu=args.ncpu,
+                   **({"scheduler": args.scheduler} if args.scheduler else {}))
+    print(json.dumps(res) if args.json else gemm.report(res))
+    return 0
+
+
+def _train(args) -> int:
+    spec = from_args(args, BENCH_GROUPS)
+    res = train.run(spec, vs_torch=args.vs_torch, torch_compile=args.torch_compile)
+    if args.record:
+        write_record(args.record, spec, res, kind="bench-train")
+    print(json.dumps(res) if args.json else train.report(res))
+    return 0
+
+
+def _schedulers(args) -> int:
+    base = from_args(args, SCHEDULER_GROUPS, base={"n_layer": 8})
+    names = [n for n in args.schedulers.split(",") if n]
+    summary, df = schedulers.run(base, names, args.repeats,
+                                 None if args.no_ooc else args.ooc_fraction, args.ooc_dir,
+                                 cache_dir=args.cache, isolate=not args.in_process,
+                                 progress=not args.no_progress)
+    for m in df.attrs.get("messages", []):
+        print(f"nntile-lab bench schedulers: {m}", file=sys.stderr)
+    paths = schedulers.write(summary, df, args.out, base) if args.out else {}
+    if args.json:
+        print(json.dumps(json_safe({"base": base.to_dict(), "summary": summary.to_dict("records"),
+                                    "files": {k: str(v) for k, v in paths.items()}}),
+                         default=str))
+    else:
+        print(schedulers.table(summary))
+        if paths:
+            print(f"wrote {', '.join(str(p) for p in paths.values())}")
+    # a failed cell is a result (its row says why); nothing measured is a failure
+    return 0 if summary["error"].isna().any() else 1
+
+
+def _kernels(args) -> int:
+    res = kernels.run(args.config, args.repeats, args.only.split(",") if args.only else None)
+    print(json.dumps(res) if args.json else kernels.report(res))
+    return 0
+
+
+def _memory(args) -> int:
+
+    def progress(msg):
+        print(msg, file=sys.stderr if args.json else sys.stdout, flush=True)
+
+    from_args(args, HINT_GROUPS)   # the model options, checked even where unused
+    if args.hints_table:
+        res = memory.run_hints(from_args(args, HINT_GROUPS), fraction=args.fraction,
+                               ooc_dir=args.ooc_dir, repeats=args.repeats, progress=progress)
+        if args.json:
+            for row in res["table"]:
+                print(json.dumps(json_safe(row)))
+            print(json.dumps(json_safe({k: v for k, v in res.items() if k != "rows"})))
+        else:
+            print(memory.report_hints(res))
+        return 0 if any("error" not in t for t in res["table"]) else 1
+    caps = _ints("--caps", args.caps)
+    widths = tuple(_ints("--widths", args.widths)) if args.widths else memory.WIDTHS
+    kw = {"hints": args.hint_set} if args.hint_set is not None else {}
+    res = memory.run(caps, ooc_dir=args.ooc_dir, widths=widths, progress=progress,
+                     max_width=args.max_width, speeds=tuple(_ints("--speeds", args.speeds)),
+                     **kw)
+    if args.json:
+        for row in res["rows"]:
+            print(json.dumps(json_safe(row)))
+        first = res["summary"][caps[0]]
+        print(json.dumps(json_safe({"cap_mb": caps[0], "caps_mb": caps,
+                                    "capacity_ratio": res["capacity_ratio"],
+                                    "throughput_at_2x": res["throughput_at_2x"],
+                                    "summary": res["summary"],
+                                    "torch_largest_params": first["torch_largest_params"],
+                                    "nntile_largest_params": first["nntile_largest_params"]})))
+    else:
+        print(memory.report(res))
+    # a point that did not fit is a result; not one point run is a failure
+    return 0 if any("error" not in r for r in res["rows"]) else 1
+
+
+def _depth(args) -> int:
+    layers = _ints("--layers", args.layers, count=2)
+    if not 1 <= layers[0] < layers[1]:
+        raise UsageError(f"--layers {args.layers}: give two depths, shallow first, e.g. 4,8")
+    base = from_args(args, DEPTH_GROUPS)
+    summary, df = depth.run(base, layers, args.repeats,
+                            None if args.no_ooc else args.ooc_fraction, args.ooc_dir,
+                            isolate=not args.in_process, progress=not args.no_progress)
+    for m in df.attrs.get("messages", []):
+        print(f"nntile-lab bench depth: {m}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(json_safe({"base": base.to_dict(), "summary": summary.to_dict("records"),
+                                    "points": df.to_dict("records")}), default=str))
+    else:
+        print(depth.table(summary))
+    # as for every grid: a failed point is a row of the result, none measured a failure
+    return 0 if summary["error"].isna().any() else 1
+
+
+def _trace_overhead(args) -> int:
+    # loads the compiled extension: importing this module must not (--help, readers)
+    from nntile_lab.trace import overhead
+    spec = overhead.BIG if args.big else overhead.SMALL
+    if args.scheduler:
+        spec = spec.replace(scheduler=args.scheduler)
+    res = overhead.measure(spec, args.repeats, args.steps or 3, bound=args.bound)
+    tiny = overhead.per_task_us(repeats=args.repeats, scheduler=spec.scheduler)
+    if args.json:
+        print(json.dumps({"step": res, "tiny_tasks": tiny}))
+        return 0
+    print(overhead.report(res))
+    print(f"tiny tasks: {tiny['plain_us_per_task']:.2f} µs/task untraced, tracing adds "
+          f"{tiny['trace_us_per_task']:+.2f} µs/task wall, "
+          f"{tiny['trace_cpu_us_per_task']:+.2f} µs/task CPU over all threads (medians "
+          f"of {tiny['repeats']} paired runs of {tiny['tasks']} tasks)")
+    return 0
+
+
+def _submit_cost(args) -> int:
+    r = submit_cost.measure(args.tasks, args.repeats)
+    print(json.dumps(r) if args.json else
+          f"submit: median {r['median_us']:.2f} µs/task, min {r['min_us']:.2f} "
+          f"({r['repeats']} x {r['tasks']} tasks, StarPU-MPI built in: {r['mpi_built']})")
+    return 0

@@ -1,0 +1,125 @@
+"""``nntile-lab train`` beyond one machine: host lists, hostfiles, Slurm's srun, and training
+over Open MPI's TCP transport alone (no shared memory), as between two machines."""
+import csv
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nntile_lab.errors import UsageError
+from nntile_lab.parallel import launch
+from tests.parallel.test_mpi_tiles import REPO
+from tests.torch_adapter import tiny_dataset
+
+OPTS = ["--out", "run", "--steps", "2"]
+
+
+def test_host_list_goes_to_mpirun_and_sets_the_rank_count():
+    cmd = launch.train_command(OPTS + ["--hosts", "a:2,b:2"], None, hosts="a:2,b:2")
+    assert cmd[1:3] == ["-n", "4"]
+    i = cmd.index("--host")
+    assert cmd[i + 1] == "a:2,b:2" and cmd.index("-m") > i       # mpirun's, before the program
+    # the ranks' own command line: the launch options gone, one CPU worker each
+    assert cmd[cmd.index("train") + 1:] == ["--out", "run", "--steps", "2", "--ncpu", "1"]
+    with pytest.raises(UsageError, match="--hosts 'a:x'"):
+        launch.train_command(OPTS, None, hosts="a:x")
+
+
+def test_hostfile(tmp_path):
+    hf = tmp_path / "hosts"
+    hf.write_text("node1 slots=2\nnode2 slots=2\n")
+    cmd = launch.train_command(OPTS, 4, hostfile=str(hf))
+    assert cmd[cmd.index("--hostfile") + 1] == str(hf) and cmd[1:3] == ["-n", "4"]
+    with pytest.raises(UsageError, match="--hostfile .*no such file"):
+        launch.train_command(OPTS, 4, hostfile=str(tmp_path / "none"))
+    with pytest.raises(UsageError, match="give --ranks N"):
+        launch.train_command(OPTS, None, hostfile=str(hf))
+
+
+def test_srun_takes_the_allocations_task_count():
+    cmd = launch.train_command(OPTS + ["--launcher", "srun"], None, launcher="srun",
+                               environ={"SLURM_NTASKS": "3", "SLURM_JOB_ID": "7"})
+    assert Path(cmd[0]).name == "srun" and cmd[1:3] == ["--ntasks", "3"]
+    assert cmd[3] == "--export=ALL,NNTILE_LAB_MPI=1,STARPU_NCPU=1,STARPU_SILENT=1"
+    assert cmd[4:8] == [sys.executable, "-m", "nntile_lab.cli", "train"]
+    assert "--launcher" not in cmd and "--ncpu" in cmd
+
+
+def _fake_srun(tmp_path) -> dict:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    srun = bin_dir / "srun"
+    srun.write_text("#!/bin/sh\nexit 0\n")
+    srun.chmod(srun.stat().st_mode | stat.S_IEXEC)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def test_auto_picks_srun_inside_an_allocation(tmp_path, monkeypatch):
+    env = _fake_srun(tmp_path)
+    monkeypatch.setenv("PATH", env["PATH"])
+    assert launch.choose_launcher("auto", environ={"SLURM_JOB_ID": "1"}) == "srun"
+    assert launch.choose_launcher("auto", environ={}) == "mpirun"
+    assert launch.choose_launcher("auto", "a:2", environ={"SLURM_JOB_ID": "1"}) == "mpirun"
+    with pytest.raises(UsageError, match="--hosts/--hostfile are for mpirun"):
+        launch.choose_launcher("srun", "a:2")
+
+
+def test_print_the_srun_line_from_the_cli(tmp_path):
+    env = _fake_srun(tmp_path) | {"SLURM_JOB_ID": "1", "SLURM_NTASKS": "4",
+                                  "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "nntile_lab.cli", "train", "--launcher",
+                           "srun", "--print-mpirun", "--steps", "2"], capture_output=True,
+                          text=True, env=env, cwd=tmp_path, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "srun --ntasks 4 --export=ALL,NNTILE_LAB_MPI=1" in proc.stdout
+    assert "--launcher" not in proc.stdout and "--print-mpirun" not in proc.stdout
+
+
+@pytest.mark.parametrize("variable, rank", [("OMPI_COMM_WORLD_RANK", 2), ("SLURM_PROCID", 3),
+                                            ("PMIX_RANK", 1)])
+def test_rank_from_any_launcher(monkeypatch, variable, rank):
+    for name in launch.RANK_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(variable, str(rank))
+    assert launch.rank() == rank
+
+
+def _losses(run: Path) -> list[float]:
+    with open(run / "log.csv") as f:
+        return [float(r["loss"]) for r in csv.DictReader(f) if r.get("loss")]
+
+
+def test_training_over_tcp_only_equals_one_process(tmp_path):
+    """Two ranks whose only transport is TCP (``--tcp``: pml ob1, btl tcp,self) train to the
+    one-process losses; with the TCP transport taken away the same launch cannot start, so
+    the ranks had no other path (shared memory) to talk over."""
+    data = tiny_dataset(tmp_path / "data")
+    opts = ["--data", str(data), "--n-layer", "1", "--n-head", "2", "--n-embd", "32",
+            "--vocab-size", "64", "--seq-len", "16", "--batch", "4", "--steps", "3",
+            "--eval-every", "3", "--eval-batches", "1", "--embd-tile", "16",
+            "--vocab-tile", "32", "--batch-tile", "2", "--no-progress", "--scheduler", "eager"]
+    env = {"PYTHONPATH": str(REPO), "STARPU_SILENT": "1", "PATH": os.environ["PATH"]}
+    cli = [sys.executable, "-m", "nntile_lab.cli", "train"]
+    line = subprocess.run(cli + opts + ["--ranks", "2", "--tcp", "--print-mpirun"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+    assert "--mca pml ob1 --mca btl tcp,self" in line.stdout, line.stdout + line.stderr
+    one = subprocess.run(cli + opts + ["--ncpu", "1", "--out", "one"], capture_output=True,
+                         text=True, env=env, cwd=tmp_path, timeout=180)
+    assert one.returncode == 0, one.stderr[-3000:]
+    tcp = subprocess.run(cli + opts + ["--ranks", "2", "--tcp", "--out", "tcp"],
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=180)
+    assert tcp.returncode == 0, tcp.stderr[-3000:]
+    a, b = _losses(tmp_path / "one"), _losses(tmp_path / "tcp")
+    assert len(a) == 3 and len(b) == 3
+    np.testing.assert_allclose(b, a, rtol=0, atol=1e-5)
+    # the control: the same two ranks with only the "self" transport cannot reach each other
+    none = subprocess.run(cli + opts + ["--ranks", "2", "--out", "none"], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path,
+                          env=env | {"OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "self"})
+    assert none.returncode != 0
+    said = " ".join((none.stdout + none.stderr).split())
+    assert "unable to reach each other" in said or "is unreachable" in said, said[-3000:]
