@@ -57,6 +57,28 @@ MIB = 1 << 20
 # kernels' BLAS) and started StarPU, before any tile, with a margin over the measured
 # figure (BENCHMARKS.md, "Measurements formerly in code comments").
 PROCESS_BASE_BYTES = 160 * MIB
+# StarPU 1.3 (built with OpenCL) opens every OpenCL platform the ICD loader lists at
+# starpu_init, even with no OpenCL worker asked for: with PoCL installed each process maps
+# PoCL's LLVM (BENCHMARKS.md, "Measurements formerly in code comments")
+OPENCL_PLATFORM_BYTES = 64 * MIB
+
+
+def opencl_platforms_installed() -> bool:
+    """Whether the OpenCL ICD loader finds a platform (its vendors directory, or the
+    ``OCL_ICD_VENDORS`` it honours, lists an .icd file)."""
+    vendors = os.environ.get("OCL_ICD_VENDORS", "/etc/OpenCL/vendors")
+    if os.path.isfile(vendors):
+        return vendors.endswith(".icd")
+    try:
+        return any(n.endswith(".icd") for n in os.listdir(vendors))
+    except OSError:
+        return False
+
+
+def process_base_bytes() -> int:
+    """RSS of a started process before any tile (``PROCESS_BASE_BYTES``, plus the OpenCL
+    platform's libraries where StarPU loads them)."""
+    return PROCESS_BASE_BYTES + (OPENCL_PLATFORM_BYTES if opencl_platforms_installed() else 0)
 OPTIMIZER_SLOTS = {"adamw": 2, "adam": 2, "sgd": 1}
 CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries")
 VERDICTS = ("fits", "fits_with_disk", "cannot_run")
@@ -182,7 +204,7 @@ def estimate(spec, batch: int | None = None, seq_len: int | None = None, *,
     # holds the peak
     largest_param = init_chunk_elems(cfg)
     init = min(cats["parameters"], cap) + (I64 + F32) * largest_param
-    rss = PROCESS_BASE_BYTES + int(max(init, min(peak, cap)))
+    rss = process_base_bytes() + int(max(init, min(peak, cap)))
     # a checkpoint gathers parameters and optimizer state into numpy (12·N bytes for AdamW)
     ckpt = cats["parameters"] + cats["optimizer_state"]
     details = dict(s, ooc_backend="o_direct", largest_param=largest_param,
@@ -253,7 +275,7 @@ def starpu_limit_mb(process_cap_mb: int, spec, *, ooc: bool = False, **kw) -> in
     for a run with a disk node, ``ooc_overhead_bytes``)."""
     plan = estimate(spec, **{**kw, "memory_limit_mb": None})
     init_copies = (I64 + F32) * max(plan.details["largest_param"], 0)
-    other = PROCESS_BASE_BYTES + init_copies + (ooc_overhead_bytes(spec) if ooc else 0)
+    other = process_base_bytes() + init_copies + (ooc_overhead_bytes(spec) if ooc else 0)
     limit = (process_cap_mb * MIB - other) // MIB
     if limit < 16:
         raise MemoryPlanError(f"a process cap of {process_cap_mb} MiB leaves {limit} MiB for "

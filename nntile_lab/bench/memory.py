@@ -241,7 +241,7 @@ def run(caps_mb=(2048, 4096), *, ooc_dir: str | None = None, widths=WIDTHS,
         speed = {}
         for k in speeds:
             e = min(widths, key=lambda w: abs(memory.estimate(fam(w)).peak_bytes
-                                              + memory.PROCESS_BASE_BYTES - k * cap * MIB))
+                                              + memory.process_base_bytes() - k * cap * MIB))
             ram, ooc = measure(fam(e)), measure(ooc_spec(e))
             ratio = (ram["step_time_s"] / ooc["step_time_s"]
                      if "error" not in ram and "error" not in ooc else None)
