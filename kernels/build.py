@@ -53,6 +53,19 @@ def _mpi_flags():
     return inc, mpi + libs
 
 
+def _opencl_flags():
+    """Link args of the OpenCL worker (ICD loader + CLBlast), or None without their headers
+    (then the extension has no OpenCL worker: Runtime(nopencl=N) says how to get one)."""
+    if os.environ.get("NNTILE_LAB_NO_OPENCL") == "1":
+        return None
+    if not all(os.path.exists(h) for h in ("/usr/include/CL/cl.h", "/usr/include/clblast_c.h")):
+        print("build: no OpenCL / CLBlast headers: building without the OpenCL worker "
+              "(apt-get install ocl-icd-opencl-dev opencl-headers libclblast-dev "
+              "pocl-opencl-icd)", file=sys.stderr)
+        return None
+    return ["-lOpenCL", "-lclblast"]
+
+
 def _openblas_include():
     try:
         import scipy_openblas32
@@ -112,6 +125,9 @@ sources = ([os.path.join(HERE, n) for n in ("mpi.c", "bench.c")]
            + sorted(glob.glob(os.path.join(HERE, "cpu", "*.c"))))
 cflags = _pkg_config("--cflags")
 mpi = _mpi_flags()
+opencl = _opencl_flags()
+if opencl:
+    sources += sorted(glob.glob(os.path.join(HERE, "opencl", "*.c")))
 onednn_includes, onednn_link = _onednn()
 CDEF = ("typedef struct _starpu_data_state *starpu_data_handle_t;\n"
         + _read("api.h") + codegen.generate_cdef() + _read("starpu_cdef.h"))
@@ -129,10 +145,12 @@ def builder(variant: str, arch_flags: str) -> FFI:
         + [f[2:] for f in cflags if f.startswith("-I")] + (mpi[0] if mpi else []),
         # the flags the kernels were built with, for the benchmarks' records (nl_build_cflags)
         define_macros=([("NL_HAVE_MPI", "1")] if mpi else [])
+        + ([("NL_HAVE_OPENCL", "1"), ("CL_TARGET_OPENCL_VERSION", "120")] if opencl else [])
         + [("NL_CFLAGS", json.dumps(arch_flags))],
         extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wno-unused-function"] + VALUE_SAFE
         + shlex.split(arch_flags),
-        extra_link_args=(mpi[1] if mpi else []) + _pkg_config("--libs") + onednn_link,
+        extra_link_args=(mpi[1] if mpi else []) + (opencl or []) + _pkg_config("--libs")
+        + onednn_link,
     )
     return ffi
 

@@ -1,5 +1,8 @@
 """Generate the StarPU glue for every row of the codelet table (see codelets.py), and the
 Python tile loops of its element-wise rows."""
+import glob
+import os
+import re
 import textwrap
 
 from codelets import CODELETS
@@ -40,6 +43,57 @@ def submit_prototype(row):
     return f"int nl_submit_{row.name}({_submit_params(row)});"
 
 
+OPENCL_KINDS = ("kernel", "host")
+
+
+def _opencl_funcs(row):
+    """The codelet's OpenCL function, for a row that has one (only in a build with OpenCL:
+    NL_HAVE_OPENCL)."""
+    if not row.opencl:
+        return ""
+    return (f"\n#ifdef NL_HAVE_OPENCL\n    .opencl_funcs = {{nl_opencl_{row.name}}},\n"
+            "#endif\n   ")
+
+
+def _opencl_wrapper(row):
+    """The OpenCL function of a row: its tiles as cl_mem in the device's memory, then
+    either kernel nl_<name> of kernels/opencl/*.cl over opencl_items work items (opencl="kernel":
+    the row's scalar arguments, then its buffers, as the C kernel takes them) or the host
+    function nl_ocl_<name> (opencl="host": e.g. CLBlast's GEMM, same parameters)."""
+    if not row.opencl:
+        return ""
+    if row.opencl not in OPENCL_KINDS:
+        raise TableError(f"codelet {row.name}: opencl={row.opencl!r} is not one of "
+                         f"{OPENCL_KINDS}")
+    n, bufs, args = row.name, list(_buffers(row)), list(_args(row))
+    # tiles are registered whole (kernels/runtime/tiles.c): a sub-buffer offset would mean
+    # a partitioned tile, which the kernels do not take
+    mems = "".join(
+        f"    cl_mem {name} = (cl_mem)STARPU_VECTOR_GET_DEV_HANDLE(buffers[{i}]);\n"
+        f"    if (STARPU_VECTOR_GET_OFFSET(buffers[{i}])) {{\n"
+        f'        nl_error("{n} on OpenCL: tile {name} is a sub-buffer (offset %zu)",\n'
+        f"                 (size_t)STARPU_VECTOR_GET_OFFSET(buffers[{i}]));\n"
+        "        return;\n    }\n" for i, _, _, name, _ in bufs)
+    if row.opencl == "host":
+        params = [f"packed->{a}" for _, a in args] + [b for _, _, _, b, _ in bufs]
+        call = f"    nl_ocl_{n}({', '.join(params)});\n"
+    else:
+        names = {a for _, a in args}
+        used = set(re.findall(r"[A-Za-z_]\w*", row.opencl_items))
+        if not used <= names:
+            raise TableError(f"codelet {n}: opencl_items={row.opencl_items!r} uses "
+                             f"{', '.join(sorted(used - names))}, not arguments of the row")
+        items = re.sub(r"[A-Za-z_]\w*", lambda w: f"packed->{w.group(0)}", row.opencl_items)
+        values = [f"&packed->{a}" for _, a in args] + [f"&{b}" for _, _, _, b, _ in bufs]
+        sizes = [f"sizeof packed->{a}" for _, a in args] + ["sizeof(cl_mem)"] * len(bufs)
+        call = (f"    const void *const values[] = {{{', '.join(values)}}};\n"
+                f"    const size_t sizes[] = {{{', '.join(sizes)}}};\n"
+                f'    nl_ocl_launch("nl_{n}", (int64_t)({items}), {len(values)}, sizes, '
+                "values);\n")
+    return (f"#ifdef NL_HAVE_OPENCL\nstatic void nl_opencl_{n}(void *buffers[], void *cl_arg)\n"
+            f"{{\n    const struct nl_args_{n} *packed = cl_arg;\n{mems}{call}}}\n#endif\n")
+
+
 def _glue(op_id, row):
     n = row.name
     fields = "".join(f"    {typ} {name};\n" for typ, name in _args(row))
@@ -61,8 +115,9 @@ def _glue(op_id, row):
     pairs = [(w, r) for _, wm, _, w, _ in bufs if wm == "STARPU_W"
              for _, rm, _, r, _ in bufs if rm == "STARPU_R"]
     rw_modes = ", ".join("STARPU_RW" if m == "STARPU_W" else m for _, m, _, _, _ in bufs)
+    ocl = _opencl_funcs(row)
     twin = (f"""static struct starpu_codelet nl_cl_{n}_rw = {{
-    .cpu_funcs = {{nl_cpu_{n}}}, .cpu_funcs_name = {{"nl_cpu_{n}"}},
+    .cpu_funcs = {{nl_cpu_{n}}}, .cpu_funcs_name = {{"nl_cpu_{n}"}},{ocl}
     .nbuffers = {nbuf}, .modes = {{{rw_modes}}}, .model = &nl_model_{n}, .name = "{n}"}};
 """ if pairs else "")
     pick = (f"({' || '.join(f'{w} == {r}' for w, r in pairs)}) ? &nl_cl_{n}_rw : &nl_cl_{n}"
@@ -77,7 +132,7 @@ def _glue(op_id, row):
                    for _, rm, _, r, _ in bufs if rm == "STARPU_R"]
         alias_free = " && ".join(f"{w} != {r}" for w, r in aliased) or "1"
         twin += f"""static struct starpu_codelet nl_cl_{n}_w = {{
-    .cpu_funcs = {{nl_cpu_{n}}}, .cpu_funcs_name = {{"nl_cpu_{n}"}},
+    .cpu_funcs = {{nl_cpu_{n}}}, .cpu_funcs_name = {{"nl_cpu_{n}"}},{ocl}
     .nbuffers = {nbuf}, .modes = {{{w_modes}}}, .model = &nl_model_{n}, .name = "{n}"}};
 """
         pick = f"(({row.overwrite}) && {alias_free}) ? &nl_cl_{n}_w : {pick}"
@@ -89,10 +144,10 @@ static void nl_cpu_{n}(void *buffers[], void *cl_arg)
     const struct nl_args_{n} *packed = cl_arg;
     nl_{n}({", ".join(unpack)});
 }}
-static struct starpu_perfmodel nl_model_{n} = {{
+{_opencl_wrapper(row)}static struct starpu_perfmodel nl_model_{n} = {{
     .type = STARPU_HISTORY_BASED, .symbol = "nl_{n}"}};
 static struct starpu_codelet nl_cl_{n} = {{
-    .cpu_funcs = {{nl_cpu_{n}}}, .cpu_funcs_name = {{"nl_cpu_{n}"}},
+    .cpu_funcs = {{nl_cpu_{n}}}, .cpu_funcs_name = {{"nl_cpu_{n}"}},{ocl}
     .nbuffers = {nbuf}, .modes = {{{modes}}}, .model = &nl_model_{n}, .name = "{n}"}};
 {twin}{submit_prototype(row)[:-1]}
 {{
@@ -145,15 +200,38 @@ def _direct_switch():
             + cases + "    default: return -1;\n    }\n}\n")
 
 
+def opencl_source():
+    """Every kernels/opencl/*.cl file, in name order: the one program the runtime
+    compiles for each OpenCL device."""
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "opencl")
+    parts = []
+    for path in sorted(glob.glob(os.path.join(here, "*.cl"))):
+        with open(path, encoding="utf-8") as f:
+            parts.append(f"/* {os.path.basename(path)} */\n" + f.read())
+    return "\n".join(parts)
+
+
+def _c_string(text):
+    """text as a C string literal, one source line per line"""
+    lines = text.splitlines(keepends=True) or [""]
+    return "\n".join('    "' + line.replace("\\", "\\\\").replace('"', '\\"')
+                     .replace("\n", "\\n") + '"' for line in lines)
+
+
 def generate_c():
     """C source: every codelet, its submit helper, the op names for traces and the
     direct calls for the kernel benchmark."""
     head = "#define NL_WITH_STARPU\n#include <errno.h>\n#include <stdlib.h>\n#include \"core.h\"\n"
+    head += ("#ifdef NL_HAVE_OPENCL\n#include \"opencl/launch.h\"\n"
+             f"const char nl_ocl_source[] =\n{_c_string(opencl_source())};\n#endif\n")
     protos = "\n".join(kernel_prototype(r) for r in CODELETS)
     names = ", ".join(f'"{r.name}"' for r in CODELETS)
+    has_ocl = ", ".join("1" if r.opencl else "0" for r in CODELETS)
     table = (f"static const char *op_names[] = {{{names}}};\n"
              f"int nl_op_count(void) {{ return {len(CODELETS)}; }}\n"
-             "const char *nl_op_name(int i) { return op_names[i]; }\n")
+             "const char *nl_op_name(int i) { return op_names[i]; }\n"
+             f"static const int op_opencl[] = {{{has_ocl}}};\n"
+             "int nl_op_has_opencl(int i) { return op_opencl[i]; }\n")
     return (head + protos + "\n" + table + _direct_switch()
             + "".join(_glue(i, r) for i, r in enumerate(CODELETS)))
 
@@ -169,6 +247,7 @@ def generate_cdef():
     """Declarations of the submit helpers, for cffi."""
     protos = "\n".join(submit_prototype(r) for r in CODELETS)
     return (protos + "\nint nl_op_count(void);\nconst char *nl_op_name(int i);\n"
+            "int nl_op_has_opencl(int i);\n"
             "const char *nl_op_signature(int i);\n")
 
 

@@ -26,6 +26,13 @@ generates (``nntile_lab/ops/_generated.py``, one task per tile):
   width    which tile of the model the op runs on, for the kernel benchmark's sizes:
            "embd" (the residual stream, n_embd wide) or "inner" (the MLP's hidden layer)
 
+Any row may also carry an OpenCL implementation (the OpenCL worker, docs/accelerators.md):
+  opencl   "kernel": kernel ``nl_<name>`` of kernels/opencl/<family>.cl, taking the row's
+           args then its buffers, over ``opencl_items`` work items (a C expression of the
+           args, default "n": one per value); "host": a C function ``nl_ocl_<name>`` in
+           kernels/opencl/ with the C kernel's parameters, buffers as ``cl_mem`` (GEMM:
+           CLBlast); "": CPU only.
+
 The kernel's C signature is ``void nl_<name>(args..., buffers...)``: plain C
 with no StarPU in it, so a kernel can be read and tested on its own.
 """
@@ -47,46 +54,55 @@ class Codelet:
     doc: str = ""
     exps: str = "0"
     width: str = "embd"
+    # the OpenCL implementation, if any: "kernel" (kernel nl_<name> in
+    # kernels/opencl/<family>.cl, one work item per value, the row's args then buffers)
+    # or "host" (a C function nl_ocl_<name> in kernels/opencl/, e.g. CLBlast's GEMM)
+    opencl: str = ""
+    # opencl="kernel": how many work items, a C expression of the args (one per value)
+    opencl_items: str = "n"
 
 
 CODELETS = [
     # elementwise.c
-    Codelet("fill", "W y", "i64 n, f32 value", "0"),
-    Codelet("fill_i64", "W:i64 y", "i64 n, i64 value", "0"),
+    Codelet("fill", "W y", "i64 n, f32 value", "0", opencl="kernel"),
+    Codelet("fill_i64", "W:i64 y", "i64 n, i64 value", "0", opencl="kernel"),
     # fill ordered after the tasks writing ``after`` (read, not used): a tile created
     # just before its first use (out of core: never evicted as zeros)
-    Codelet("fill_after", "R after, W y", "i64 n, f32 value", "0"),
-    Codelet("copy", "R x, W y", "i64 n", "0"),
-    Codelet("copy_i64", "R:i64 x, W:i64 y", "i64 n", "0"),
+    Codelet("fill_after", "R after, W y", "i64 n, f32 value", "0", opencl="kernel"),
+    Codelet("copy", "R x, W y", "i64 n", "0", opencl="kernel"),
+    Codelet("copy_i64", "R:i64 x, W:i64 y", "i64 n", "0", opencl="kernel"),
     Codelet("axpby", "R x, RW y", "i64 n, f32 alpha, f32 beta", "3*n",
             overwrite="beta == 0", py="add(x, y, alpha=1.0, beta=1.0)",
             doc="y[i] = α·x[i] + β·y[i], in place (β = 0 overwrites y). "
-                "``axpy`` is β = 1."),
+                "``axpy`` is β = 1.", opencl="kernel"),
     Codelet("scale", "R x, W out", "i64 n, f32 alpha", "n",
-            py="scale(x, alpha, out=None)", doc="out[i] = α·x[i]."),
+            py="scale(x, alpha, out=None)", doc="out[i] = α·x[i].", opencl="kernel"),
     Codelet("mul", "R a, R b, W out", "i64 n, f32 alpha", "2*n",
-            py="mul(a, b, out=None, alpha=1.0)", doc="out[i] = α·a[i]·b[i]."),
+            py="mul(a, b, out=None, alpha=1.0)", doc="out[i] = α·a[i]·b[i].", opencl="kernel"),
     Codelet("gelu", "R x, W out", "i64 n", "15*n", exps="n", width="inner",
             py="gelu(x, out=None)",
             doc="out[i] = x[i]/2 · (1 + tanh(√(2/π)·(x[i] + 0.044715·x[i]³)))  "
-                "(GPT-2's GELU)."),
+                "(GPT-2's GELU).", opencl="kernel"),
     Codelet("gelu_backward", "R x, R dy, RW dx", "i64 n, f32 beta", "25*n",
             overwrite="beta == 0", exps="n", width="inner",
             py="gelu_backward(x, dy, dx=None, beta=0.0)",
-            doc="dx[i] = dy[i]·gelu'(x[i]) + β·dx[i] (β = 0: a new or overwritten dx)."),
+            doc="dx[i] = dy[i]·gelu'(x[i]) + β·dx[i] (β = 0: a new or overwritten dx).",
+            opencl="kernel"),
     Codelet("relu", "R x, W out", "i64 n", "n", width="inner", py="relu(x, out=None)",
-            doc="out[i] = max(x[i], 0)  (ReLU; NaN stays NaN)."),
+            doc="out[i] = max(x[i], 0)  (ReLU; NaN stays NaN).", opencl="kernel"),
     Codelet("relu_backward", "R x, R dy, RW dx", "i64 n, f32 beta", "3*n",
             overwrite="beta == 0", width="inner", py="relu_backward(x, dy, dx=None, beta=0.0)",
-            doc="dx[i] = dy[i]·[x[i] > 0] + β·dx[i] (β = 0: a new or overwritten dx)."),
+            doc="dx[i] = dy[i]·[x[i] > 0] + β·dx[i] (β = 0: a new or overwritten dx).",
+            opencl="kernel"),
     Codelet("silu", "R x, W out", "i64 n", "6*n", exps="n", width="inner",
             py="silu(x, out=None)",
-            doc="out[i] = x[i]·σ(x[i]) = x[i] / (1 + exp(−x[i]))  (SiLU, or swish)."),
+            doc="out[i] = x[i]·σ(x[i]) = x[i] / (1 + exp(−x[i]))  (SiLU, or swish).",
+            opencl="kernel"),
     Codelet("silu_backward", "R x, R dy, RW dx", "i64 n, f32 beta", "11*n",
             overwrite="beta == 0", exps="n", width="inner",
             py="silu_backward(x, dy, dx=None, beta=0.0)",
             doc="dx[i] = dy[i]·σ(x[i])·(1 + x[i]·(1 − σ(x[i]))) + β·dx[i] (β = 0: a new or "
-                "overwritten dx)."),
+                "overwritten dx).", opencl="kernel"),
     # axis.c: reductions and broadcasts along an axis of an (m, k, n) tile
     Codelet("sum_slice", "R x, RW s", "i64 m, i64 k, i64 n, f32 alpha, f32 beta", "m*k*n + 3*m*n",
             overwrite="beta == 0"),
@@ -102,11 +118,15 @@ CODELETS = [
     Codelet("sumsq_all", "R x, RW s", "i64 n, f32 alpha, f32 beta", "2*n + 3",
             overwrite="beta == 0"),
     Codelet("add_slice", "R s, RW x", "i64 m, i64 k, i64 n, f32 alpha, f32 beta", "3*m*k*n",
-            overwrite="beta == 0"),
-    Codelet("mul_slice", "R s, RW x", "i64 m, i64 k, i64 n", "m*k*n"),
+            overwrite="beta == 0",
+            opencl="kernel", opencl_items="m*k*n"),
+    Codelet("mul_slice", "R s, RW x", "i64 m, i64 k, i64 n", "m*k*n",
+            opencl="kernel", opencl_items="m*k*n"),
     Codelet("add_fiber", "R f, RW x", "i64 m, i64 k, i64 n, f32 alpha, f32 beta", "3*m*k*n",
-            overwrite="beta == 0"),
-    Codelet("mul_fiber", "R f, RW x", "i64 m, i64 k, i64 n", "m*k*n"),
+            overwrite="beta == 0",
+            opencl="kernel", opencl_items="m*k*n"),
+    Codelet("mul_fiber", "R f, RW x", "i64 m, i64 k, i64 n", "m*k*n",
+            opencl="kernel", opencl_items="m*k*n"),
     # norm.c: softmax and layer norm (flops count exp, sqrt and a division as one each)
     Codelet("softmax_sumexp", "R x, R mx, RW s", "i64 m, i64 k, i64 n, f32 beta",
             "3*m*k*n + 2*m*n",
@@ -145,7 +165,7 @@ CODELETS = [
     Codelet("gemm", "R a, R b, RW c",
             "i64 batch, i64 m, i64 n, i64 k, i32 trans_a, i32 trans_b, f32 alpha, f32 beta",
             "2.0*batch*m*n*k",
-            overwrite="beta == 0"),
+            overwrite="beta == 0", opencl="host"),
     # bf16.c: float32 <-> bfloat16, round to nearest even (NaN stays NaN)
     Codelet("f32_to_bf16", "R x, W:bf16 y", "i64 n", "0"),
     Codelet("bf16_to_f32", "R:bf16 x, W y", "i64 n", "0"),
@@ -169,11 +189,12 @@ CODELETS = [
     # optim.c
     Codelet("adamw", "RW p, R g, RW m, RW v",
             "i64 n, f32 beta1, f32 beta2, f32 one_m_beta1, f32 one_m_beta2, f32 step_size, "
-            "f32 inv_bc2_sqrt, f32 eps, f32 decay, f32 l2, f32 grad_scale", "17*n"),
-    Codelet("sgd", "RW p, R g", "i64 n, f32 lr, f32 wd, f32 grad_scale", "5*n"),
+            "f32 inv_bc2_sqrt, f32 eps, f32 decay, f32 l2, f32 grad_scale", "17*n",
+            opencl="kernel"),
+    Codelet("sgd", "RW p, R g", "i64 n, f32 lr, f32 wd, f32 grad_scale", "5*n", opencl="kernel"),
     Codelet("sgd_momentum", "RW p, R g, RW buf",
             "i64 n, f32 lr, f32 wd, f32 momentum, f32 one_m_dampening, i32 nesterov, "
-            "i32 first, f32 grad_scale", "10*n"),
+            "i32 first, f32 grad_scale", "10*n", opencl="kernel"),
     # layout.c
     Codelet("mask_causal", "RW x", "i64 batch, i64 m, i64 n, i64 row0, i64 col0, f32 value",
             "0"),

@@ -61,6 +61,15 @@ def scheduler_names() -> list[str]:
     return sorted(ffi.string(names[i]).decode() for i in range(lib.nl_sched_policies(names, 64)))
 
 
+def opencl_devices(accelerators_only: bool = False) -> int:
+    """OpenCL devices this machine shows (``clinfo -l`` lists them): GPUs and accelerators
+    only, or every kind (PoCL's device on the CPU too). 0 in a build without OpenCL."""
+    return lib.nl_opencl_devices(int(accelerators_only))
+
+
+WHERE = {"any": 0, "cpu": lib.STARPU_CPU, "opencl": lib.STARPU_OPENCL}
+
+
 def check_scheduler(name: str) -> None:
     """UsageError (a ValueError) naming --scheduler when this StarPU build has no such
     policy (the commands check it with their other options, before any work: exit 2)."""
@@ -98,6 +107,10 @@ class Runtime:
     this many MiB, for the next tile of the same size (None: a quarter of the machine's
     RAM; 0: off) — a model frees its temporaries every step and fresh pages fault on
     first touch. Off out of core, where the cap bounds the process.
+    ``nopencl``: OpenCL workers (one per device; a GPU's, or PoCL's device on the CPU when
+    there is no GPU), each with its own memory node, capped at ``opencl_memory_limit_mb``
+    MiB (None: the device's memory). ``with rt.on("opencl"):`` runs the tasks submitted
+    inside on them only (docs/accelerators.md).
     """
 
     OOC_BACKENDS = ("o_direct", "unistd")
@@ -111,6 +124,7 @@ class Runtime:
                  ooc_size_mb: int = DEFAULTS.ooc_size_mb, profiling: bool = False,
                  ooc_backend: str = "o_direct", priorities: bool | None = DEFAULTS.priorities,
                  hints: str | None = DEFAULTS.hints, buffer_cache_mb: int | None = None,
+                 nopencl: int = 0, opencl_memory_limit_mb: int | None = None,
                  stall_timeout_s: float | None = 30.0):
         valid = scheduler_names()
         if scheduler not in valid:
@@ -137,6 +151,13 @@ class Runtime:
             raise ValueError(f"scheduler={scheduler!r} cannot take task priorities: "
                              f"{NO_PRIORITIES[scheduler]}; run it with priorities=False "
                              "(--no-priorities)")
+        self._opencl_env = _opencl_env(nopencl, opencl_memory_limit_mb)
+        if nopencl and scheduler == "heteroprio":
+            raise ValueError("scheduler='heteroprio' with nopencl ≥ 1: StarPU 1.3's heteroprio, "
+                             "given no bucket layout, puts every task in one bucket that each "
+                             "kind of worker must be able to run, and aborts on an op that has "
+                             "only a CPU implementation (layer_norm, softmax, ...); use dmda, "
+                             "dmdas, eager or lws with OpenCL workers")
         if buffer_cache_mb is not None and (not isinstance(buffer_cache_mb, int)
                                             or isinstance(buffer_cache_mb, bool)
                                             or buffer_cache_mb < 0):
@@ -158,6 +179,7 @@ class Runtime:
         self.priorities = (scheduler not in NO_PRIORITIES if priorities is None
                            else bool(priorities))
         self.scheduler, self.ncpu = scheduler, ncpu
+        self.nopencl, self.opencl_memory_limit_mb = nopencl, opencl_memory_limit_mb
         self.memory_limit_mb, self.ooc_dir, self.ooc_size_mb = memory_limit_mb, ooc_dir, ooc_size_mb
         self.profiling = profiling
         self.alive = False
@@ -175,23 +197,32 @@ class Runtime:
             lib.nl_malloc_fixed_threshold(64 << 10)
         env = {"STARPU_LIMIT_CPU_MEM": None if self.memory_limit_mb is None
                else str(self.memory_limit_mb),
-               "STARPU_DISK_SWAP": None, "STARPU_SILENT": os.environ.get("STARPU_SILENT", "1")}
+               "STARPU_DISK_SWAP": None, "STARPU_SILENT": os.environ.get("STARPU_SILENT", "1"),
+               **self._opencl_env}
         saved = {k: os.environ.get(k) for k in env}
         with deferred_interrupts():   # StarPU up and the runtime marked so, or neither
             lib.nl_buffer_cache(self.buffer_cache_mb << 20)   # before StarPU allocates
             try:
                 _set_env(env)
-                ret = lib.nl_init(self.scheduler.encode(), self.ncpu, int(self.profiling))
+                ret = lib.nl_init(self.scheduler.encode(), self.ncpu, self.nopencl,
+                                  int(self.profiling))
             finally:
                 _set_env(saved)
             if ret:
                 lib.nl_buffer_cache(0)
-                raise RuntimeError(f"starpu_init failed with code {ret} ({os.strerror(-ret)})")
+                raise RuntimeError(f"starpu_init failed with code {ret} ({os.strerror(-ret)})"
+                                   + (f"{self._take_error()}" if self.nopencl else ""))
             Runtime.active = self
             self.alive = True
             Runtime._generations += 1
             self.generation = Runtime._generations
         self.mpi = None   # StarPU-MPI under mpirun (nntile_lab.parallel.mpi)
+        self._where = "any"
+        got = lib.starpu_opencl_worker_get_count()
+        if got != self.nopencl:   # StarPU only warns when it finds fewer devices
+            self.stop()
+            raise RuntimeError(f"nopencl={self.nopencl} but StarPU started {got} OpenCL "
+                               "workers: check `clinfo -l` and STARPU_OPENCL_* variables")
         try:
             self.mpi = attach()
         except BaseException:
@@ -242,7 +273,7 @@ class Runtime:
                 if mpi is not None:
                     mpi.shutdown()
                     self.mpi = None
-                lib.starpu_shutdown()
+                lib.nl_fini()   # the OpenCL programs, then StarPU
                 lib.nl_buffer_cache(0)   # the kept buffers go back to the system
             finally:
                 self.alive = False
@@ -296,7 +327,8 @@ class Runtime:
 
     def __repr__(self) -> str:
         state = "running" if self.alive else "stopped"
-        return f"Runtime(scheduler={self.scheduler!r}, ncpu={self.ncpu}, {state})"
+        opencl = f", nopencl={self.nopencl}" if self.nopencl else ""
+        return f"Runtime(scheduler={self.scheduler!r}, ncpu={self.ncpu}{opencl}, {state})"
 
     @classmethod
     def current(cls) -> Runtime:
@@ -332,6 +364,43 @@ class Runtime:
             self._scope = prev
 
     _scope = (0, -1, 0)
+
+    @contextlib.contextmanager
+    def on(self, kind: str):
+        """Run the tasks submitted inside on one kind of worker only: "cpu", "opencl"
+        (needs ``nopencl`` ≥ 1) or "any" (the scheduler's choice, the default). An op with
+        no implementation for that kind raises ``NoImplementation`` before its task."""
+        self.check_alive()
+        if kind not in WHERE:
+            raise ValueError(f"on({kind!r}): the kind is one of {', '.join(WHERE)}")
+        if kind == "opencl" and not self.nopencl:
+            raise ValueError("on('opencl') needs OpenCL workers: start the runtime with "
+                             "Runtime(nopencl=1)")
+        prev = self._where
+        lib.nl_set_where(WHERE[kind])
+        self._where = kind
+        try:
+            yield self
+        finally:
+            lib.nl_set_where(WHERE[prev])
+            self._where = prev
+
+    @property
+    def where(self) -> str:
+        """The kind of worker tasks are confined to now (``on``): "any", "cpu" or "opencl"."""
+        return self._where
+
+    def opencl_memory_node(self) -> int:
+        """The memory node of the first OpenCL worker (its device's memory)."""
+        self.check_alive()
+        node = lib.nl_opencl_memory_node()
+        if node < 0:
+            raise RuntimeError(f"{self!r} has no OpenCL worker: start it with nopencl=1")
+        return node
+
+    def _take_error(self) -> str:
+        buf = ffi.new("char[]", 4096)
+        return f": {ffi.string(buf).decode()}" if lib.nl_take_error(buf, 4096) else ""
 
     @property
     def nworkers(self) -> int:
@@ -475,6 +544,55 @@ def _check_ooc_dir(path: str) -> None:
     if not os.access(path, os.W_OK | os.X_OK):
         raise ValueError(f"ooc_dir={path!r} is not writable: give a writable directory for "
                          "the out-of-core disk node")
+
+
+def _opencl_env(nopencl, limit_mb) -> dict:
+    """The STARPU_* variables an OpenCL runtime starts under, after checking the request
+    against the devices present (StarPU itself only warns and starts fewer workers)."""
+    if not isinstance(nopencl, int) or isinstance(nopencl, bool) or nopencl < 0:
+        raise ValueError(f"nopencl={nopencl!r} must be an integer ≥ 0 (OpenCL workers)")
+    if limit_mb is not None and (not isinstance(limit_mb, int) or isinstance(limit_mb, bool)
+                                 or limit_mb < 16 or not nopencl):
+        raise ValueError(f"opencl_memory_limit_mb={limit_mb!r} must be an integer ≥ 16 (MiB) "
+                         "with nopencl ≥ 1, or None for the device's whole memory")
+    # StarPU uses GPUs and accelerators only, unless told to take CPU devices (PoCL) too.
+    # It enumerates the devices once per process, at its first start (with nopencl=0
+    # too), so the choice must not depend on nopencl: CPU devices exactly when the
+    # machine has no other
+    built = lib.nl_opencl_built()
+    accelerators = opencl_devices(accelerators_only=True) if built else 0
+    env = {"STARPU_LIMIT_OPENCL_MEM": None if limit_mb is None else str(limit_mb),
+           "STARPU_OPENCL_ON_CPUS": "1" if built and not accelerators else None,
+           "STARPU_OPENCL_ONLY_ON_CPUS": None}
+    if not nopencl:
+        return env
+    if not built:
+        raise ValueError(f"nopencl={nopencl}: this build of nntile_lab has no OpenCL worker "
+                         "(its OpenCL/CLBlast headers were missing): run scripts/setup.sh, "
+                         "then rebuild")
+    usable = accelerators or opencl_devices()
+    what = "GPU or accelerator" if accelerators else "OpenCL"
+    cap = min(lib.STARPU_MAXOPENCLDEVS, usable)
+    if nopencl > cap:
+        raise ValueError(f"nopencl={nopencl} but this machine has {usable} {what} "
+                         f"device(s) (`clinfo -l` lists them; StarPU takes at most "
+                         f"{lib.STARPU_MAXOPENCLDEVS}): ask for at most {cap}, or install a "
+                         "driver (Debian: pocl-opencl-icd gives a device on the CPU)")
+    return env
+    if not lib.nl_opencl_built():
+        raise ValueError(f"nopencl={nopencl}: this build of nntile_lab has no OpenCL worker "
+                         "(its OpenCL/CLBlast headers were missing): run scripts/setup.sh, "
+                         "then rebuild")
+    cap = min(lib.STARPU_MAXOPENCLDEVS, opencl_devices())
+    if nopencl > cap:
+        raise ValueError(f"nopencl={nopencl} but this machine has {opencl_devices()} OpenCL "
+                         f"device(s) (`clinfo -l` lists them; StarPU takes at most "
+                         f"{lib.STARPU_MAXOPENCLDEVS}): ask for at most {cap}, or install a "
+                         "driver (Debian: pocl-opencl-icd gives a device on the CPU)")
+    # StarPU uses GPUs and accelerators only, unless told to take CPU devices (PoCL) too
+    if nopencl > opencl_devices(accelerators_only=True):
+        env["STARPU_OPENCL_ON_CPUS"] = "1"
+    return env
 
 
 def _set_env(values: dict) -> None:

@@ -152,6 +152,10 @@ class ExperimentSpec:
                                  "(critical path first; prio, lws, dmdas, dmdasd honour them) "
                                  "(default: on, except under heteroprio, which cannot take "
                                  "them)", bool)
+    nopencl: int = _f(0, "runtime", "OpenCL workers, one per device (a GPU's, or PoCL's on "
+                      "the CPU; docs/accelerators.md)", int)
+    opencl_memory_limit_mb: int | None = _f(None, "runtime", "cap on each OpenCL device's "
+                                            "memory for tiles (MiB; needs nopencl)", int)
     hints: str | None = _f("auto", "runtime",
                            "memory hints, a comma set of " + ", ".join(HINTS)
                            + " ('all', 'none'); they matter out of core", str)
@@ -196,7 +200,8 @@ class ExperimentSpec:
             if f.metadata["type"] is int and isinstance(v, int) and v >= INT_LIMIT[f.name]:
                 raise ValueError(f"{f.name}={v!r} (--{_opt(f.name)}) must be below "
                                  f"{INT_LIMIT[f.name]:,}")
-        for name in ("warmup", "warmup_steps", "eval_every", "checkpoint_every", "seed"):
+        for name in ("warmup", "warmup_steps", "eval_every", "checkpoint_every", "seed",
+                     "nopencl"):
             v = getattr(self, name)
             if v is not None and v < 0:
                 raise ValueError(f"{name}={v!r} (--{_opt(name)}) must be ≥ 0")
@@ -220,6 +225,9 @@ class ExperimentSpec:
             parse_hints(self.hints)
         except ValueError as exc:   # in the spec's words: the field and its option
             raise ValueError(f"hints={self.hints!r} (--hints): {exc}") from None
+        if self.opencl_memory_limit_mb is not None and not self.nopencl:
+            raise ValueError(f"opencl_memory_limit_mb={self.opencl_memory_limit_mb} "
+                             "(--opencl-memory-limit-mb) needs OpenCL workers: --nopencl N")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer={self.optimizer!r} is unknown; valid ones: "
                              f"{', '.join(OPTIMIZERS)}")
@@ -288,6 +296,8 @@ class ExperimentSpec:
               "ooc_size_mb": self.ooc_size_mb, "hints": self.hints}
         if self.priorities is not None:
             kw["priorities"] = self.priorities
+        if self.nopencl:
+            kw.update(nopencl=self.nopencl, opencl_memory_limit_mb=self.opencl_memory_limit_mb)
         return kw
 
     def schedule(self):

@@ -25,6 +25,13 @@ if [ "${1:-}" = "test" ] || [ "${1:-}" = "lab" ]; then
     command -v mpirun >/dev/null || missing+=(openmpi-bin)
     command -v mpicc >/dev/null || missing+=(libopenmpi-dev)
 fi
+# the OpenCL worker (an accelerator with its own memory node): PoCL's OpenCL device on the
+# CPU, the ICD loader and headers, CLBlast for GEMM, clinfo to list the devices
+dpkg -s pocl-opencl-icd >/dev/null 2>&1 || missing+=(pocl-opencl-icd)
+[ -e /usr/include/CL/cl.h ] || missing+=(opencl-headers)
+pkg-config --exists OpenCL 2>/dev/null || missing+=(ocl-icd-opencl-dev)
+[ -e /usr/include/clblast_c.h ] || missing+=(libclblast-dev)
+command -v clinfo >/dev/null || missing+=(clinfo)
 if ((${#missing[@]})); then
     echo "setup: installing Debian packages: ${missing[*]}"
     sudo=""

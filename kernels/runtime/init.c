@@ -1,15 +1,24 @@
 #include "internal.h"
 
+#include <errno.h>
+#ifdef NL_HAVE_OPENCL
+#include "../opencl/launch.h"
+extern const char nl_ocl_source[];   /* generated from kernels/opencl/*.cl */
+#endif
+
 /* ---- runtime life cycle --------------------------------------------------- */
-int nl_init(const char *sched, int ncpu, int profiling)
+int nl_init(const char *sched, int ncpu, int nopencl, int profiling)
 {
+#ifndef NL_HAVE_OPENCL
+    if (nopencl > 0) return -ENODEV;
+#endif
     struct starpu_conf conf;
     starpu_conf_init(&conf);
     conf.precedence_over_environment_variables = 1;
     conf.sched_policy_name = sched;
     conf.ncpus = ncpu;
     conf.ncuda = 0;
-    conf.nopencl = 0;
+    conf.nopencl = nopencl;
     conf.nmic = 0;
     conf.nmpi_ms = 0;
     /* StarPU's own SIGINT/SIGSEGV handlers re-raise the signal after shutting
@@ -18,6 +27,14 @@ int nl_init(const char *sched, int ncpu, int profiling)
     conf.catch_signals = 0;
     int ret = starpu_init(&conf);
     if (ret) return ret;
+#ifdef NL_HAVE_OPENCL
+    /* the kernels, compiled for every OpenCL device once per runtime */
+    if (nopencl > 0 && (ret = nl_ocl_load(nl_ocl_source))) {
+        starpu_shutdown();
+        return ret;
+    }
+#endif
+    nl_set_where(0);
     nl_set_scope(0, -1, 0);
     char stale[8];
     nl_take_error(stale, sizeof stale);
@@ -27,6 +44,40 @@ int nl_init(const char *sched, int ncpu, int profiling)
     __atomic_store_n(&nl_freed_pending_bytes, 0, __ATOMIC_RELAXED);
     starpu_profiling_status_set(profiling ? STARPU_PROFILING_ENABLE : STARPU_PROFILING_DISABLE);
     return 0;
+}
+
+void nl_fini(void)
+{
+#ifdef NL_HAVE_OPENCL
+    nl_ocl_unload();
+#endif
+    starpu_shutdown();
+}
+
+int nl_opencl_built(void)
+{
+#ifdef NL_HAVE_OPENCL
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+int nl_opencl_devices(int accelerators_only)
+{
+#ifdef NL_HAVE_OPENCL
+    return nl_ocl_devices(accelerators_only);
+#else
+    (void)accelerators_only;
+    return 0;
+#endif
+}
+
+int nl_opencl_memory_node(void)
+{
+    int ids[1];
+    if (starpu_worker_get_ids_by_type(STARPU_OPENCL_WORKER, ids, 1) < 1) return -1;
+    return (int)starpu_worker_get_memory_node((unsigned)ids[0]);
 }
 
 int nl_sched_policies(const char **names, int max)

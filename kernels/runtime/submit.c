@@ -52,8 +52,34 @@ static void discard(struct starpu_task *task)
     starpu_task_destroy(task);
 }
 
+/* ---- where tasks run ---------------------------------------------------------
+ * 0: wherever the scheduler puts them; STARPU_CPU or STARPU_OPENCL: only there
+ * (Runtime.on). A task whose codelet has no function for that kind is refused at
+ * submission (-ENODEV, its op kept for the message): StarPU would abort on it. */
+static int where;
+static int unplaceable_op = -1;
+
+void nl_set_where(int kind) { where = kind; }
+
+int nl_unplaceable_op(void) { return unplaceable_op; }
+
+static int cannot_run_there(struct starpu_task *task, int op_id)
+{
+    if (!where || !task->cl) return 0;
+    int has = where == STARPU_OPENCL ? task->cl->opencl_funcs[0] != NULL
+                                     : task->cl->cpu_funcs[0] != NULL;
+    if (has) return 0;
+    unplaceable_op = op_id;
+    return 1;
+}
+
 int nl_submit_task(struct starpu_task *task, int op_id)
 {
+    if (cannot_run_there(task, op_id)) {
+        discard(task);
+        return -ENODEV;
+    }
+    if (where) task->where = where;
     if (too_big(task, op_id)) {
         discard(task);
         return -E2BIG;

@@ -1,4 +1,7 @@
 #include "internal.h"
+#ifdef NL_HAVE_OPENCL
+#include "../opencl/launch.h"
+#endif
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -28,8 +31,13 @@ static void zero_tile(void *buffers[], void *cl_arg)
            (size_t)STARPU_VECTOR_GET_NX(buffers[0]) * STARPU_VECTOR_GET_ELEMSIZE(buffers[0]));
 }
 
+/* StarPU runs it on the worker that first reads the tile: an OpenCL one needs its own */
 static struct starpu_codelet zero_cl = {
-    .cpu_funcs = {zero_tile}, .nbuffers = 1, .modes = {STARPU_W}, .name = "zero_init"};
+    .cpu_funcs = {zero_tile},
+#ifdef NL_HAVE_OPENCL
+    .opencl_funcs = {nl_ocl_zero_tile},
+#endif
+    .nbuffers = 1, .modes = {STARPU_W}, .name = "zero_init"};
 
 void nl_register_tiles(int64_t n, const int64_t *nelems, size_t elemsize,
                        starpu_data_handle_t *out)

@@ -18,10 +18,27 @@ def check(ret: int) -> None:
     """Raise if a submit helper returned an error code (kept out of the hot path)."""
     if ret == -errno.E2BIG:
         raise _task_too_big()
+    if ret == -errno.ENODEV:
+        raise _no_implementation()
     if ret == -errno.ENOMEM:   # the memory guard (kernels/runtime/guard.c)
         raise Runtime.current().guard_refusal()
     if ret:
         raise SubmitError(f"starpu_task_submit failed with code {ret}")
+
+
+class NoImplementation(SubmitError):
+    """An op has no implementation for the kind of worker its tasks are confined to."""
+
+
+def _no_implementation() -> NoImplementation:
+    op = lib.nl_unplaceable_op()
+    name = ffi.string(lib.nl_op_name(op)).decode() if op >= 0 else "an op's"
+    rt = Runtime.active
+    where = rt.where if rt is not None else "?"
+    return NoImplementation(
+        f"the {name} task has no {where} implementation, and tasks are confined to "
+        f"{where} workers (Runtime.on({where!r})): run this op outside that block, or give "
+        f"its row in kernels/codelets.py an {where} implementation")
 
 
 def _task_too_big() -> OutOfMemory:

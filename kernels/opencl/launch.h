@@ -1,0 +1,31 @@
+/* The OpenCL side of the runtime glue: the program of every kernels/opencl/*.cl source,
+ * compiled once per runtime for each OpenCL device, and the launch of one of its kernels
+ * from a codelet. Host functions (gemm.c: CLBlast) include this too. */
+#pragma once
+#define NL_WITH_STARPU
+#include "../core.h"
+
+#include <stdint.h>
+#include <starpu.h>
+
+/* Compile the program (the generated nl_ocl_source) for every OpenCL device: 0 or a
+ * negative errno, with the build log said through nl_error. */
+int nl_ocl_load(const char *source);
+void nl_ocl_unload(void);
+
+/* OpenCL devices present (all platforms): GPUs and accelerators only, or every kind
+ * (PoCL's device on the CPU too); 0 without an ICD */
+int nl_ocl_devices(int accelerators_only);
+
+/* Run kernel `name` of the program over n work items on the calling worker's device,
+ * with `nargs` arguments (sizes[i] bytes at values[i]), and wait for it. */
+void nl_ocl_launch(const char *name, int64_t n, int nargs, const size_t *sizes,
+                   const void *const *values);
+
+/* The tiles' init codelet on an OpenCL worker: a fresh tile first read there is zeros
+ * (kernels/runtime/tiles.c) */
+void nl_ocl_zero_tile(void *buffers[], void *cl_arg);
+
+/* GEMM through CLBlast (gemm.c) */
+void nl_ocl_gemm(int64_t batch, int64_t m, int64_t n, int64_t k, int32_t trans_a,
+                 int32_t trans_b, float alpha, float beta, cl_mem a, cl_mem b, cl_mem c);

@@ -1,0 +1,56 @@
+"""Mixed CPU + OpenCL runtimes (issue 18): the scheduler places each task on either
+kind (ops without an OpenCL implementation only on the CPU) and the results are the
+CPU's, under the policies that model unlike workers. The per-op comparisons are
+tests/ops/test_opencl.py."""
+import numpy as np
+import pytest
+
+import nntile_lab as nl
+from nntile_lab._lib import lib
+from nntile_lab.runtime import opencl_devices
+from tests.conftest import rel_err
+
+RNG = np.random.default_rng(181)
+
+
+def _layer(x, w, gamma, beta):
+    """y = gelu(layer_norm(x) @ w) + x: gemm and GELU have OpenCL, layer norm has not"""
+    h = nl.ops.layer_norm(x, gamma, beta)[0]
+    y = nl.ops.gelu(nl.ops.gemm(h, w))
+    nl.ops.add(x, y)
+    return y
+
+
+def _reference(x, w, gamma, beta):
+    x64 = x.astype(np.float64)
+    mu, var = x64.mean(-1, keepdims=True), x64.var(-1, keepdims=True)
+    h = (x64 - mu) / np.sqrt(var + 1e-5) * gamma + beta
+    z = h @ w
+    return 0.5 * z * (1 + np.tanh(np.sqrt(2 / np.pi) * (z + 0.044715 * z**3))) + x64
+
+
+@pytest.mark.parametrize("scheduler", ["dmda", "dmdas", "eager", "lws"])
+def test_a_mixed_runtime_computes_what_the_cpu_does(scheduler):
+    if not lib.nl_opencl_built() or opencl_devices() < 1:
+        pytest.fail("no OpenCL device: run scripts/setup.sh and check `clinfo -l`",
+                    pytrace=False)
+    if nl.Runtime.active is not None:
+        nl.Runtime.active.stop()
+    x = RNG.standard_normal((64, 96)).astype(np.float32)
+    w = RNG.standard_normal((96, 96)).astype(np.float32) / 10
+    gamma = RNG.standard_normal(96).astype(np.float32)
+    beta = RNG.standard_normal(96).astype(np.float32)
+    with nl.Runtime(scheduler=scheduler, ncpu=1, nopencl=1) as rt:
+        assert rt.where == "any" and rt.nworkers == 2
+        for _ in range(3):   # the dm* policies calibrate their models over the first runs
+            y = _layer(nl.from_numpy(x, (16, 48)), nl.from_numpy(w, (48, 48)),
+                       nl.from_numpy(gamma, (48,)), nl.from_numpy(beta, (48,)))
+            rt.wait()
+            assert rel_err(y.to_numpy(), _reference(x, w, gamma, beta)) <= 1e-5
+
+
+def test_heteroprio_with_opencl_workers_is_refused_not_an_abort():
+    # its single default bucket would hold CPU-only tasks: StarPU asserts (abort)
+    with pytest.raises(ValueError, match=r"heteroprio.*nopencl ≥ 1.*only a CPU "
+                                         r"implementation.*use dmda"):
+        nl.Runtime(scheduler="heteroprio", ncpu=1, nopencl=1, priorities=False)
