@@ -579,20 +579,6 @@ def _opencl_env(nopencl, limit_mb) -> dict:
                          f"{lib.STARPU_MAXOPENCLDEVS}): ask for at most {cap}, or install a "
                          "driver (Debian: pocl-opencl-icd gives a device on the CPU)")
     return env
-    if not lib.nl_opencl_built():
-        raise ValueError(f"nopencl={nopencl}: this build of nntile_lab has no OpenCL worker "
-                         "(its OpenCL/CLBlast headers were missing): run scripts/setup.sh, "
-                         "then rebuild")
-    cap = min(lib.STARPU_MAXOPENCLDEVS, opencl_devices())
-    if nopencl > cap:
-        raise ValueError(f"nopencl={nopencl} but this machine has {opencl_devices()} OpenCL "
-                         f"device(s) (`clinfo -l` lists them; StarPU takes at most "
-                         f"{lib.STARPU_MAXOPENCLDEVS}): ask for at most {cap}, or install a "
-                         "driver (Debian: pocl-opencl-icd gives a device on the CPU)")
-    # StarPU uses GPUs and accelerators only, unless told to take CPU devices (PoCL) too
-    if nopencl > opencl_devices(accelerators_only=True):
-        env["STARPU_OPENCL_ON_CPUS"] = "1"
-    return env
 
 
 def _set_env(values: dict) -> None:
