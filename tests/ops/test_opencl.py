@@ -15,8 +15,7 @@ from nntile_lab.ops._common import NoImplementation
 from nntile_lab.ops._generated import OPS
 from nntile_lab.runtime import opencl_devices
 from tests.conftest import cond_err, rel_err
-from tests.ops.test_gemm import _layout, gemm_case
-from tests.strategies import shape_and_tiles
+from tests.strategies import gemm_case, gemm_layouts, shape_and_tiles
 
 RNG = np.random.default_rng(18)
 ROWS = [ffi.string(lib.nl_op_name(i)).decode() for i in range(lib.nl_op_count())]
@@ -88,9 +87,7 @@ def test_element_wise_on_opencl_matches_cpu(ocl, name, case, scalar, beta):
 @given(gemm_case(), st.sampled_from([1.0, -0.5]), st.sampled_from([0.0, 1.0, 0.25]))
 def test_gemm_on_opencl_matches_numpy(ocl, case, alpha, beta):
     dims, tiles, ta, tb = case
-    a_shape, a_tiles = _layout(dims, tiles, "bkm" if ta else "bmk")
-    b_shape, b_tiles = _layout(dims, tiles, "bnk" if tb else "bkn")
-    c_shape, c_tiles = _layout(dims, tiles, "bmn")
+    (a_shape, a_tiles), (b_shape, b_tiles), (c_shape, c_tiles) = gemm_layouts(case)
     a = RNG.standard_normal(a_shape).astype(np.float32)
     b = RNG.standard_normal(b_shape).astype(np.float32)
     # beta == 0: C full of NaN must come out overwritten (BLAS rule), not NaN
