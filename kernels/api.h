@@ -55,6 +55,8 @@ int nl_guard_refused(int64_t *task_bytes, int64_t *live_bytes);
 void nl_guard_relieve(unsigned node, int64_t bytes);
 void nl_set_task_bytes_limit(int64_t bytes);
 int64_t nl_refused_task(int *op_id);
+void nl_set_device_task_limit(int64_t bytes);
+int64_t nl_device_refused_task(int *op_id, int64_t *largest_tile);
 starpu_data_handle_t *nl_tiles_new(int64_t n);
 void nl_tiles_release(starpu_data_handle_t *h);
 int64_t nl_tiles_unregister_all(void);

@@ -32,6 +32,15 @@ Verdicts, for a ``memory_limit_mb`` cap on StarPU's RAM:
                     no disk node, or the disk node or free space is too small, or the
                     directory is not writable.
 
+With OpenCL workers (``nopencl``, each device capped at ``opencl_memory_limit_mb``: "the
+GPU"), the plan has a ``device`` part (``DevicePlan``): each device holds at most its cap
+and the rest of the peak stays in RAM, the overflow (``spill_bytes`` = peak − nopencl·cap;
+StarPU evicts device tiles to RAM and brings them back); a task on the device needs all
+its tiles there at once, so the largest task that may run there (its op has an OpenCL
+implementation) must fit under the cap, or the run is cannot_run. RAM is planned as
+without a device (the whole peak: a tile on the device may keep its RAM copy), and the
+RAM cap → disk as above.
+
 ``check(spec)`` raises ``MemoryPlanError`` for cannot_run, before any task exists.
 Besides StarPU's tiles the process holds the interpreter and libraries
 (``PROCESS_BASE_BYTES``, measured) and numpy copies at start and at checkpoints;
@@ -84,6 +93,28 @@ CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temp
 VERDICTS = ("fits", "fits_with_disk", "cannot_run")
 
 
+@dataclass
+class DevicePlan:
+    """The OpenCL devices' part of a plan (bytes): what each holds, what spills to RAM."""
+
+    nopencl: int
+    limit_mb: int | None            # each device's cap (None: its whole memory, unknown here)
+    resident_bytes: int             # on the devices at the peak (at most nopencl · cap)
+    spill_bytes: int                # the rest of the peak: in RAM, the devices' overflow
+    largest_task_bytes: int         # the largest task that may run on a device
+    largest_task: str
+
+    def report(self) -> str:
+        cap = ("uncapped (the device's memory; not checked here)" if self.limit_mb is None
+               else f"cap {self.limit_mb} MiB each")
+        return (f"  devices          {self.nopencl} OpenCL, {cap}\n"
+                f"  {'on the devices':<16} {self.resident_bytes / MIB:10.1f} MiB at the peak\n"
+                f"  {'spilled to RAM':<16} {self.spill_bytes / MIB:10.1f} MiB (evicted and "
+                f"brought back)\n"
+                f"  largest on dev.  {self.largest_task_bytes / MIB:10.2f} MiB "
+                f"({self.largest_task})")
+
+
 class MemoryPlanError(ValueError):
     """The run cannot run under its memory settings (the message says why and what to do)."""
 
@@ -102,6 +133,7 @@ class MemoryPlan:
     disk_bytes: int = 0             # what the disk node must hold (fits_with_disk)
     reason: str = ""
     details: dict = field(default_factory=dict)
+    device: DevicePlan | None = None    # with OpenCL workers (nopencl ≥ 1)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -114,6 +146,7 @@ class MemoryPlan:
                  f"  {'process RSS':<16} {self.rss_bytes / MIB:10.1f} MiB (estimated)",
                  f"  largest task     {self.largest_task_bytes / MIB:10.2f} MiB "
                  f"({self.largest_task})",
+                 *([self.device.report()] if self.device else []),
                  f"verdict: {self.verdict}"
                  + (f", disk {self.disk_bytes / MIB:.0f} MiB" if self.disk_bytes else "")]
         if self.reason:
@@ -121,7 +154,8 @@ class MemoryPlan:
         return "\n".join(lines)
 
 
-def _resolve(spec, batch, seq_len, optimizer, memory_limit_mb, ooc_dir, ooc_size_mb, ncpu):
+def _resolve(spec, batch, seq_len, optimizer, memory_limit_mb, ooc_dir, ooc_size_mb, ncpu,
+             nopencl=None, opencl_memory_limit_mb=None):
     """(GPT2Config, settings) from an ExperimentSpec, or a GPT2Config plus keywords."""
     if isinstance(spec, GPT2Config):
         if batch is None or seq_len is None:
@@ -137,6 +171,9 @@ def _resolve(spec, batch, seq_len, optimizer, memory_limit_mb, ooc_dir, ooc_size
         ooc_dir = spec.ooc_dir if ooc_dir is None else ooc_dir
         ooc_size_mb = spec.ooc_size_mb if ooc_size_mb is None else ooc_size_mb
         ncpu = spec.ncpu if ncpu is None else ncpu
+        nopencl = spec.nopencl if nopencl is None else nopencl
+        if opencl_memory_limit_mb is None:
+            opencl_memory_limit_mb = spec.opencl_memory_limit_mb
     if opt not in OPTIMIZER_SLOTS:
         raise ValueError(f"optimizer={opt!r} is not one of {sorted(OPTIMIZER_SLOTS)}")
     if ncpu is None:
@@ -147,6 +184,7 @@ def _resolve(spec, batch, seq_len, optimizer, memory_limit_mb, ooc_dir, ooc_size
         except ImportError:
             pass
     return cfg, dict(batch=batch, seq_len=seq_len, optimizer=opt, ncpu=ncpu,
+                     nopencl=nopencl or 0, opencl_memory_limit_mb=opencl_memory_limit_mb,
                      memory_limit_mb=memory_limit_mb, ooc_dir=ooc_dir,
                      ooc_size_mb=DEFAULTS.ooc_size_mb if ooc_size_mb is None else ooc_size_mb)
 
@@ -165,6 +203,45 @@ def categories(cfg: GPT2Config, batch: int, seq_len: int, optimizer: str = "adam
 
 def largest_task(cfg: GPT2Config, batch: int, seq_len: int) -> tuple[int, str]:
     """The largest working set of one task (bytes) and which task has it."""
+    tasks = task_bytes(cfg, batch, seq_len)
+    name = max(tasks, key=tasks.get)
+    return tasks[name], name
+
+
+# the codelets (kernels/codelets.py) behind each of task_bytes's tasks: the task may run
+# on an OpenCL device when one of them has an OpenCL implementation
+TASK_OPS = {"mlp c_fc gemm": ("gemm",), "mlp c_proj gemm": ("gemm",),
+            "attention q/k/v gemm": ("gemm",), "attention scores gemm": ("gemm",),
+            "attention softmax backward": ("softmax_backward", "softmax_backward_tile"),
+            "head gemm": ("gemm",), "cross-entropy backward": ("cross_entropy_backward",),
+            "optimizer update": ("adamw", "sgd", "sgd_momentum")}
+
+
+def device_ops() -> set[str] | None:
+    """The ops with an OpenCL implementation in this build (None without the compiled
+    extension: then every task is taken to be able to run on the device)."""
+    try:
+        from nntile_lab._lib import ffi, lib
+    except ImportError:
+        return None
+    return {ffi.string(lib.nl_op_name(i)).decode() for i in range(lib.nl_op_count())
+            if lib.nl_op_has_opencl(i)}
+
+
+def largest_device_task(cfg: GPT2Config, batch: int, seq_len: int) -> tuple[int, str]:
+    """The largest working set of one task that may run on an OpenCL device (bytes, which
+    task); (0, "none") when no task of the step can."""
+    ops = device_ops()
+    tasks = {k: v for k, v in task_bytes(cfg, batch, seq_len).items()
+             if ops is None or ops.intersection(TASK_OPS[k])}
+    if not tasks:
+        return 0, "none"
+    name = max(tasks, key=tasks.get)
+    return tasks[name], name
+
+
+def task_bytes(cfg: GPT2Config, batch: int, seq_len: int) -> dict[str, int]:
+    """The working set (bytes of its buffers) of each of the step's largest tasks."""
     E, F, V, D = cfg.n_embd, cfg.n_inner, cfg.vocab_size, cfg.head_size
     bt, st = cfg.tile("batch_tile", batch), cfg.tile("seq_tile", seq_len)
     et, it, vt = cfg.tile("embd_tile", E), cfg.tile("inner_tile", F), cfg.tile("vocab_tile", V)
@@ -181,19 +258,19 @@ def largest_task(cfg: GPT2Config, batch: int, seq_len: int) -> tuple[int, str]:
         "cross-entropy backward": 2 * rows * vt + 2 * rows + 4 * rows,
         "optimizer update": 4 * biggest_param,
     }
-    name = max(tasks, key=tasks.get)
-    return F32 * tasks[name], name
+    return {k: F32 * v for k, v in tasks.items()}
 
 
 def estimate(spec, batch: int | None = None, seq_len: int | None = None, *,
              optimizer: str | None = None, memory_limit_mb: int | None = None,
              ooc_dir: str | None = None, ooc_size_mb: int | None = None,
-             ncpu: int | None = None) -> MemoryPlan:
+             ncpu: int | None = None, nopencl: int | None = None,
+             opencl_memory_limit_mb: int | None = None) -> MemoryPlan:
     """The memory plan of one training run: an ``ExperimentSpec`` (its runtime fields
-    give the cap and disk), or a ``GPT2Config`` with ``batch`` and ``seq_len``;
+    give the caps, devices and disk), or a ``GPT2Config`` with ``batch`` and ``seq_len``;
     keywords override the spec's."""
     cfg, s = _resolve(spec, batch, seq_len, optimizer, memory_limit_mb, ooc_dir,
-                      ooc_size_mb, ncpu)
+                      ooc_size_mb, ncpu, nopencl, opencl_memory_limit_mb)
     cats = categories(cfg, s["batch"], s["seq_len"], s["optimizer"])
     peak = sum(cats.values())
     task_bytes, task_name = largest_task(cfg, s["batch"], s["seq_len"])
@@ -213,6 +290,17 @@ def estimate(spec, batch: int | None = None, seq_len: int | None = None, *,
     if cap_mb is not None and cap_mb < 16:   # what Runtime refuses never "fits"
         return _cannot(plan, f"--memory-limit-mb {cap_mb} is below 16 MiB, the smallest "
                        "memory limit StarPU takes: give 16 or more")
+    if s["nopencl"]:
+        plan.device = _device_plan(cfg, s, peak)
+        dev = plan.device
+        if dev.limit_mb is not None and dev.largest_task_bytes > dev.limit_mb * MIB:
+            need = math.ceil(dev.largest_task_bytes / MIB)
+            return _cannot(plan, f"--opencl-memory-limit-mb {dev.limit_mb} is below the "
+                           f"largest task that may run on the OpenCL device: "
+                           f"{dev.largest_task_bytes / MIB:.1f} MiB of tiles at once "
+                           f"({dev.largest_task}); raise --opencl-memory-limit-mb to at "
+                           f"least {need}, or use smaller tiles (--vocab-tile, "
+                           "--inner-tile, --batch-tile, --seq-tile)")
     if cap_mb is None or peak <= cap_mb * MIB:
         return plan
     need = s["ncpu"] * task_bytes
@@ -244,6 +332,15 @@ def estimate(spec, batch: int | None = None, seq_len: int | None = None, *,
                        f"needs {disk // MIB} MiB on disk; pass --ooc-size-mb {disk // MIB}")
     plan.verdict = "fits_with_disk"
     return plan
+
+
+def _device_plan(cfg: GPT2Config, s: dict, peak: int) -> DevicePlan:
+    """Where the peak sits with OpenCL devices: under their caps, the rest in RAM."""
+    n, cap_mb = s["nopencl"], s["opencl_memory_limit_mb"]
+    room = math.inf if cap_mb is None else n * cap_mb * MIB
+    resident = int(min(peak, room))
+    task, name = largest_device_task(cfg, s["batch"], s["seq_len"])
+    return DevicePlan(n, cap_mb, resident, peak - resident, task, name)
 
 
 def check(spec, **kw) -> MemoryPlan:

@@ -67,7 +67,9 @@ def opencl_devices(accelerators_only: bool = False) -> int:
     return lib.nl_opencl_devices(int(accelerators_only))
 
 
-WHERE = {"any": 0, "cpu": lib.STARPU_CPU, "opencl": lib.STARPU_OPENCL}
+# "opencl_or_cpu": each task on the OpenCL workers when its op has an OpenCL
+# implementation, else on the CPU (kernels/runtime/submit.c, NL_WHERE_OPENCL_OR_CPU)
+WHERE = {"any": 0, "cpu": lib.STARPU_CPU, "opencl": lib.STARPU_OPENCL, "opencl_or_cpu": -1}
 
 
 def check_scheduler(name: str) -> None:
@@ -236,6 +238,9 @@ class Runtime:
         # (StarPU would wait forever); under StarPU-MPI a rank submits only its share
         lib.nl_set_task_bytes_limit(
             self.memory_limit_mb << 20 if self.memory_limit_mb and self.mpi is None else 0)
+        # and a task that may run on an OpenCL device, whose tiles together exceed the
+        # device's limit (StarPU would evict and retry forever)
+        lib.nl_set_device_task_limit(self.device_memory_bytes() if self.nopencl else 0)
         # tiles + the working sets in flight must leave room to move tiles between RAM
         # and the disk node (kernels/runtime/guard.c); the watchdog catches what slips
         # through
@@ -369,12 +374,14 @@ class Runtime:
     def on(self, kind: str):
         """Run the tasks submitted inside on one kind of worker only: "cpu", "opencl"
         (needs ``nopencl`` ≥ 1) or "any" (the scheduler's choice, the default). An op with
-        no implementation for that kind raises ``NoImplementation`` before its task."""
+        no implementation for that kind raises ``NoImplementation`` before its task.
+        "opencl_or_cpu": each op on the OpenCL workers where it has an OpenCL
+        implementation, the others on the CPU (the accelerator runs all it can)."""
         self.check_alive()
         if kind not in WHERE:
             raise ValueError(f"on({kind!r}): the kind is one of {', '.join(WHERE)}")
-        if kind == "opencl" and not self.nopencl:
-            raise ValueError("on('opencl') needs OpenCL workers: start the runtime with "
+        if kind in ("opencl", "opencl_or_cpu") and not self.nopencl:
+            raise ValueError(f"on({kind!r}) needs OpenCL workers: start the runtime with "
                              "Runtime(nopencl=1)")
         prev = self._where
         lib.nl_set_where(WHERE[kind])
@@ -387,7 +394,8 @@ class Runtime:
 
     @property
     def where(self) -> str:
-        """The kind of worker tasks are confined to now (``on``): "any", "cpu" or "opencl"."""
+        """The kind of worker tasks are confined to now (``on``): "any", "cpu", "opencl" or
+        "opencl_or_cpu"."""
         return self._where
 
     def opencl_memory_node(self) -> int:
@@ -397,6 +405,11 @@ class Runtime:
         if node < 0:
             raise RuntimeError(f"{self!r} has no OpenCL worker: start it with nopencl=1")
         return node
+
+    def device_memory_bytes(self) -> int:
+        """What StarPU may allocate on the first OpenCL device (its memory node's size:
+        ``opencl_memory_limit_mb`` when capped, else the device's memory)."""
+        return lib.starpu_memory_get_total(self.opencl_memory_node())
 
     def _take_error(self) -> str:
         buf = ffi.new("char[]", 4096)

@@ -1,6 +1,6 @@
 /* Task submission: the scope's priority and tags on every task, the refusal of a
- * task too big for the RAM limit (or, out of core, refused by the memory guard), the
- * task record when tracing. */
+ * task too big for the RAM limit or for an OpenCL device's cap (or, out of core,
+ * refused by the memory guard), the task record when tracing. */
 #include "internal.h"
 
 #include <errno.h>
@@ -52,10 +52,50 @@ static void discard(struct starpu_task *task)
     starpu_task_destroy(task);
 }
 
+/* ---- one task's working set against the device's cap -------------------------
+ * A task on an OpenCL worker runs with all its tiles in the device's memory at
+ * once. If they exceed the device's limit, StarPU evicts and retries forever (a
+ * hang, checked with StarPU 1.3.10 on PoCL). So a task that may run on the device
+ * (its codelet has an OpenCL function, and it is not confined to the CPU) and is
+ * bigger than the limit is refused at submission: -EFBIG, with its bytes, its
+ * largest tile and its op kept for the error message. 0: no OpenCL worker. */
+static int64_t device_task_limit;
+static int64_t device_refused_bytes, device_refused_tile;
+static int device_refused_op = -1;
+
+void nl_set_device_task_limit(int64_t bytes) { device_task_limit = bytes; }
+
+int64_t nl_device_refused_task(int *op_id, int64_t *largest_tile)
+{
+    *op_id = device_refused_op;
+    *largest_tile = device_refused_tile;
+    return device_refused_bytes;
+}
+
+static int too_big_for_device(struct starpu_task *task, int op_id, int where_now)
+{
+    if (device_task_limit <= 0 || !task->cl || where_now == STARPU_CPU) return 0;
+    if (!task->cl->opencl_funcs[0]) return 0;
+    int64_t bytes = 0, largest = 0;
+    for (unsigned i = 0; i < STARPU_TASK_GET_NBUFFERS(task); i++) {
+        int64_t b = (int64_t)starpu_data_get_size(STARPU_TASK_GET_HANDLE(task, i));
+        bytes += b;
+        if (b > largest) largest = b;
+    }
+    if (bytes <= device_task_limit) return 0;
+    device_refused_bytes = bytes;
+    device_refused_tile = largest;
+    device_refused_op = op_id;
+    return 1;
+}
+
 /* ---- where tasks run ---------------------------------------------------------
  * 0: wherever the scheduler puts them; STARPU_CPU or STARPU_OPENCL: only there
  * (Runtime.on). A task whose codelet has no function for that kind is refused at
- * submission (-ENODEV, its op kept for the message): StarPU would abort on it. */
+ * submission (-ENODEV, its op kept for the message): StarPU would abort on it.
+ * NL_WHERE_OPENCL_OR_CPU: on the OpenCL workers when the codelet has an OpenCL
+ * function, else on the CPU (the paper's setting: the accelerator runs all it can). */
+#define NL_WHERE_OPENCL_OR_CPU (-1)
 static int where;
 static int unplaceable_op = -1;
 
@@ -63,7 +103,14 @@ void nl_set_where(int kind) { where = kind; }
 
 int nl_unplaceable_op(void) { return unplaceable_op; }
 
-static int cannot_run_there(struct starpu_task *task, int op_id)
+/* The kind of worker this task is confined to now (0: any). */
+static int placement(struct starpu_task *task)
+{
+    if (where != NL_WHERE_OPENCL_OR_CPU) return where;
+    return task->cl && task->cl->opencl_funcs[0] ? STARPU_OPENCL : STARPU_CPU;
+}
+
+static int cannot_run_there(struct starpu_task *task, int op_id, int where)
 {
     if (!where || !task->cl) return 0;
     int has = where == STARPU_OPENCL ? task->cl->opencl_funcs[0] != NULL
@@ -75,14 +122,19 @@ static int cannot_run_there(struct starpu_task *task, int op_id)
 
 int nl_submit_task(struct starpu_task *task, int op_id)
 {
-    if (cannot_run_there(task, op_id)) {
+    int kind = placement(task);
+    if (cannot_run_there(task, op_id, kind)) {
         discard(task);
         return -ENODEV;
     }
-    if (where) task->where = where;
+    if (kind) task->where = kind;
     if (too_big(task, op_id)) {
         discard(task);
         return -E2BIG;
+    }
+    if (too_big_for_device(task, op_id, kind)) {
+        discard(task);
+        return -EFBIG;
     }
     int refused = nl_guard_admit(task, op_id);   /* guard.c */
     if (refused) {

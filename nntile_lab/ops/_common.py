@@ -6,7 +6,7 @@ import errno
 import numpy as np
 
 from nntile_lab._lib import ffi, lib
-from nntile_lab.runtime import OutOfMemory, Runtime
+from nntile_lab.runtime import MIB, OutOfMemory, Runtime
 from nntile_lab.tensor import TiledTensor, empty
 
 
@@ -20,6 +20,8 @@ def check(ret: int) -> None:
         raise _task_too_big()
     if ret == -errno.ENODEV:
         raise _no_implementation()
+    if ret == -errno.EFBIG:
+        raise _task_too_big_for_device()
     if ret == -errno.ENOMEM:   # the memory guard (kernels/runtime/guard.c)
         raise Runtime.current().guard_refusal()
     if ret:
@@ -55,6 +57,26 @@ def _task_too_big() -> OutOfMemory:
         f"memory_limit_mb={limit}: StarPU could never run it (a disk node does not help: "
         f"all of a task's tiles must be in RAM). Use smaller tiles for this op, or raise "
         f"memory_limit_mb to at least {-(-nbytes // mib) + 1}")
+
+
+def _task_too_big_for_device() -> OutOfMemory:
+    """The refused task (its tiles together exceed an OpenCL device's memory limit:
+    StarPU would evict and retry forever) as an error naming the op, the bytes, the
+    cap and the fixes."""
+    op, tile = ffi.new("int *"), ffi.new("int64_t *")
+    nbytes = lib.nl_device_refused_task(op, tile)
+    name = ffi.string(lib.nl_op_name(op[0])).decode() if op[0] >= 0 else "a"
+    rt = Runtime.active
+    limit = getattr(rt, "opencl_memory_limit_mb", None)
+    cap = (f"opencl_memory_limit_mb={limit}" if limit is not None
+           else f"the OpenCL device's {rt.device_memory_bytes() / MIB:.0f} MiB"
+           if rt is not None and rt.alive else "the OpenCL device's memory")
+    return OutOfMemory(
+        f"a {name} task needs {nbytes / MIB:.1f} MiB of tiles on the OpenCL device at once "
+        f"(its largest tile {tile[0] / MIB:.1f} MiB), more than {cap}: StarPU could never "
+        f"run it there (it would evict and retry forever). Raise opencl_memory_limit_mb "
+        f"(--opencl-memory-limit-mb) to at least {-(-nbytes // MIB)}, use smaller tiles "
+        f"for this op, or run it on the CPU workers (with rt.on('cpu'))")
 
 
 def no_alias(op: str, outputs: dict, inputs: dict, in_place: tuple = ()) -> None:
