@@ -95,3 +95,39 @@ def test_plan_cli(tmp_path, capsys):
     assert cli.main(args + ["--ooc-dir", str(tmp_path), "--ooc-size-mb", "1024"]) == 0
     text = capsys.readouterr().out
     assert "verdict: fits_with_disk" in text and "optimizer_state" in text
+
+
+def test_device_part_of_the_plan(monkeypatch):
+    """With OpenCL devices capped: each holds at most its cap, the rest of the peak spills
+    to RAM, and the largest task that may run on a device must fit under the cap."""
+    base = spec(n_layer=2, n_embd=256, vocab_size=8192, seq_len=64, batch=4, vocab_tile=2048)
+    ram = memory.estimate(base)
+    assert ram.device is None
+    plan = memory.estimate(base.replace(nopencl=1, opencl_memory_limit_mb=16))
+    assert plan.verdict == "fits" and plan.peak_bytes == ram.peak_bytes
+    dev = plan.device
+    assert (dev.resident_bytes, dev.spill_bytes) == (16 * MIB, ram.peak_bytes - 16 * MIB)
+    assert (dev.largest_task_bytes, dev.largest_task) == (8 * MIB, "optimizer update")
+    assert "spilled to RAM" in plan.report() and "cap 16 MiB each" in plan.report()
+    two = memory.estimate(base, nopencl=2, opencl_memory_limit_mb=32)   # keywords too
+    assert two.device.resident_bytes == 64 * MIB
+    assert two.device.spill_bytes == ram.peak_bytes - 64 * MIB
+    roomy = memory.estimate(base, nopencl=1, opencl_memory_limit_mb=4096)
+    assert (roomy.device.resident_bytes, roomy.device.spill_bytes) == (ram.peak_bytes, 0)
+    # a cap below the largest task: cannot run, the reason names cap, task and fixes
+    bad = memory.estimate(base.replace(vocab_tile=8192), nopencl=1, opencl_memory_limit_mb=16)
+    assert bad.verdict == "cannot_run"
+    assert ("--opencl-memory-limit-mb 16 is below the largest task that may run on the "
+            "OpenCL device: 32.0 MiB of tiles at once (optimizer update); raise "
+            "--opencl-memory-limit-mb to at least 32, or use smaller tiles") in bad.reason
+    with pytest.raises(memory.MemoryPlanError, match="opencl-memory-limit-mb 16 is below"):
+        memory.check(base.replace(vocab_tile=8192, nopencl=1, opencl_memory_limit_mb=16))
+    # only tasks whose op has an OpenCL implementation count: the rest run on the CPU
+    monkeypatch.setattr(memory, "device_ops", lambda: {"gemm"})
+    gemm_only = memory.estimate(base.replace(vocab_tile=8192), nopencl=1,
+                                opencl_memory_limit_mb=16)
+    assert gemm_only.device.largest_task.endswith("gemm")
+    assert gemm_only.device.largest_task_bytes < 32 * MIB
+    monkeypatch.setattr(memory, "device_ops", lambda: set())
+    none = memory.estimate(base.replace(vocab_tile=8192), nopencl=1, opencl_memory_limit_mb=16)
+    assert none.verdict == "fits" and none.device.largest_task == "none"

@@ -7,7 +7,8 @@ task) and the other tables (accesses, workers, buses, memory, steps as CSV,
 meta.json), ``summary.json`` (metrics.summary), ``run.json`` (the record: spec,
 versions, machine, summary), ``trace.json`` (Chrome trace for Perfetto) and the
 figures: gantt.png, gantt_step.png (the last step), utilisation.png, memory.png,
-transfers.png, op_time.png, throughput.png.
+transfers.png, nodes.png (memory per node against its cap, transfers per bus),
+op_time.png, throughput.png.
 
 The training options after ``--`` are the fields of ``nntile_lab.spec.ExperimentSpec``
 (as for ``nntile-lab train``) and ``--data DIR``; the steps run through
@@ -146,7 +147,8 @@ def _trace(args) -> int:
         return 0
     print(report(summary))
     print(f"wrote {args.out}: tasks.csv, trace.json (open in https://ui.perfetto.dev), "
-          "gantt.png, utilisation.png, memory.png, transfers.png, op_time.png, throughput.png")
+          "gantt.png, utilisation.png, memory.png, transfers.png, nodes.png, op_time.png, "
+          "throughput.png")
     return 0
 
 

@@ -11,6 +11,9 @@ critical path.
 ``idle_gaps(tr)``       per worker: the gaps between its tasks inside the makespan.
 ``busy_over_time(tr)``  busy workers averaged over time bins.
 ``op_times(tr)``        per op: tasks, total and mean time, flops, GFLOP/s.
+``transfers_per_bus(tr)``  per bus (one direction between two memory nodes, e.g.
+                        RAM → device): bytes, transfers, mean size.
+``memory_per_node(tr)`` per memory node: its kind, peak bytes held, capacity, capped.
 ``summary(tr, tokens=, peak_gflops=)``  all of it in one JSON-ready dict: GFLOP/s,
                         tokens/s, MFU against the sgemm peak, critical path, LP bound.
 
@@ -24,7 +27,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from nntile_lab.trace.tables import peak_used
+from nntile_lab.trace.tables import bus_transfers, node_kind, node_timeline, peak_used
 
 MODE_R, MODE_W, MODE_REDUX, MODE_COMMUTE = 1, 2, 8, 16
 
@@ -180,5 +183,27 @@ def summary(tr, tokens: int | None = None, peak_gflops: float | None = None) -> 
     if len(tr.workers):
         out["workers"] = tr.workers.to_dict("records")
     out["bus_bytes"] = int(tr.buses["bytes"].sum()) if len(tr.buses) else 0
+    out["transfers_per_bus"] = transfers_per_bus(tr).to_dict("records")
+    out["memory_per_node"] = memory_per_node(tr).to_dict("records")
     return out
+
+
+def transfers_per_bus(tr) -> pd.DataFrame:
+    """Data moved per bus, each direction between two memory nodes its own row: src, dst,
+    direction ("RAM → device", "device → RAM", "RAM → disk", ...), bytes, transfers,
+    mean_bytes, time_us (StarPU's bus counters over the trace)."""
+    return bus_transfers(tr.buses)
+
+
+def memory_per_node(tr) -> pd.DataFrame:
+    """Per memory node: name, kind, the peak of what StarPU held there during the trace,
+    its capacity and whether that was a cap the runtime set."""
+    peaks = node_timeline(tr.memory).max()
+    nodes = getattr(tr, "nodes", None)
+    known = {} if nodes is None or nodes.empty else nodes.set_index("name").to_dict("index")
+    rows = [{"name": name, "kind": node_kind(name), "peak_bytes": int(peak),
+             "capacity_bytes": known.get(name, {}).get("capacity_bytes"),
+             "capped": bool(known.get(name, {}).get("capped", False))}
+            for name, peak in peaks.items()]
+    return pd.DataFrame(rows, columns=["name", "kind", "peak_bytes", "capacity_bytes", "capped"])
 

@@ -31,6 +31,10 @@ outlives the runtime. Times are µs since ``start()``.
               node -1, "registered tiles": bytes of the tiles registered at that
               moment (an upper bound that counts tiles not yet written), the
               fallback where a node has no accounting.
+``nodes``     node, name, kind (RAM, device, disk), capacity_bytes (what StarPU may
+              allocate there), capped (a limit was set: memory_limit_mb,
+              opencl_memory_limit_mb, the disk node's size): per memory node, for the
+              memory timeline per node (``tables.node_timeline``) against its cap.
 ``steps``     step, start_us, end_us, seconds, tokens, tasks, flops, gflops,
               tokens_per_s: one row per ``mark_step()`` call.
 ``bound``     StarPU's linear-programming lower bound of the makespan (work spread
@@ -55,7 +59,7 @@ import pandas as pd
 from nntile_lab._lib import ffi, lib
 from nntile_lab.data.bins import atomic_write_bytes
 from nntile_lab.runtime import PHASES, Runtime, wait_interruptibly
-from nntile_lab.trace.tables import REGISTERED_NODE, peak_used, used_over_time
+from nntile_lab.trace.tables import REGISTERED_NODE, node_kind, peak_used, used_over_time
 
 TASK_COLUMNS = ["task_id", "name", "worker", "worker_name", "layer", "phase", "priority", "step",
                 "submit_us", "ready_us", "acquire_us", "start_us", "end_us", "duration_us",
@@ -134,6 +138,7 @@ class Trace:
         self.accesses = pd.DataFrame(columns=["task_id", "handle", "mode"])
         self.workers = self.buses = self.memory = self.steps = pd.DataFrame()
         self.bound = {"bound_us": None, "note": "not recorded"}
+        self.nodes = pd.DataFrame(columns=NODE_COLUMNS)
         self.static_memory: dict[str, int] = {}
         self.duration_us = 0.0
         self.running = False
@@ -190,6 +195,7 @@ class Trace:
             self.duration_us = lib.starpu_timing_now() - self.t0
             self.workers = _worker_table(rt.nworkers)
             self.buses = _bus_table()
+            self.nodes = _node_table(rt)
             self.bound = _bound() if self.record_bound else self.bound
             if not self._prev_profiling:
                 lib.starpu_profiling_status_set(lib.STARPU_PROFILING_DISABLE)
@@ -253,7 +259,7 @@ class Trace:
                                getattr(self, name).to_csv(index=False).encode())
         atomic_write_bytes(os.path.join(directory, "meta.json"), json.dumps(
             {"duration_us": self.duration_us, "bound": self.bound,
-             "static_memory": self.static_memory,
+             "static_memory": self.static_memory, "nodes": self.nodes.to_dict("records"),
              "rows": {name: len(getattr(self, name)) for name in TABLES}}, indent=1).encode())
 
     @classmethod
@@ -272,6 +278,8 @@ class Trace:
             setattr(tr, name, _read_table(directory, name, (meta.get("rows") or {}).get(name)))
         tr.duration_us, tr.bound = meta["duration_us"], meta["bound"]
         tr.static_memory = meta["static_memory"]
+        # traces saved before the nodes were recorded have none
+        tr.nodes = pd.DataFrame(meta.get("nodes") or [], columns=NODE_COLUMNS)
         return tr
 
     # ---- internals ---------------------------------------------------------------------
@@ -398,6 +406,26 @@ def _bus_table() -> pd.DataFrame:
                          "dst": names.get(s.dst, str(s.dst)), "bytes": s.bytes,
                          "transfers": s.count, "time_us": s.total_us})
     return pd.DataFrame(rows, columns=["bus", "src", "dst", "bytes", "transfers", "time_us"])
+
+
+NODE_COLUMNS = ["node", "name", "kind", "capacity_bytes", "capped"]
+
+
+def _node_table(rt) -> pd.DataFrame:
+    """Each memory node StarPU accounts: its kind, what StarPU may allocate there, and
+    whether that is a limit the runtime set (else the node's whole size)."""
+    names = _node_names()
+    capped = {"RAM": rt.memory_limit_mb is not None,
+              "device": getattr(rt, "opencl_memory_limit_mb", None) is not None, "disk": True}
+    rows = []
+    for node in range(lib.starpu_memory_nodes_get_count()):
+        total = lib.starpu_memory_get_total(node)
+        if total < 0:
+            continue
+        kind = node_kind(names[node])
+        rows.append({"node": node, "name": names[node], "kind": kind,
+                     "capacity_bytes": int(total), "capped": bool(capped.get(kind, False))})
+    return pd.DataFrame(rows, columns=NODE_COLUMNS)
 
 
 def _bound() -> dict:

@@ -14,6 +14,9 @@ writes it).
                       gradients, optimizer state, activations) once
                       ``tr.memory_by_category(model, optimizer)`` was called.
 ``transfers(tr)``     bytes moved per bus (RAM ↔ disk, …) and bytes accessed per op.
+``nodes(tr)``         the memory timeline per node (RAM, each device, the disk node),
+                      each against its cap, and the bytes and transfers per bus
+                      (RAM → device, device → RAM, …): the accelerator's memory at work.
 ``op_time(tr)``       time per op (sum of task durations), with task counts.
 ``throughput(tr)``    GFLOP/s and tokens/s per marked step.
 ``save_all(tr, directory)`` writes all of them as PNGs and returns their paths.
@@ -30,7 +33,7 @@ from matplotlib.patches import Patch
 
 from nntile_lab.jupyter_figure import WIDTH, Figure
 from nntile_lab.trace import metrics
-from nntile_lab.trace.tables import REGISTERED_NODE
+from nntile_lab.trace.tables import REGISTERED_NODE, node_kind, node_timeline
 
 MiB = float(1 << 20)
 
@@ -249,6 +252,50 @@ def transfers(tr) -> Figure:
     return fig
 
 
+def nodes(tr) -> Figure:
+    timeline = node_timeline(tr.memory)
+    buses = metrics.transfers_per_bus(tr)
+    caps = metrics.memory_per_node(tr).set_index("name")
+    n = max(len(timeline.columns), 1)
+    fig = Figure(figsize=(WIDTH, 2.2 * n + 3), layout="constrained")
+    axes = fig.subplots(n + 1, 1, height_ratios=[2] * n + [2.4])
+    for ax, name in zip(axes[:-1], timeline.columns):
+        used = timeline[name].dropna()
+        ax.plot(used.index / 1e3, used.to_numpy() / MiB, drawstyle="steps-post", label="held")
+        cap = caps.loc[name] if name in caps.index else None
+        if cap is not None and cap["capped"] and cap["capacity_bytes"] == cap["capacity_bytes"]:
+            ax.axhline(cap["capacity_bytes"] / MiB, color="tab:red", ls="--",
+                       label=f"cap {cap['capacity_bytes'] / MiB:.0f} MiB")
+        ax.set_ylim(bottom=0)
+        ax.set_ylabel("MiB")
+        ax.set_title(f"{name} ({node_kind(name)}): what StarPU holds there")
+        ax.legend(fontsize="small", loc="lower right")
+    if timeline.empty:
+        axes[0].text(0.5, 0.5, "no memory samples", ha="center", va="center",
+                     transform=axes[0].transAxes)
+    axes[-2].set_xlabel("time (ms)")
+    bx = axes[-1]
+    if len(buses):
+        labels = [f"{s} → {d}" for s, d in zip(buses["src"], buses["dst"])]
+        bars = bx.barh(labels, buses["bytes"] / MiB, color=[
+            _DIRECTION_COLORS.get(d, "tab:gray") for d in buses["direction"]])
+        bx.bar_label(bars, labels=[f"{b / MiB:.0f} MiB in {t} transfers"
+                                   for b, t in zip(buses["bytes"], buses["transfers"])],
+                     fontsize="small")
+        bx.margins(x=0.35)
+        bx.invert_yaxis()
+    else:
+        bx.text(0.5, 0.5, "no data moved between memory nodes", ha="center", va="center",
+                transform=bx.transAxes)
+    bx.set_xlabel("moved (MiB)")
+    bx.set_title("Transfers per bus (each direction between two memory nodes)")
+    return fig
+
+
+_DIRECTION_COLORS = {"RAM → device": "tab:blue", "device → RAM": "tab:orange",
+                     "RAM → disk": "tab:green", "disk → RAM": "tab:olive"}
+
+
 def op_time(tr) -> Figure:
     ops = metrics.op_times(tr).iloc[::-1]
     fig = Figure(figsize=(WIDTH, 1.5 + 0.35 * max(len(ops), 1)), layout="constrained")
@@ -287,7 +334,8 @@ def throughput(tr) -> Figure:
 
 
 FIGURES = {"gantt": gantt, "utilisation": utilisation, "memory": memory,
-           "transfers": transfers, "op_time": op_time, "throughput": throughput}
+           "transfers": transfers, "nodes": nodes, "op_time": op_time,
+           "throughput": throughput}
 
 
 def save_all(tr, directory: str, step: int | None = None, dpi: int = 110) -> dict[str, str]:

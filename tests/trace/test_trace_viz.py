@@ -94,7 +94,7 @@ def test_transfers_op_time_and_throughput_figures(tr):
 def test_save_all_writes_pngs(tr, tmp_path):
     paths = viz.save_all(tr, str(tmp_path), dpi=40)
     assert set(paths) == {"gantt", "gantt_step", "utilisation", "memory", "transfers",
-                          "op_time", "throughput"}
+                          "nodes", "op_time", "throughput"}
     for p in paths.values():
         with open(p, "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"
