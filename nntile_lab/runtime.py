@@ -432,6 +432,24 @@ class Runtime:
         lib.nl_disk_counters(out, int(reset))
         return dict(zip(("bytes_read", "bytes_written", "reads", "writes"), out))
 
+    def bus_traffic(self) -> list[dict]:
+        """Data moved per bus since the last call (or the start): one dict per bus that
+        moved any, each a direction between two memory nodes (src, dst: StarPU's node
+        names, e.g. "NUMA 0" → "OpenCL 0"), with bytes and transfers. StarPU counts only
+        while profiling is on (``Runtime(profiling=True)``, or a running Trace)."""
+        self.check_alive()
+        s, name = ffi.new("struct nl_bus_stats *"), ffi.new("char[]", 64)
+
+        def node(n):
+            lib.starpu_memory_node_get_name(n, name, 64)
+            return ffi.string(name).decode()
+        out = []
+        for bus in range(lib.starpu_bus_get_count()):
+            if lib.nl_bus_stats(bus, s) == 0 and s.bytes > 0:
+                out.append({"src": node(s.src), "dst": node(s.dst), "bytes": int(s.bytes),
+                            "transfers": int(s.count)})
+        return out
+
     def buffer_cache(self) -> dict:
         """The tile-buffer cache (``buffer_cache_mb``): allocations of ≥ 256 KiB served
         from it (``hits``) and not (``misses``), and the bytes it keeps now."""

@@ -120,6 +120,16 @@ def register_cli(subparsers) -> None:
                         "(default %(default)s)")
     p.add_argument("--repeats", type=int_range(), default=1,
                    help="with --hints: runs per hint set (default %(default)s)")
+    p.add_argument("--device", action="store_true",
+                   help="instead: the paper's setting in miniature — an OpenCL device (PoCL "
+                        "without a GPU) capped at --device-cap-mb, RAM as its overflow: "
+                        "models at --multiples of the cap on the CPU, on the device uncapped "
+                        "and capped; step time, peaks, bytes and transfers per bus")
+    p.add_argument("--device-cap-mb", type=int_range(16), default=256,
+                   help="with --device: the device's memory cap in MiB (default %(default)s)")
+    p.add_argument("--multiples", default="1,2,4", type=int_list(1),
+                   help="with --device: model sizes (planned peak) as multiples of the "
+                        "device cap, comma list (default %(default)s)")
     p.add_argument("--json", action="store_true",
                    help="progress to stderr, JSON Lines: one object per point, the result last")
     add_arguments(p, HINT_GROUPS, titles={"model": "model (--hints only; default the main "
@@ -231,6 +241,16 @@ def _memory(args) -> int:
         print(msg, file=sys.stderr if args.json else sys.stdout, flush=True)
 
     _scheduler(from_args(args, HINT_GROUPS).scheduler)   # checked even where unused
+    if args.device:
+        res = memory.run_device(args.device_cap_mb, tuple(_ints("--multiples", args.multiples)),
+                                progress=progress)
+        if args.json:
+            for row in res["rows"]:
+                print(json.dumps(json_safe(row)))
+            print(json.dumps(json_safe({k: v for k, v in res.items() if k != "rows"})))
+        else:
+            print(memory.report_device(res))
+        return 0 if any("error" not in r for r in res["rows"]) else 1
     if args.hints_table:
         res = memory.run_hints(from_args(args, HINT_GROUPS), fraction=args.fraction,
                                ooc_dir=args.ooc_dir, repeats=args.repeats, progress=progress)

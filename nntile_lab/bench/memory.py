@@ -46,47 +46,65 @@ def family(n_embd: int, **kw) -> ExperimentSpec:
                              | kw))
 
 
-def measure_point(spec: ExperimentSpec) -> dict:
+def measure_point(spec: ExperimentSpec, place: str = "any") -> dict:
     """Train ``spec`` for warmup + measure steps in this process: step time (median),
-    StarPU's peak RAM, the process's peak RSS, the disk traffic per measured step."""
+    StarPU's peak RAM, the process's peak RSS, the disk traffic per measured step. With
+    OpenCL workers (``spec.nopencl``) the tasks go where ``place`` says (``Runtime.on``),
+    and the point adds the device's peak and the bytes and transfers per bus per step."""
     # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab._lib import lib
     from nntile_lab.trace.recorder import drain_samples
 
     batches = experiment.RandomTokens(spec.vocab_size)
-    starpu_peak = 0
+    peaks = {}
 
-    def ram_peak():   # drained after every step: the samples of a long run stay small
+    def node_peaks(device):   # drained after every step: the samples of a long run stay small
         samples = drain_samples()
-        return int(samples["used"][samples["node"] == 0].max(initial=0))   # RAM, not disk
+        for key, node in (("ram", 0), ("device", device)):   # RAM, not disk
+            peaks[key] = max(peaks.get(key, 0),
+                             int(samples["used"][samples["node"] == node].max(initial=0)))
 
-    with experiment.runtime(spec) as rt:
+    # StarPU counts bus transfers only while profiling
+    with experiment.runtime(spec, profiling=bool(spec.nopencl)) as rt, rt.on(place):
+        device = rt.opencl_memory_node() if spec.nopencl else -2
         model, opt, schedule = experiment.build(spec)
         step = experiment.step_function(spec, rt, model, opt, schedule, batches)
         lib.nl_sampler_start(0.5)   # often enough not to miss a short peak
         try:
             for k in range(spec.warmup_steps):
                 step(k)
-                starpu_peak = max(starpu_peak, ram_peak())
+                node_peaks(device)
             rt.disk_traffic(reset=True)
+            rt.bus_traffic()   # reset
             times = []
             for k in range(spec.warmup_steps, spec.warmup_steps + spec.measure_steps):
                 t0 = time.perf_counter()
                 step(k)
                 times.append(time.perf_counter() - t0)
-                starpu_peak = max(starpu_peak, ram_peak())
+                node_peaks(device)
             traffic = rt.disk_traffic()
+            buses = rt.bus_traffic()
         finally:
             lib.nl_sampler_stop()
-        starpu_peak = max(starpu_peak, ram_peak())
+        node_peaks(device)
     n = spec.measure_steps
     disk = (traffic["bytes_read"] + traffic["bytes_written"]) / n
     t = statistics.median(times)
-    return {"step_time_s": t, "step_times_s": times, "tokens_per_s": spec.tokens_per_step() / t,
-            "starpu_peak_bytes": starpu_peak, "peak_rss_bytes": memory.peak_rss_bytes(),
-            "disk_bytes_per_step": disk, "disk_read_per_step": traffic["bytes_read"] / n,
-            "disk_written_per_step": traffic["bytes_written"] / n,
-            "disk_bandwidth_bytes_s": disk / t if t else 0.0}
+    out = {"step_time_s": t, "step_times_s": times, "tokens_per_s": spec.tokens_per_step() / t,
+           "starpu_peak_bytes": peaks["ram"], "peak_rss_bytes": memory.peak_rss_bytes(),
+           "disk_bytes_per_step": disk, "disk_read_per_step": traffic["bytes_read"] / n,
+           "disk_written_per_step": traffic["bytes_written"] / n,
+           "disk_bandwidth_bytes_s": disk / t if t else 0.0}
+    if spec.nopencl:
+        out["device_peak_bytes"] = peaks["device"]
+        out["buses"] = [b | {"bytes_per_step": b["bytes"] / n,
+                             "transfers_per_step": b["transfers"] / n} for b in buses]
+        for direction, (src, dst) in (("ram_to_device", ("NUMA", "OpenCL")),
+                                      ("device_to_ram", ("OpenCL", "NUMA"))):
+            mine = [b for b in buses if b["src"].startswith(src) and b["dst"].startswith(dst)]
+            out[f"{direction}_per_step"] = sum(b["bytes"] for b in mine) / n
+            out[f"{direction}_transfers_per_step"] = sum(b["transfers"] for b in mine) / n
+    return out
 
 
 def torch_point(spec: ExperimentSpec) -> dict:
@@ -115,7 +133,9 @@ def torch_point(spec: ExperimentSpec) -> dict:
 
 def measure(spec: ExperimentSpec, system: str = "nntile", timeout: float = 1800) -> dict:
     """``measure_point`` (or ``torch_point``) of ``spec`` in a fresh process, with the
-    process's wall time (``wall_s``); a failed or killed run gives ``{"error": ...}``."""
+    process's wall time (``wall_s``); a failed or killed run gives ``{"error": ...}``.
+    ``system`` "nntile-device": each op on the OpenCL device where it has an OpenCL
+    implementation (``Runtime.on("opencl_or_cpu")``)."""
     cmd = [sys.executable, "-m", "nntile_lab.cli", "_bench-memory-point", system,
            json.dumps(spec.to_dict())]
     t0 = time.perf_counter()
@@ -272,6 +292,74 @@ def report(res: dict) -> str:
                          f"{ooc.get('disk_bytes_per_step', math.nan) / MIB:.0f} MiB/step at "
                          f"{ooc.get('disk_bandwidth_bytes_s', math.nan) / MIB:.0f} MiB/s")
     return "\n".join(lines)
+
+
+# ---- the paper's setting: an accelerator's capped memory, RAM as its overflow ---------
+DEVICE_SETTINGS = (("cpu", "RAM only (CPU workers)"),
+                   ("device", "device, uncapped"),
+                   ("device_capped", "device capped → RAM"))
+
+
+def run_device(cap_mb: int = 256, multiples=(1, 2, 4), *, widths=WIDTHS, progress=print,
+               **kw) -> dict:
+    """For the family's models whose planned peak is nearest each multiple of ``cap_mb``:
+    one row per setting (``DEVICE_SETTINGS``: CPU workers only; one OpenCL device with
+    the ops that have an OpenCL implementation on it, uncapped; the same with the device
+    capped at ``cap_mb``, RAM as its overflow), each in a fresh process: step time, the
+    device's and RAM's peaks, bytes and transfers per step RAM → device and device → RAM.
+    ``kw``: spec fields for every point. PoCL's device shares the CPU cores: the step
+    times say what the mechanism costs there, nothing of a GPU's speed."""
+    rows = []
+    for k in multiples:
+        e = min(widths, key=lambda w: abs(memory.estimate(family(w, **kw)).peak_bytes
+                                          - k * cap_mb * MIB))
+        base = family(e, **kw)
+        specs = {"cpu": (base, "nntile"),
+                 "device": (base.replace(nopencl=1), "nntile-device"),
+                 "device_capped": (base.replace(nopencl=1, opencl_memory_limit_mb=cap_mb),
+                                   "nntile-device")}
+        plan = memory.estimate(specs["device_capped"][0])
+        for setting, label in DEVICE_SETTINGS:
+            spec, system = specs[setting]
+            refused = setting == "device_capped" and plan.verdict == "cannot_run"
+            res = {"error": plan.reason} if refused else measure(spec, system)
+            row = {"multiple": k, "setting": setting, "label": label, "n_embd": e,
+                   "params": base.num_params(), "planned_peak_bytes": plan.peak_bytes,
+                   "device_cap_mb": cap_mb if setting == "device_capped" else None, **res}
+            rows.append(row)
+            progress(f"{k}x the cap (E={e}), {label}: {_short_device(res)}")
+    return {"cap_mb": cap_mb, "multiples": list(multiples), "rows": rows}
+
+
+def report_device(res: dict) -> str:
+    lines = [f"device cap {res['cap_mb']} MiB (the paper's GPU memory), RAM as its overflow; "
+             "per measured step",
+             f"{'model':<16}{'setting':<26}{'step s':>8}{'RAM→dev MiB':>13}{'n':>7}"
+             f"{'dev→RAM MiB':>13}{'n':>7}{'dev peak':>10}{'RAM peak':>10}"]
+    for r in res["rows"]:
+        model = f"{r['multiple']}x E={r['n_embd']}"
+        if "error" in r:
+            lines.append(f"{model:<16}{r['label']:<26}error: {r['error']}")
+            continue
+        dev = r.get("device_peak_bytes")
+        lines.append(
+            f"{model:<16}{r['label']:<26}{r['step_time_s']:8.2f}"
+            f"{r.get('ram_to_device_per_step', 0) / MIB:13.0f}"
+            f"{r.get('ram_to_device_transfers_per_step', 0):7.0f}"
+            f"{r.get('device_to_ram_per_step', 0) / MIB:13.0f}"
+            f"{r.get('device_to_ram_transfers_per_step', 0):7.0f}"
+            f"{(dev / MIB if dev is not None else math.nan):10.0f}"
+            f"{r['starpu_peak_bytes'] / MIB:10.0f}")
+    return "\n".join(lines)
+
+
+def _short_device(res: dict) -> str:
+    if "error" in res:
+        return f"error: {res['error']}"
+    return (f"step {res['step_time_s']:.2f} s, RAM → device "
+            f"{res.get('ram_to_device_per_step', 0) / MIB:.0f} MiB, device → RAM "
+            f"{res.get('device_to_ram_per_step', 0) / MIB:.0f} MiB per step, device peak "
+            f"{res.get('device_peak_bytes', 0) / MIB:.0f} MiB")
 
 
 # ---- the hints: each one's effect out of core ---------------------------------------

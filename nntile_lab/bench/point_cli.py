@@ -13,7 +13,7 @@ from nntile_lab.spec import ExperimentSpec
 
 def register_cli(subparsers) -> None:
     pt = subparsers.add_parser("_bench-memory-point", help=argparse.SUPPRESS)
-    pt.add_argument("system", choices=("nntile", "torch"))
+    pt.add_argument("system", choices=("nntile", "nntile-device", "torch"))
     pt.add_argument("spec", help="the spec as JSON")
     pt.set_defaults(func=_memory_point)
 
@@ -22,6 +22,8 @@ def _memory_point(args) -> int:
     """One point of ``bench memory``: its JSON on the last line of stdout."""
     die_with_parent()   # a killed bench memory leaves no orphan point
     spec = ExperimentSpec.from_dict(json.loads(args.spec))
-    res = memory.torch_point(spec) if args.system == "torch" else memory.measure_point(spec)
+    res = (memory.torch_point(spec) if args.system == "torch" else
+           memory.measure_point(spec, "opencl_or_cpu" if args.system == "nntile-device"
+                                else "any"))
     print(json.dumps(res), flush=True)
     return 0

@@ -36,6 +36,8 @@ def _run(args) -> int:
         overrides["ooc"] = False
     if args.no_bf16:
         overrides["bf16"] = False
+    if args.device:
+        overrides["device"] = True
     plan = dataclasses.replace(plan, **{k: tuple(v) if isinstance(v, list) else v
                                         for k, v in overrides.items()})
     out = args.out or ("runs/figures_smoke" if args.smoke else "runs/figures")
@@ -110,6 +112,9 @@ def register_cli(sub) -> None:
     p.add_argument("--no-ooc", action="store_true",
                    help="no out-of-core runs: nntile_lab beyond the cap shows as 0 too")
     p.add_argument("--no-bf16", action="store_true", help="leave out PyTorch bf16 autocast")
+    p.add_argument("--device", action="store_true",
+                   help="add the paper's setting: nntile_lab on an OpenCL device (PoCL without "
+                        "a GPU) with its memory capped at --cap-mb, RAM as the overflow")
     p.add_argument("--fresh", action="store_true", help="remeasure points already recorded")
     p.add_argument("--json", action="store_true", help="print one JSON object: the output "
                    "folder, its files and every point's row")

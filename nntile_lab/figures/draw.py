@@ -20,6 +20,7 @@ from nntile_lab.figures.records import CATEGORIES, OOC_CATEGORY, failed
 from nntile_lab.jupyter_figure import Figure
 
 COLORS = {"nntile_lab": "#1f77b4", "torch_fp32": "#ff7f0e", "torch_bf16": "#2ca02c",
+          "nntile_lab_device": "#9467bd",
           "NNTile tf32": "#1f77b4", "PyTorch FSDP tf32": "#ff7f0e",
           "PyTorch FSDP bf16": "#2ca02c"}
 CATEGORY_LABELS = {"activations": "activations & temporaries"}

@@ -43,8 +43,12 @@ class FigurePlan:
     ncpu: int | None = DEFAULTS.ncpu  # None: every core (StarPU workers and torch threads)
     bf16: bool | None = None      # PyTorch bf16 autocast series; None: if the CPU has avx512_bf16
     ooc: bool = True              # nntile_lab beyond the cap out of core (disk node), not 0
+    # the paper's setting: nntile_lab on an OpenCL device whose memory is capped at cap_mb
+    # ("the GPU"), RAM as its overflow (docs/accelerators.md)
+    device: bool = False
     point_timeout_s: int = 900
-    systems: tuple[str, ...] = field(default=("nntile_lab", "torch_fp32", "torch_bf16"))
+    systems: tuple[str, ...] = field(default=("nntile_lab", "torch_fp32", "torch_bf16",
+                                              "nntile_lab_device"))
 
     def __post_init__(self):
         for name in ("batch", "seq_len", "cap_mb", "measure_steps", "point_timeout_s"):
@@ -77,7 +81,8 @@ class FigurePlan:
 
 
 SYSTEMS = {"nntile_lab": "nntile_lab fp32", "torch_fp32": "PyTorch fp32",
-           "torch_bf16": "PyTorch bf16 autocast"}
+           "torch_bf16": "PyTorch bf16 autocast",
+           "nntile_lab_device": "nntile_lab, device capped → RAM"}
 
 # Full size: E from 256 to 1536 spans 2.2 to 4.8 GB of fp32 Adam state at 8 layers against a
 # 2 GiB cap.  Smoke: small E under a 512 MiB cap; the same shape of result in minutes.

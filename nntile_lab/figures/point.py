@@ -105,10 +105,11 @@ def _tiny(spec):
 
 
 def _nntile(spec, cap: MemoryCap) -> tuple[list, dict]:
-    """The trainer's step on ``spec`` (``experiment``: model, optimizer, schedule, clipping)."""
+    """The trainer's step on ``spec`` (``experiment``: model, optimizer, schedule, clipping);
+    with OpenCL workers each op runs on the device where it has an OpenCL implementation."""
     # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab.trace.recorder import tensor_bytes
-    with experiment.runtime(spec) as rt:
+    with experiment.runtime(spec) as rt, rt.on("opencl_or_cpu" if spec.nopencl else "any"):
         def trainer(spec):
             model, opt, schedule = experiment.build(spec)
             step = experiment.step_function(spec, rt, model, opt, schedule,
@@ -171,7 +172,12 @@ def measure(system: str, n_layer: int, n_embd: int, plan: FigurePlan,
               "flops_per_step": flops, "out_of_core": out_of_core, "status": "ok", "error": None,
               "spec": spec.to_dict()}
     cap = MemoryCap(plan.cap_mb * 2**20, result)
-    if system == "nntile_lab":
+    if system == "nntile_lab_device":   # the cap is the device's; RAM is its overflow
+        spec = spec.replace(nopencl=1, opencl_memory_limit_mb=plan.cap_mb)
+        result["spec"] = spec.to_dict()
+        cap = MemoryCap(1 << 62, result)   # the process's RAM is not capped: only measured
+        times, static = _nntile(spec, cap)
+    elif system == "nntile_lab":
         with tempfile.TemporaryDirectory(prefix="nntile_lab_ooc_") as d:
             if out_of_core:   # StarPU's tiles get a share of the cap; the rest is for what
                 # StarPU does not allocate (Python, BLAS buffers, the batches)

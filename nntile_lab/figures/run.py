@@ -28,14 +28,16 @@ from nntile_lab.figures.summary import write_summary
 from nntile_lab.orphans import child_env
 
 # what may differ between records drawn in one figure: which points a run measured
-POINT_FIELDS = ("layers", "embds", "systems", "bf16")
+POINT_FIELDS = ("layers", "embds", "systems", "bf16", "device")
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent.parent)
 
 
 def point_list(plan: FigurePlan) -> list[tuple[str, int, int]]:
-    """(system, n_layer, n_embd) for every point; the bf16 series only where plan.bf16."""
-    systems = [s for s in plan.systems if s != "torch_bf16" or plan.bf16]
+    """(system, n_layer, n_embd) for every point; the bf16 series only where plan.bf16, the
+    device series only where plan.device."""
+    systems = [s for s in plan.systems if (s != "torch_bf16" or plan.bf16)
+               and (s != "nntile_lab_device" or plan.device)]
     return [(s, L, e) for L in plan.layers for e in plan.embds for s in systems]
 
 
@@ -45,7 +47,8 @@ def run_point(plan: FigurePlan, system: str, n_layer: int, n_embd: int) -> dict:
     fit in memory — known beforehand, or found by running over the cap in memory."""
     base = {"system": system, "n_layer": n_layer, "n_embd": n_embd, "gflops": 0.0,
             "out_of_core": False, "spec": point_spec(n_layer, n_embd, plan).to_dict()}
-    reason = does_not_fit(plan, n_layer, n_embd)
+    # the device series caps the device, not RAM: its overflow is RAM, never a 0
+    reason = None if system == "nntile_lab_device" else does_not_fit(plan, n_layer, n_embd)
     ooc_allowed = system == "nntile_lab" and plan.ooc
     if reason and not ooc_allowed:
         return base | {"status": "does_not_fit", "error": reason}
