@@ -36,7 +36,8 @@ With OpenCL workers (``nopencl``, each device capped at ``opencl_memory_limit_mb
 GPU"), the plan has a ``device`` part (``DevicePlan``): each device holds at most its cap
 and the rest of the peak stays in RAM, the overflow (``spill_bytes`` = peak − nopencl·cap;
 StarPU evicts device tiles to RAM and brings them back); a task on the device needs all
-its tiles there at once, so the largest task that may run there (its op has an OpenCL
+its tiles there at once, and an OpenCL worker holds two tasks' tiles at once (StarPU's
+pipeline), so twice the largest task that may run there (its op has an OpenCL
 implementation) must fit under the cap, or the run is cannot_run. RAM is planned as
 without a device (the whole peak: a tile on the device may keep its RAM copy), and the
 RAM cap → disk as above.
@@ -89,6 +90,9 @@ def process_base_bytes() -> int:
     platform's libraries where StarPU loads them)."""
     return PROCESS_BASE_BYTES + (OPENCL_PLATFORM_BYTES if opencl_platforms_installed() else 0)
 OPTIMIZER_SLOTS = {"adamw": 2, "adam": 2, "sgd": 1}
+# tasks whose tiles an OpenCL worker holds on its device at once: StarPU's
+# STARPU_OPENCL_PIPELINE, default 2 (runtime.opencl_tasks_in_flight, which reads it)
+TASKS_ON_DEVICE = 2
 CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries")
 VERDICTS = ("fits", "fits_with_disk", "cannot_run")
 
@@ -292,15 +296,16 @@ def estimate(spec, batch: int | None = None, seq_len: int | None = None, *,
                        "memory limit StarPU takes: give 16 or more")
     if s["nopencl"]:
         plan.device = _device_plan(cfg, s, peak)
-        dev = plan.device
-        if dev.limit_mb is not None and dev.largest_task_bytes > dev.limit_mb * MIB:
-            need = math.ceil(dev.largest_task_bytes / MIB)
-            return _cannot(plan, f"--opencl-memory-limit-mb {dev.limit_mb} is below the "
-                           f"largest task that may run on the OpenCL device: "
+        dev, k = plan.device, TASKS_ON_DEVICE
+        if dev.limit_mb is not None and k * dev.largest_task_bytes > dev.limit_mb * MIB:
+            need = math.ceil(k * dev.largest_task_bytes / MIB)
+            return _cannot(plan, f"--opencl-memory-limit-mb {dev.limit_mb} is below {k} × "
+                           f"the largest task that may run on the OpenCL device: "
                            f"{dev.largest_task_bytes / MIB:.1f} MiB of tiles at once "
-                           f"({dev.largest_task}); raise --opencl-memory-limit-mb to at "
-                           f"least {need}, or use smaller tiles (--vocab-tile, "
-                           "--inner-tile, --batch-tile, --seq-tile)")
+                           f"({dev.largest_task}), and the OpenCL worker holds {k} tasks' "
+                           f"tiles at once; raise --opencl-memory-limit-mb to at least "
+                           f"{need}, or use smaller tiles (--vocab-tile, --inner-tile, "
+                           "--batch-tile, --seq-tile)")
     if cap_mb is None or peak <= cap_mb * MIB:
         return plan
     need = s["ncpu"] * task_bytes

@@ -72,6 +72,17 @@ def opencl_devices(accelerators_only: bool = False) -> int:
 WHERE = {"any": 0, "cpu": lib.STARPU_CPU, "opencl": lib.STARPU_OPENCL, "opencl_or_cpu": -1}
 
 
+def opencl_tasks_in_flight() -> int:
+    """How many tasks' tiles an OpenCL worker may hold on its device at once: StarPU submits
+    ``STARPU_OPENCL_PIPELINE`` tasks ahead (default 2) and fetches their tiles while one
+    runs. A task needing the whole cap then livelocks (checked on PoCL: 16 MiB of tiles under
+    a 16 MiB cap hung, under 32 MiB it ran), so each task must fit in cap / this."""
+    try:
+        return max(1, int(os.environ.get("STARPU_OPENCL_PIPELINE", "2")))
+    except ValueError:
+        return 2
+
+
 def check_scheduler(name: str) -> None:
     """UsageError (a ValueError) naming --scheduler when this StarPU build has no such
     policy (the commands check it with their other options, before any work: exit 2)."""
@@ -240,7 +251,8 @@ class Runtime:
             self.memory_limit_mb << 20 if self.memory_limit_mb and self.mpi is None else 0)
         # and a task that may run on an OpenCL device, whose tiles together exceed the
         # device's limit (StarPU would evict and retry forever)
-        lib.nl_set_device_task_limit(self.device_memory_bytes() if self.nopencl else 0)
+        lib.nl_set_device_task_limit(self.device_memory_bytes() // opencl_tasks_in_flight()
+                                     if self.nopencl else 0)
         # tiles + the working sets in flight must leave room to move tiles between RAM
         # and the disk node (kernels/runtime/guard.c); the watchdog catches what slips
         # through

@@ -99,7 +99,8 @@ def test_plan_cli(tmp_path, capsys):
 
 def test_device_part_of_the_plan(monkeypatch):
     """With OpenCL devices capped: each holds at most its cap, the rest of the peak spills
-    to RAM, and the largest task that may run on a device must fit under the cap."""
+    to RAM, and twice the largest task that may run on a device (StarPU's OpenCL worker
+    holds two tasks' tiles) must fit under the cap."""
     base = spec(n_layer=2, n_embd=256, vocab_size=8192, seq_len=64, batch=4, vocab_tile=2048)
     ram = memory.estimate(base)
     assert ram.device is None
@@ -117,9 +118,10 @@ def test_device_part_of_the_plan(monkeypatch):
     # a cap below the largest task: cannot run, the reason names cap, task and fixes
     bad = memory.estimate(base.replace(vocab_tile=8192), nopencl=1, opencl_memory_limit_mb=16)
     assert bad.verdict == "cannot_run"
-    assert ("--opencl-memory-limit-mb 16 is below the largest task that may run on the "
-            "OpenCL device: 32.0 MiB of tiles at once (optimizer update); raise "
-            "--opencl-memory-limit-mb to at least 32, or use smaller tiles") in bad.reason
+    assert ("--opencl-memory-limit-mb 16 is below 2 × the largest task that may run on the "
+            "OpenCL device: 32.0 MiB of tiles at once (optimizer update), and the OpenCL "
+            "worker holds 2 tasks' tiles at once; raise --opencl-memory-limit-mb to at least "
+            "64, or use smaller tiles") in bad.reason
     with pytest.raises(memory.MemoryPlanError, match="opencl-memory-limit-mb 16 is below"):
         memory.check(base.replace(vocab_tile=8192, nopencl=1, opencl_memory_limit_mb=16))
     # only tasks whose op has an OpenCL implementation count: the rest run on the CPU

@@ -58,7 +58,9 @@ static void discard(struct starpu_task *task)
  * hang, checked with StarPU 1.3.10 on PoCL). So a task that may run on the device
  * (its codelet has an OpenCL function, and it is not confined to the CPU) and is
  * bigger than the limit is refused at submission: -EFBIG, with its bytes, its
- * largest tile and its op kept for the error message. 0: no OpenCL worker. */
+ * largest tile and its op kept for the error message. 0: no OpenCL worker. The
+ * limit is the device's cap over the tasks an OpenCL worker holds at once
+ * (Runtime sets it: runtime.opencl_tasks_in_flight). */
 static int64_t device_task_limit;
 static int64_t device_refused_bytes, device_refused_tile;
 static int device_refused_op = -1;

@@ -181,6 +181,31 @@ def reference_figure(ref: pd.DataFrame):
     return fig
 
 
+def device_table(df: pd.DataFrame, n_layer: int) -> pd.DataFrame:
+    """The device series: MiB per step RAM → device and device → RAM by model size."""
+    sub = df[(df.n_layer == n_layer) & (df.system == "nntile_lab_device")
+             & (df.status == "ok")].sort_values("params")
+    t = pd.DataFrame({"RAM → device": sub["ram_to_device_mb"].to_numpy(),
+                      "device → RAM": sub["device_to_ram_mb"].to_numpy()},
+                     index=[size_label(p) for p in sub.params])
+    t.index.name = "model size"
+    return t
+
+
+def device_figure(df: pd.DataFrame, n_layer: int, cap_mb: float, panel: str = ""):
+    """What the device-capped series moved: MiB per step each way over the bus."""
+    fig = Figure(figsize=(7, 3.4))
+    ax = fig.subplots()
+    table = device_table(df, n_layer)
+    grouped_bars(ax, table, "MiB moved per training step",
+                 colors={"RAM → device": "#9467bd", "device → RAM": "#c5b0d5"})
+    ax.set_xlabel("model size (parameters, 12·L·E² + V·E)")
+    ax.set_title(f"{panel}{n_layer} layers on an OpenCL device capped at {cap_mb:.0f} MiB, "
+                 "RAM as its overflow: transfers per bus", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
 def save(fig, out_dir: Path, name: str, table: pd.DataFrame | None = None) -> list[Path]:
     """``name.png``, ``name.pdf`` (and ``name.csv`` from ``table``), each written atomically."""
     out_dir = Path(out_dir)

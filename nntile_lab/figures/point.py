@@ -104,19 +104,32 @@ def _tiny(spec):
                         head_tile=1, inner_tile=256, vocab_tile=256)
 
 
-def _nntile(spec, cap: MemoryCap) -> tuple[list, dict]:
-    """The trainer's step on ``spec`` (``experiment``: model, optimizer, schedule, clipping);
-    with OpenCL workers each op runs on the device where it has an OpenCL implementation."""
+def _nntile(spec, cap: MemoryCap, traffic: dict | None = None) -> tuple[list, dict]:
+    """The trainer's step on ``spec`` (``experiment``: model, optimizer, schedule, clipping).
+    With OpenCL workers each op runs on the device where it has an OpenCL implementation,
+    and ``traffic`` gets the bytes and transfers per bus per measured step."""
     # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab.trace.recorder import tensor_bytes
-    with experiment.runtime(spec) as rt, rt.on("opencl_or_cpu" if spec.nopencl else "any"):
+    device = bool(spec.nopencl)   # StarPU counts bus transfers only while profiling
+    with experiment.runtime(spec, profiling=device) as rt, \
+            rt.on("opencl_or_cpu" if device else "any"):
         def trainer(spec):
             model, opt, schedule = experiment.build(spec)
             step = experiment.step_function(spec, rt, model, opt, schedule,
                                             experiment.RandomTokens(spec.vocab_size))
-            return model, opt, step
+
+            def counted(k):   # the bus counters from the first measured step on
+                if k == spec.warmup_steps:
+                    rt.bus_traffic()
+                step(k)
+            return model, opt, counted
 
         model, opt, times = _capped_steps(trainer, spec, cap)
+        if device and traffic is not None:
+            n = spec.measure_steps
+            traffic["buses"] = [b | {"bytes_per_step": b["bytes"] / n,
+                                     "transfers_per_step": b["transfers"] / n}
+                                for b in rt.bus_traffic()]
         state = [t for slot in opt.state.values() for t in slot.values()]
         static = {"parameters": tensor_bytes(model.params.values()),
                   "gradients": tensor_bytes(model.grads.values()),
@@ -176,7 +189,7 @@ def measure(system: str, n_layer: int, n_embd: int, plan: FigurePlan,
         spec = spec.replace(nopencl=1, opencl_memory_limit_mb=plan.cap_mb)
         result["spec"] = spec.to_dict()
         cap = MemoryCap(1 << 62, result)   # the process's RAM is not capped: only measured
-        times, static = _nntile(spec, cap)
+        times, static = _nntile(spec, cap, result)
     elif system == "nntile_lab":
         with tempfile.TemporaryDirectory(prefix="nntile_lab_ooc_") as d:
             if out_of_core:   # StarPU's tiles get a share of the cap; the rest is for what

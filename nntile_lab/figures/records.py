@@ -142,6 +142,11 @@ def points_frame(records: list[dict]) -> pd.DataFrame:
                r.get("step_time_spread_s"), "tokens_per_s": r.get("tokens_per_s"),
                "peak_mb": r.get("peak_mb"), "cap_mb": plan["cap_mb"],
                "out_of_core": bool(r.get("out_of_core")), "error": r.get("error")}
+        # the device series: bytes per measured step each way between RAM and the device
+        for name, (src, dst) in (("ram_to_device_mb", ("NUMA", "OpenCL")),
+                                 ("device_to_ram_mb", ("OpenCL", "NUMA"))):
+            row[name] = sum(b["bytes_per_step"] for b in r.get("buses") or ()
+                            if b["src"].startswith(src) and b["dst"].startswith(dst)) / 2**20
         mem = r.get("memory") or {}
         ok, ooc = r["status"] == "ok", bool(r.get("out_of_core"))
         for c in CATEGORIES:

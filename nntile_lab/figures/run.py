@@ -47,8 +47,10 @@ def run_point(plan: FigurePlan, system: str, n_layer: int, n_embd: int) -> dict:
     fit in memory — known beforehand, or found by running over the cap in memory."""
     base = {"system": system, "n_layer": n_layer, "n_embd": n_embd, "gflops": 0.0,
             "out_of_core": False, "spec": point_spec(n_layer, n_embd, plan).to_dict()}
-    # the device series caps the device, not RAM: its overflow is RAM, never a 0
-    reason = None if system == "nntile_lab_device" else does_not_fit(plan, n_layer, n_embd)
+    # the device series caps the device, not RAM: its overflow is RAM; a 0 only where a
+    # task cannot fit on the device (the planner's verdict)
+    reason = (_device_does_not_fit(plan, n_layer, n_embd) if system == "nntile_lab_device"
+              else does_not_fit(plan, n_layer, n_embd))
     ooc_allowed = system == "nntile_lab" and plan.ooc
     if reason and not ooc_allowed:
         return base | {"status": "does_not_fit", "error": reason}
@@ -56,6 +58,16 @@ def run_point(plan: FigurePlan, system: str, n_layer: int, n_embd: int) -> dict:
     if ooc_allowed and not reason and res["status"] == "out_of_memory":
         res = _run_process(plan, system, n_layer, n_embd, base, out_of_core=True)
     return res
+
+
+def _device_does_not_fit(plan: FigurePlan, n_layer: int, n_embd: int) -> str | None:
+    """Why the family member cannot run on a device capped at ``plan.cap_mb`` (its largest
+    task's tiles do not fit there), or None."""
+    # the planner sizes tasks from the model's shapes; measuring needs it, redrawing not
+    from nntile_lab import memory
+    spec = point_spec(n_layer, n_embd, plan, nopencl=1, opencl_memory_limit_mb=plan.cap_mb)
+    verdict = memory.estimate(spec)
+    return verdict.reason if verdict.verdict == "cannot_run" else None
 
 
 def _run_process(plan, system, n_layer, n_embd, base, *, out_of_core: bool) -> dict:
@@ -157,6 +169,10 @@ def redraw(records_dir: str | os.PathLike, out_dir: str | os.PathLike | None = N
         draw.save(draw.throughput_figure(df, n_layer, cap, f"({next(panels)}) "), out_dir,
                   f"throughput_L{n_layer}", _with_failures(draw.throughput_table(df, n_layer),
                                                            df, n_layer))
+    for n_layer in layers:   # the paper's setting, where measured (--device)
+        if len(draw.device_table(df, n_layer)):
+            draw.save(draw.device_figure(df, n_layer, cap, f"({next(panels)}) "), out_dir,
+                      f"device_transfers_L{n_layer}", draw.device_table(df, n_layer))
     mem_layers = 4 if 4 in layers else layers[0]
     draw.save(draw.memory_figure(df, mem_layers, cap, f"({next(panels)}) "), out_dir,
               f"memory_L{mem_layers}", draw.memory_table(df, mem_layers))

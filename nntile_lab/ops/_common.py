@@ -6,7 +6,7 @@ import errno
 import numpy as np
 
 from nntile_lab._lib import ffi, lib
-from nntile_lab.runtime import MIB, OutOfMemory, Runtime
+from nntile_lab.runtime import MIB, OutOfMemory, Runtime, opencl_tasks_in_flight
 from nntile_lab.tensor import TiledTensor, empty
 
 
@@ -71,11 +71,13 @@ def _task_too_big_for_device() -> OutOfMemory:
     cap = (f"opencl_memory_limit_mb={limit}" if limit is not None
            else f"the OpenCL device's {rt.device_memory_bytes() / MIB:.0f} MiB"
            if rt is not None and rt.alive else "the OpenCL device's memory")
+    k = opencl_tasks_in_flight()
     return OutOfMemory(
         f"a {name} task needs {nbytes / MIB:.1f} MiB of tiles on the OpenCL device at once "
-        f"(its largest tile {tile[0] / MIB:.1f} MiB), more than {cap}: StarPU could never "
-        f"run it there (it would evict and retry forever). Raise opencl_memory_limit_mb "
-        f"(--opencl-memory-limit-mb) to at least {-(-nbytes // MIB)}, use smaller tiles "
+        f"(its largest tile {tile[0] / MIB:.1f} MiB), more than 1/{k} of {cap} (the OpenCL "
+        f"worker holds the tiles of {k} tasks at once: STARPU_OPENCL_PIPELINE): StarPU "
+        f"would evict and retry forever. Raise opencl_memory_limit_mb "
+        f"(--opencl-memory-limit-mb) to at least {-(-k * nbytes // MIB)}, use smaller tiles "
         f"for this op, or run it on the CPU workers (with rt.on('cpu'))")
 
 

@@ -208,3 +208,51 @@ def test_nntile_over_the_cap_in_memory_retries_out_of_core(monkeypatch):
     calls.clear()
     assert run_point(replace(plan, ooc=False), "nntile_lab", 4, 64)["status"] == "out_of_memory"
     assert calls == [("nntile_lab", False)]
+
+
+def test_the_device_series_is_measured_only_when_asked():
+    assert "nntile_lab_device" not in {s for s, _, _ in point_list(PLAN)}
+    device = {(L, e) for s, L, e in point_list(replace(PLAN, device=True))
+              if s == "nntile_lab_device"}
+    assert device == {(L, e) for L in PLAN.layers for e in PLAN.embds}
+
+
+def test_one_tiny_real_point_on_a_capped_device():
+    """4 layers, E=128, vocab 4096: 1.3M parameters, 21 MiB of fp32 Adam state alone on a
+    device capped at 16 MiB ("the GPU"): it trains with RAM as the overflow, never a 0;
+    vocabulary tiles twice as wide would not fit there, and that point is a 0 unrun."""
+    plan = replace(PLAN, cap_mb=16, device=True, vocab_size=4096, point_timeout_s=300)
+    res = run_point(plan, "nntile_lab_device", 4, 128)
+    assert res["status"] == "ok", res.get("error")
+    assert res["spec"]["nopencl"] == 1 and res["spec"]["opencl_memory_limit_mb"] == 16
+    assert res["gflops"] > 0 and res["peak_mb"] * 2**20 >= 16 * 1_300_000
+    moved = {(b["src"], b["dst"]): b["bytes_per_step"] for b in res["buses"]}
+    assert moved[("NUMA 0", "OpenCL 0")] > 16 * 2**20 and moved[("OpenCL 0", "NUMA 0")] > 0
+    wide = run_point(replace(plan, vocab_size=8192), "nntile_lab_device", 4, 128)
+    assert wide["status"] == "does_not_fit" and wide["gflops"] == 0.0
+    assert "--opencl-memory-limit-mb 16 is below 2 × the largest task" in wide["error"]
+
+
+def test_redraw_draws_the_device_series_and_its_transfers(tmp_path):
+    plan = replace(PLAN, device=True)
+    for system, n_layer, e in point_list(plan):
+        extra = ({"buses": [{"src": "NUMA 0", "dst": "OpenCL 0", "bytes": 0, "transfers": 9,
+                             "bytes_per_step": e * 2**20, "transfers_per_step": 9},
+                            {"src": "OpenCL 0", "dst": "NUMA 0", "bytes": 0, "transfers": 3,
+                             "bytes_per_step": e * 2**19, "transfers_per_step": 3}]}
+                 if system == "nntile_lab_device" else {})
+        write_point_record(tmp_path, plan, {
+            "system": system, "n_layer": n_layer, "n_embd": e, "gflops": 5.0, "status": "ok",
+            "error": None, "step_time_s": 0.5, "step_time_spread_s": 0.01,
+            "tokens_per_s": 64.0, "peak_mb": 7.0, "memory": None, "out_of_core": False}
+            | extra)
+    from nntile_lab.figures import redraw
+    df = redraw(tmp_path)
+    assert set(df.system) >= {"nntile_lab", "nntile_lab_device"}
+    for n_layer in PLAN.layers:
+        rows = _table(tmp_path / f"device_transfers_L{n_layer}.csv")
+        assert [float(r["RAM → device"]) for r in rows] == [64.0, 128.0]
+        assert [float(r["device → RAM"]) for r in rows] == [32.0, 64.0]
+        assert (tmp_path / f"device_transfers_L{n_layer}.png").stat().st_size > 1000
+    tput = _table(tmp_path / "throughput_L4.csv")
+    assert all(float(r["nntile_lab_device"]) == 5.0 for r in tput)
