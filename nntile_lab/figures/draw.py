@@ -200,8 +200,8 @@ def device_figure(df: pd.DataFrame, n_layer: int, cap_mb: float, panel: str = ""
     grouped_bars(ax, table, "MiB moved per training step",
                  colors={"RAM → device": "#9467bd", "device → RAM": "#c5b0d5"})
     ax.set_xlabel("model size (parameters, 12·L·E² + V·E)")
-    ax.set_title(f"{panel}{n_layer} layers on an OpenCL device capped at {cap_mb:.0f} MiB, "
-                 "RAM as its overflow: transfers per bus", fontsize=10)
+    ax.set_title(f"{panel}{n_layer} layers, OpenCL device capped at {cap_mb:.0f} MiB → RAM: "
+                 "bytes per bus", fontsize=10)
     fig.tight_layout()
     return fig
 
