@@ -12,7 +12,7 @@ from nntile_lab import cli, experiment, memory
 from nntile_lab._lib import lib
 from nntile_lab.runtime import OutOfMemory, opencl_devices
 from nntile_lab.spec import ExperimentSpec
-from nntile_lab.trace import Trace, metrics
+from nntile_lab.trace import Trace, metrics, viz
 from tests.conftest import rel_err
 
 MIB = 1 << 20
@@ -56,7 +56,7 @@ def _moved(tr, direction):
     return int(t.loc[t["direction"] == direction, "bytes"].sum())
 
 
-def test_a_model_five_times_the_device_cap_trains_with_ram_as_overflow():
+def test_a_model_five_times_the_device_cap_trains_with_ram_as_overflow(tmp_path):
     _need_device()
     plan = memory.check(ExperimentSpec(**MODEL, nopencl=1, opencl_memory_limit_mb=CAP_MB))
     assert plan.peak_bytes >= 4 * CAP_MB * MIB
@@ -80,6 +80,16 @@ def test_a_model_five_times_the_device_cap_trains_with_ram_as_overflow():
     buses = metrics.transfers_per_bus(tr)
     assert (buses["transfers"] > 0).all() and set(buses["direction"]) == {
         "RAM → device", "device → RAM"}
+    # the trace keeps it: saved and loaded, drawn per node against the cap
+    tr.save(str(tmp_path))
+    back = Trace.load(str(tmp_path))
+    assert back.nodes.to_dict("records") == tr.nodes.to_dict("records")
+    assert metrics.memory_per_node(back).equals(metrics.memory_per_node(tr))
+    fig = viz.nodes(back)
+    titles = [ax.get_title() for ax in fig.axes]
+    assert any(t.startswith("OpenCL 0 (device)") for t in titles)
+    assert any(line.get_label() == f"cap {CAP_MB} MiB" for ax in fig.axes
+               for line in ax.get_lines())
 
 
 def test_the_scheduler_placing_tasks_on_a_capped_device_gives_the_cpu_losses():
