@@ -144,7 +144,8 @@ class MemoryPlan:
 
     def report(self) -> str:
         rows = [f"  {k:<16} {v / MIB:10.1f} MiB" for k, v in self.categories.items()]
-        cap = "no cap" if self.memory_limit_mb is None else f"cap {self.memory_limit_mb} MiB"
+        cap = ("no RAM cap" if self.memory_limit_mb is None
+               else f"RAM cap {self.memory_limit_mb} MiB")
         lines = [f"memory plan ({cap}):", *rows,
                  f"  {'peak (StarPU)':<16} {self.peak_bytes / MIB:10.1f} MiB",
                  f"  {'process RSS':<16} {self.rss_bytes / MIB:10.1f} MiB (estimated)",

@@ -36,6 +36,15 @@ POLL_MS = 50
 MIB = 1 << 20
 
 
+# Why a runtime with OpenCL workers takes no disk node (checked on PoCL, 2026-11-25)
+OPENCL_WITH_DISK = ("a disk node under an OpenCL device's memory (tiles moving device → RAM "
+                    "→ disk) livelocks StarPU 1.3.10 (a 2-layer GPT-2 under a 16 MiB device "
+                    "cap and a 40 MiB RAM cap stopped in its second step); give RAM room for "
+                    "the whole step (memory_limit_mb above the planned peak, or None) so "
+                    "that RAM is the device's overflow, or leave out the OpenCL workers to "
+                    "train out of core")
+
+
 def wait_interruptibly(step, draining: bool = False) -> None:
     """Call ``step(POLL_MS)`` (a C wait with a timeout: 1 done, 0 timed out, < 0
     errno) until it reports done; a KeyboardInterrupt can land between calls. The
@@ -165,6 +174,8 @@ class Runtime:
                              f"{NO_PRIORITIES[scheduler]}; run it with priorities=False "
                              "(--no-priorities)")
         self._opencl_env = _opencl_env(nopencl, opencl_memory_limit_mb)
+        if nopencl and ooc_dir is not None:
+            raise ValueError(f"ooc_dir={ooc_dir!r} with nopencl={nopencl}: {OPENCL_WITH_DISK}")
         if nopencl and scheduler == "heteroprio":
             raise ValueError("scheduler='heteroprio' with nopencl ≥ 1: StarPU 1.3's heteroprio, "
                              "given no bucket layout, puts every task in one bucket that each "

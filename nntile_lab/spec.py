@@ -225,6 +225,14 @@ class ExperimentSpec:
             parse_hints(self.hints)
         except ValueError as exc:   # in the spec's words: the field and its option
             raise ValueError(f"hints={self.hints!r} (--hints): {exc}") from None
+        if self.nopencl and self.ooc_dir is not None:
+            # the runtime's reason (nntile_lab.runtime.OPENCL_WITH_DISK), in the spec's words
+            raise ValueError(f"ooc_dir={self.ooc_dir!r} (--ooc-dir) with nopencl="
+                             f"{self.nopencl} (--nopencl): a disk node under an OpenCL "
+                             "device's memory livelocks StarPU 1.3.10; give RAM room for the "
+                             "whole step (--memory-limit-mb above `nntile-lab plan`'s peak) "
+                             "so that RAM is the device's overflow, or train out of core "
+                             "without --nopencl")
         if self.opencl_memory_limit_mb is not None and not self.nopencl:
             raise ValueError(f"opencl_memory_limit_mb={self.opencl_memory_limit_mb} "
                              "(--opencl-memory-limit-mb) needs OpenCL workers: --nopencl N")

@@ -140,3 +140,15 @@ def test_a_device_cap_below_the_largest_task_is_refused_before_any_task(capsys, 
     err = capsys.readouterr().err
     assert rc == 1 and "--opencl-memory-limit-mb 16 is below" in err, err
     assert not (tmp_path / "run").exists()
+
+
+def test_a_disk_node_under_a_device_is_refused_not_a_livelock(tmp_path):
+    # device → RAM → disk hung StarPU 1.3.10 in the second step (BENCHMARKS.md)
+    _need_device()
+    with pytest.raises(ValueError, match=r"ooc_dir=.* with nopencl=1: a disk node under an "
+                                         r"OpenCL device's memory .*livelocks"):
+        nl.Runtime(ncpu=1, nopencl=1, opencl_memory_limit_mb=16, memory_limit_mb=40,
+                   ooc_dir=str(tmp_path))
+    with pytest.raises(ValueError, match=r"\(--ooc-dir\) with nopencl=1 \(--nopencl\)"):
+        ExperimentSpec(**MODEL, nopencl=1, memory_limit_mb=40, ooc_dir=str(tmp_path))
+    assert nl.Runtime.active is None
