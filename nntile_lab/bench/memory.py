@@ -356,6 +356,9 @@ def report_device(res: dict) -> str:
 def _short_device(res: dict) -> str:
     if "error" in res:
         return f"error: {res['error']}"
+    if "device_peak_bytes" not in res:   # the CPU workers alone: nothing moves
+        return (f"step {res['step_time_s']:.2f} s, StarPU RAM peak "
+                f"{res['starpu_peak_bytes'] / MIB:.0f} MiB")
     return (f"step {res['step_time_s']:.2f} s, RAM → device "
             f"{res.get('ram_to_device_per_step', 0) / MIB:.0f} MiB, device → RAM "
             f"{res.get('device_to_ram_per_step', 0) / MIB:.0f} MiB per step, device peak "
