@@ -23,6 +23,7 @@ int nl_opencl_built(void);
 int nl_opencl_devices(int accelerators_only);
 int nl_opencl_memory_node(void);
 void nl_set_where(int kind);
+void nl_set_where_fallback(int kind);
 int nl_unplaceable_op(void);
 int nl_sched_policies(const char **names, int max);
 int nl_take_error(char *buf, int len);

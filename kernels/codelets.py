@@ -167,8 +167,8 @@ CODELETS = [
             "2.0*batch*m*n*k",
             overwrite="beta == 0", opencl="host"),
     # bf16.c: float32 <-> bfloat16, round to nearest even (NaN stays NaN)
-    Codelet("f32_to_bf16", "R x, W:bf16 y", "i64 n", "0"),
-    Codelet("bf16_to_f32", "R:bf16 x, W y", "i64 n", "0"),
+    Codelet("f32_to_bf16", "R x, W:bf16 y", "i64 n", "0", opencl="kernel"),
+    Codelet("bf16_to_f32", "R:bf16 x, W y", "i64 n", "0", opencl="kernel"),
     # gemm_bf16.c: gemm's product with bf16 a and b, fp32 accumulation and c (oneDNN)
     Codelet("gemm_bf16", "R:bf16 a, R:bf16 b, RW c",
             "i64 batch, i64 m, i64 n, i64 k, i32 trans_a, i32 trans_b, f32 alpha, f32 beta",
@@ -176,16 +176,18 @@ CODELETS = [
             overwrite="beta == 0"),
     # embedding.c
     Codelet("embedding", "R:i64 ids, R table, RWC out",
-            "i64 n, i64 e, i64 voff, i64 vrows, i64 vocab, i32 check", "0"),
+            "i64 n, i64 e, i64 voff, i64 vrows, i64 vocab, i32 check", "0", opencl="host"),
     Codelet("embedding_backward", "R:i64 ids, R dout, RW dtable",
-            "i64 n, i64 e, i64 voff, i64 vrows, i64 vocab, i32 check", "0"),
+            "i64 n, i64 e, i64 voff, i64 vrows, i64 vocab, i32 check", "0", opencl="host"),
     # loss.c
     Codelet("cross_entropy_stats", "R x, R:i64 labels, W stats",
-            "i64 n, i64 vt, i64 voff, i64 vocab", "4.0*n*vt"),
-    Codelet("cross_entropy_merge", "RW stats, R part", "i64 n", "8*n"),
-    Codelet("cross_entropy_loss", "R stats, RW loss", "i64 n, f32 scale, i32 first", "3*n"),
+            "i64 n, i64 vt, i64 voff, i64 vocab", "4.0*n*vt", opencl="host"),
+    Codelet("cross_entropy_merge", "RW stats, R part", "i64 n", "8*n", opencl="kernel"),
+    Codelet("cross_entropy_loss", "R stats, RW loss", "i64 n, f32 scale, i32 first", "3*n",
+            opencl="kernel", opencl_items="1"),
     Codelet("cross_entropy_backward", "R x, R:i64 labels, R stats, W dx",
-            "i64 n, i64 vt, i64 voff, f32 scale", "3.0*n*vt"),
+            "i64 n, i64 vt, i64 voff, f32 scale", "3.0*n*vt",
+            opencl="kernel", opencl_items="n*vt"),
     # optim.c
     Codelet("adamw", "RW p, R g, RW m, RW v",
             "i64 n, f32 beta1, f32 beta2, f32 one_m_beta1, f32 one_m_beta2, f32 step_size, "
@@ -197,8 +199,9 @@ CODELETS = [
             "i32 first, f32 grad_scale", "10*n", opencl="kernel"),
     # layout.c
     Codelet("mask_causal", "RW x", "i64 batch, i64 m, i64 n, i64 row0, i64 col0, f32 value",
-            "0"),
+            "0", opencl="kernel", opencl_items="batch*m*n"),
     Codelet("permute", "R x, W y",
             "i64 n0, i64 n1, i64 n2, i64 n3, i64 n4, i64 n5, "
-            "i64 s0, i64 s1, i64 s2, i64 s3, i64 s4, i64 s5", "0"),
+            "i64 s0, i64 s1, i64 s2, i64 s3, i64 s4, i64 s5", "0",
+            opencl="kernel", opencl_items="n0*n1*n2*n3*n4*n5"),
 ]

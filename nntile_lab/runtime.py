@@ -76,9 +76,7 @@ def opencl_devices(accelerators_only: bool = False) -> int:
     return lib.nl_opencl_devices(int(accelerators_only))
 
 
-# "opencl_or_cpu": each task on the OpenCL workers when its op has an OpenCL
-# implementation, else on the CPU (kernels/runtime/submit.c, NL_WHERE_OPENCL_OR_CPU)
-WHERE = {"any": 0, "cpu": lib.STARPU_CPU, "opencl": lib.STARPU_OPENCL, "opencl_or_cpu": -1}
+WHERE = {"any": 0, "cpu": lib.STARPU_CPU, "opencl": lib.STARPU_OPENCL}
 
 
 def opencl_tasks_in_flight() -> int:
@@ -241,7 +239,7 @@ class Runtime:
             Runtime._generations += 1
             self.generation = Runtime._generations
         self.mpi = None   # StarPU-MPI under mpirun (nntile_lab.parallel.mpi)
-        self._where = "any"
+        self._where, self._fallback = "any", None
         got = lib.starpu_opencl_worker_get_count()
         if got != self.nopencl:   # StarPU only warns when it finds fewer devices
             self.stop()
@@ -394,32 +392,51 @@ class Runtime:
     _scope = (0, -1, 0)
 
     @contextlib.contextmanager
-    def on(self, kind: str):
+    def on(self, kind: str, fallback: str | None = None):
         """Run the tasks submitted inside on one kind of worker only: "cpu", "opencl"
         (needs ``nopencl`` ≥ 1) or "any" (the scheduler's choice, the default). An op with
-        no implementation for that kind raises ``NoImplementation`` before its task.
-        "opencl_or_cpu": each op on the OpenCL workers where it has an OpenCL
-        implementation, the others on the CPU (the accelerator runs all it can)."""
+        no implementation for that kind raises ``NoImplementation`` before its task, unless
+        ``fallback`` names where such ops run instead ("cpu", "opencl" or "any"):
+        ``on("opencl", fallback="cpu")`` puts every op the device can run on the device and
+        the rest on the CPU workers."""
         self.check_alive()
         if kind not in WHERE:
             raise ValueError(f"on({kind!r}): the kind is one of {', '.join(WHERE)}")
-        if kind in ("opencl", "opencl_or_cpu") and not self.nopencl:
-            raise ValueError(f"on({kind!r}) needs OpenCL workers: start the runtime with "
+        if fallback is not None and fallback not in WHERE:
+            raise ValueError(f"on({kind!r}, fallback={fallback!r}): the fallback is None or "
+                             f"one of {', '.join(WHERE)}")
+        if fallback is not None and (kind == "any" or fallback == kind):
+            raise ValueError(f"on({kind!r}, fallback={fallback!r}): a fallback is for ops "
+                             f"that cannot run on the kind asked for; give a kind other "
+                             f"than 'any' and a different fallback")
+        if "opencl" in (kind, fallback) and not self.nopencl:
+            raise ValueError("on('opencl') needs OpenCL workers: start the runtime with "
                              "Runtime(nopencl=1)")
-        prev = self._where
-        lib.nl_set_where(WHERE[kind])
-        self._where = kind
+        prev = (self._where, self._fallback)
+        self._set_where(kind, fallback)
         try:
             yield self
         finally:
-            lib.nl_set_where(WHERE[prev])
-            self._where = prev
+            self._set_where(*prev)
+
+    _fallback: str | None = None
+
+    def _set_where(self, kind: str, fallback: str | None) -> None:
+        lib.nl_set_where(WHERE[kind])
+        if fallback is not None:
+            lib.nl_set_where_fallback(WHERE[fallback])
+        self._where, self._fallback = kind, fallback
 
     @property
     def where(self) -> str:
-        """The kind of worker tasks are confined to now (``on``): "any", "cpu", "opencl" or
-        "opencl_or_cpu"."""
+        """The kind of worker tasks are confined to now (``on``): "any", "cpu" or "opencl"."""
         return self._where
+
+    @property
+    def fallback(self) -> str | None:
+        """Where ops that cannot run on ``where`` go now (``on(kind, fallback)``); None:
+        such an op raises ``NoImplementation``."""
+        return self._fallback
 
     def opencl_memory_node(self) -> int:
         """The memory node of the first OpenCL worker (its device's memory)."""

@@ -8,23 +8,12 @@
 #include "prototypes.h"
 #include <string.h>
 #include "core.h"
-
-static int check_ids(const char *op, int64_t n, int64_t vocab, const int64_t *ids)
-{
-    for (int64_t i = 0; i < n; i++)
-        if (ids[i] < 0 || ids[i] >= vocab) {
-            nl_error("%s: token id %lld is outside the vocabulary of %lld tokens "
-                     "(valid ids are 0..%lld)", op, (long long)ids[i], (long long)vocab,
-                     (long long)vocab - 1);
-            return 0;
-        }
-    return 1;
-}
+#include "ids.h"
 
 void nl_embedding(int64_t n, int64_t e, int64_t voff, int64_t vrows, int64_t vocab,
                   int32_t check, const int64_t *ids, const float *table, float *out)
 {
-    if (check && !check_ids("embedding", n, vocab, ids)) return;
+    if (check && !nl_ids_in_range("embedding", "token id", n, vocab, ids)) return;
     for (int64_t i = 0; i < n; i++) {
         int64_t r = ids[i] - voff;
         if (r >= 0 && r < vrows)
@@ -36,7 +25,7 @@ void nl_embedding_backward(int64_t n, int64_t e, int64_t voff, int64_t vrows, in
                            int32_t check, const int64_t *ids, const float *dout,
                            float *dtable)
 {
-    if (check && !check_ids("embedding_backward", n, vocab, ids)) return;
+    if (check && !nl_ids_in_range("embedding_backward", "token id", n, vocab, ids)) return;
     for (int64_t i = 0; i < n; i++) {
         int64_t r = ids[i] - voff;
         if (r < 0 || r >= vrows) continue;

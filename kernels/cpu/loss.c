@@ -12,6 +12,7 @@
 #include <math.h>
 #include "core.h"
 #include "fastexp.h"
+#include "ids.h"
 
 /* Reductions over a row in LANES independent partial results, which the compiler
  * turns into SIMD (a single running value would be a serial chain): */
@@ -50,14 +51,7 @@ static double row_sumexp(int64_t vt, const float *row, float m)
 void nl_cross_entropy_stats(int64_t n, int64_t vt, int64_t voff, int64_t vocab,
                             const float *x, const int64_t *labels, float *stats)
 {
-    if (voff == 0)
-        for (int64_t i = 0; i < n; i++)
-            if (labels[i] < 0 || labels[i] >= vocab) {
-                nl_error("cross_entropy: label %lld is outside the vocabulary of %lld "
-                         "tokens (valid labels are 0..%lld)", (long long)labels[i],
-                         (long long)vocab, (long long)vocab - 1);
-                return;
-            }
+    if (voff == 0 && !nl_ids_in_range("cross_entropy", "label", n, vocab, labels)) return;
     for (int64_t i = 0; i < n; i++) {
         const float *row = x + i * vt;
         float *st = stats + 4 * i;

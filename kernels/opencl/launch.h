@@ -29,3 +29,13 @@ void nl_ocl_zero_tile(void *buffers[], void *cl_arg);
 /* GEMM through CLBlast (gemm.c) */
 void nl_ocl_gemm(int64_t batch, int64_t m, int64_t n, int64_t k, int32_t trans_a,
                  int32_t trans_b, float alpha, float beta, cl_mem a, cl_mem b, cl_mem c);
+
+/* Embedding and cross-entropy's stats: the ids' range check on the host, then the
+ * kernel (model_ops.c) */
+void nl_ocl_embedding(int64_t n, int64_t e, int64_t voff, int64_t vrows, int64_t vocab,
+                      int32_t check, cl_mem ids, cl_mem table, cl_mem out);
+void nl_ocl_embedding_backward(int64_t n, int64_t e, int64_t voff, int64_t vrows,
+                               int64_t vocab, int32_t check, cl_mem ids, cl_mem dout,
+                               cl_mem dtable);
+void nl_ocl_cross_entropy_stats(int64_t n, int64_t vt, int64_t voff, int64_t vocab,
+                                cl_mem x, cl_mem labels, cl_mem stats);

@@ -93,39 +93,43 @@ static int too_big_for_device(struct starpu_task *task, int op_id, int where_now
 
 /* ---- where tasks run ---------------------------------------------------------
  * 0: wherever the scheduler puts them; STARPU_CPU or STARPU_OPENCL: only there
- * (Runtime.on). A task whose codelet has no function for that kind is refused at
- * submission (-ENODEV, its op kept for the message): StarPU would abort on it.
- * NL_WHERE_OPENCL_OR_CPU: on the OpenCL workers when the codelet has an OpenCL
- * function, else on the CPU (the paper's setting: the accelerator runs all it can). */
-#define NL_WHERE_OPENCL_OR_CPU (-1)
+ * (Runtime.on). A task whose codelet has no function for that kind goes to the
+ * fallback kind (0: any worker) if one is set, else is refused at submission (-ENODEV,
+ * its op kept for the message): StarPU would abort on it. Setting where clears the
+ * fallback (-1: none). */
 static int where;
+static int fallback = -1;
 static int unplaceable_op = -1;
 
-void nl_set_where(int kind) { where = kind; }
+void nl_set_where(int kind)
+{
+    where = kind;
+    fallback = -1;
+}
+
+void nl_set_where_fallback(int kind) { fallback = kind; }
 
 int nl_unplaceable_op(void) { return unplaceable_op; }
 
-/* The kind of worker this task is confined to now (0: any). */
-static int placement(struct starpu_task *task)
+static int runs_on(const struct starpu_codelet *cl, int kind)
 {
-    if (where != NL_WHERE_OPENCL_OR_CPU) return where;
-    return task->cl && task->cl->opencl_funcs[0] ? STARPU_OPENCL : STARPU_CPU;
+    return kind == STARPU_OPENCL ? cl->opencl_funcs[0] != NULL
+         : kind == STARPU_CPU    ? cl->cpu_funcs[0] != NULL : 1;
 }
 
-static int cannot_run_there(struct starpu_task *task, int op_id, int where)
+/* the kind of worker the task is confined to (0: none), or -1 when it cannot run there */
+static int placement(struct starpu_task *task, int op_id)
 {
-    if (!where || !task->cl) return 0;
-    int has = where == STARPU_OPENCL ? task->cl->opencl_funcs[0] != NULL
-                                     : task->cl->cpu_funcs[0] != NULL;
-    if (has) return 0;
+    if (!where || !task->cl || runs_on(task->cl, where)) return where;
+    if (fallback >= 0 && runs_on(task->cl, fallback)) return fallback;
     unplaceable_op = op_id;
-    return 1;
+    return -1;
 }
 
 int nl_submit_task(struct starpu_task *task, int op_id)
 {
-    int kind = placement(task);
-    if (cannot_run_there(task, op_id, kind)) {
+    int kind = placement(task, op_id);
+    if (kind < 0) {
         discard(task);
         return -ENODEV;
     }

@@ -46,10 +46,11 @@ def family(n_embd: int, **kw) -> ExperimentSpec:
                              | kw))
 
 
-def measure_point(spec: ExperimentSpec, place: str = "any") -> dict:
+def measure_point(spec: ExperimentSpec, device_first: bool = False) -> dict:
     """Train ``spec`` for warmup + measure steps in this process: step time (median),
     StarPU's peak RAM, the process's peak RSS, the disk traffic per measured step. With
-    OpenCL workers (``spec.nopencl``) the tasks go where ``place`` says (``Runtime.on``),
+    OpenCL workers (``spec.nopencl``) and ``device_first`` each op runs on the device where it
+    has an OpenCL implementation, on the CPU otherwise (``Runtime.on("opencl", fallback="cpu")``),
     and the point adds the device's peak and the bytes and transfers per bus per step."""
     # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab._lib import lib
@@ -65,7 +66,8 @@ def measure_point(spec: ExperimentSpec, place: str = "any") -> dict:
                              int(samples["used"][samples["node"] == node].max(initial=0)))
 
     # StarPU counts bus transfers only while profiling
-    with experiment.runtime(spec, profiling=bool(spec.nopencl)) as rt, rt.on(place):
+    with experiment.runtime(spec, profiling=bool(spec.nopencl)) as rt, \
+            (rt.on("opencl", fallback="cpu") if device_first else rt.on("any")):
         device = rt.opencl_memory_node() if spec.nopencl else -2
         model, opt, schedule = experiment.build(spec)
         step = experiment.step_function(spec, rt, model, opt, schedule, batches)
@@ -135,7 +137,7 @@ def measure(spec: ExperimentSpec, system: str = "nntile", timeout: float = 1800)
     """``measure_point`` (or ``torch_point``) of ``spec`` in a fresh process, with the
     process's wall time (``wall_s``); a failed or killed run gives ``{"error": ...}``.
     ``system`` "nntile-device": each op on the OpenCL device where it has an OpenCL
-    implementation (``Runtime.on("opencl_or_cpu")``)."""
+    implementation (``Runtime.on("opencl", fallback="cpu")``)."""
     cmd = [sys.executable, "-m", "nntile_lab.cli", "_bench-memory-point", system,
            json.dumps(spec.to_dict())]
     t0 = time.perf_counter()

@@ -23,7 +23,6 @@ def _memory_point(args) -> int:
     die_with_parent()   # a killed bench memory leaves no orphan point
     spec = ExperimentSpec.from_dict(json.loads(args.spec))
     res = (memory.torch_point(spec) if args.system == "torch" else
-           memory.measure_point(spec, "opencl_or_cpu" if args.system == "nntile-device"
-                                else "any"))
+           memory.measure_point(spec, device_first=args.system == "nntile-device"))
     print(json.dumps(res), flush=True)
     return 0

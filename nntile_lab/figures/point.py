@@ -112,7 +112,7 @@ def _nntile(spec, cap: MemoryCap, traffic: dict | None = None) -> tuple[list, di
     from nntile_lab.trace.recorder import tensor_bytes
     device = bool(spec.nopencl)   # StarPU counts bus transfers only while profiling
     with experiment.runtime(spec, profiling=device) as rt, \
-            rt.on("opencl_or_cpu" if device else "any"):
+            (rt.on("opencl", fallback="cpu") if device else rt.on("any")):
         def trainer(spec):
             model, opt, schedule = experiment.build(spec)
             step = experiment.step_function(spec, rt, model, opt, schedule,

@@ -32,7 +32,7 @@ def _need_device():
         nl.Runtime.active.stop()
 
 
-def _train(scheduler="dmda", nopencl=1, cap_mb=CAP_MB, place="opencl_or_cpu"):
+def _train(scheduler="dmda", nopencl=1, cap_mb=CAP_MB, place=("opencl", "cpu")):
     """(losses, trace) of two steps of MODEL, placed by ``place`` on a runtime with
     ``nopencl`` devices capped at ``cap_mb``."""
     spec = ExperimentSpec(**MODEL, scheduler=scheduler, nopencl=nopencl,
@@ -40,7 +40,7 @@ def _train(scheduler="dmda", nopencl=1, cap_mb=CAP_MB, place="opencl_or_cpu"):
     with experiment.runtime(spec, profiling=True) as rt:
         model, opt, schedule = experiment.build(spec)
         tokens, rng = experiment.RandomTokens(spec.vocab_size), np.random.default_rng(0)
-        where = rt.on(place) if nopencl else contextlib.nullcontext()
+        where = rt.on(*place) if nopencl else contextlib.nullcontext()
         with Trace(rt) as tr, where:
             losses = []
             for k in range(spec.steps):
@@ -95,7 +95,7 @@ def test_a_model_five_times_the_device_cap_trains_with_ram_as_overflow(tmp_path)
 def test_the_scheduler_placing_tasks_on_a_capped_device_gives_the_cpu_losses():
     _need_device()
     cpu, _ = _train(nopencl=0)
-    mixed, tr = _train(scheduler="dmdas", place="any")
+    mixed, tr = _train(scheduler="dmdas", place=("any",))
     np.testing.assert_allclose(mixed, cpu, rtol=1e-5)
     assert tr.tasks["worker_name"].str.startswith("OpenCL").any()
     assert metrics.memory_per_node(tr).set_index("kind").loc["device", "peak_bytes"] \
@@ -108,11 +108,11 @@ def test_a_task_bigger_than_the_device_cap_is_one_clear_error():
     b = RNG.standard_normal((2048, 1024)).astype(np.float32)
     with nl.Runtime(scheduler="dmda", ncpu=1, nopencl=1, opencl_memory_limit_mb=CAP_MB) as rt:
         ta, tb = nl.from_numpy(a, a.shape), nl.from_numpy(b, b.shape)
-        for place in ("opencl", "any", "opencl_or_cpu"):   # wherever the device may take it
+        for place in (("opencl",), ("any",), ("opencl", "cpu")):   # wherever the device may go
             with pytest.raises(OutOfMemory, match=r"a gemm task needs 20\.0 MiB of tiles on "
                                r"the OpenCL device at once \(its largest tile 8\.0 MiB\), "
                                r"more than 1/2 of opencl_memory_limit_mb=16.*at least 40, "
-                               r"use smaller tiles.*rt\.on\('cpu'\)"), rt.on(place):
+                               r"use smaller tiles.*rt\.on\('cpu'\)"), rt.on(*place):
                 nl.ops.gemm(ta, tb)
         # the runtime goes on: the same product on the CPU, smaller tiles on the device
         with rt.on("cpu"):

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 import nntile_lab as nl
-from nntile_lab._lib import lib
+from nntile_lab._lib import ffi, lib
 from nntile_lab.runtime import opencl_devices
+from nntile_lab.trace.recorder import Trace
 from tests.conftest import rel_err
 
 RNG = np.random.default_rng(181)
@@ -54,3 +55,38 @@ def test_heteroprio_with_opencl_workers_is_refused_not_an_abort():
     with pytest.raises(ValueError, match=r"heteroprio.*nopencl ≥ 1.*only a CPU "
                                          r"implementation.*use dmda"):
         nl.Runtime(scheduler="heteroprio", ncpu=1, nopencl=1, priorities=False)
+
+
+def test_on_opencl_with_a_cpu_fallback_puts_each_op_where_the_table_says():
+    """``on("opencl", fallback="cpu")``: an op with an OpenCL implementation runs on the
+    device, one without on the CPU (none is refused), with the CPU's results."""
+    if not lib.nl_opencl_built() or opencl_devices() < 1:
+        pytest.fail("no OpenCL device: run scripts/setup.sh and check `clinfo -l`",
+                    pytrace=False)
+    if nl.Runtime.active is not None:
+        nl.Runtime.active.stop()
+    x = RNG.standard_normal((32, 48)).astype(np.float32)
+    w = RNG.standard_normal((48, 48)).astype(np.float32) / 10
+    gamma = RNG.standard_normal(48).astype(np.float32)
+    beta = RNG.standard_normal(48).astype(np.float32)
+    rows = [ffi.string(lib.nl_op_name(i)).decode() for i in range(lib.nl_op_count())]
+    with nl.Runtime(scheduler="dmda", ncpu=1, nopencl=1) as rt:
+        with Trace(rt) as trace, rt.on("opencl", fallback="cpu"):
+            assert (rt.where, rt.fallback) == ("opencl", "cpu")
+            with rt.on("cpu"):   # a nested block has its own fallback (none)
+                assert rt.fallback is None
+            assert rt.fallback == "cpu"
+            y = _layer(nl.from_numpy(x, (16, 48)), nl.from_numpy(w, (48, 48)),
+                       nl.from_numpy(gamma, (48,)), nl.from_numpy(beta, (48,)))
+        assert (rt.where, rt.fallback) == ("any", None)
+        assert rel_err(y.to_numpy(), _reference(x, w, gamma, beta)) <= 1e-5
+        tasks = trace.tasks
+        can = tasks["name"].map(lambda r: bool(lib.nl_op_has_opencl(rows.index(r))))
+        assert (tasks["worker_name"].str.contains("OpenCL") == can).all(), tasks
+        assert {"gemm", "gelu"} <= set(tasks["name"][can])
+        for kind, fallback, why in [("opencl", "gpu", r"fallback is None or one of any, cpu"),
+                                    ("opencl", "opencl", "a different fallback"),
+                                    ("any", "cpu", "other than 'any'")]:
+            with pytest.raises(ValueError, match=why), rt.on(kind, fallback=fallback):
+                pass
+            assert (rt.where, rt.fallback) == ("any", None)
