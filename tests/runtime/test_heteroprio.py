@@ -4,6 +4,8 @@ aborts otherwise), a task's priority picks its level, and GPT-2 trains with the 
 run's losses."""
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import nntile_lab as nl
 from nntile_lab import experiment
@@ -63,6 +65,38 @@ def test_confined_tasks_run_where_they_were_confined_under_heteroprio():
     zz = g @ a64
     ref = (zz - zz.mean(-1, keepdims=True)) / np.sqrt(zz.var(-1, keepdims=True) + 1e-5)
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def mixed():
+    _need_opencl()
+    _fresh()
+    with nl.Runtime(scheduler="heteroprio", ncpu=1, nopencl=1) as rt:
+        yield rt
+
+
+@settings(max_examples=8)
+@given(m=st.integers(1, 40), k=st.integers(1, 40), n=st.integers(1, 40), data=st.data(),
+       priority=st.integers(-2, 80), kind=st.sampled_from(["any", "cpu", "opencl"]))
+def test_any_shape_tiling_priority_and_confinement_computes_the_cpu_result(
+        mixed, m, k, n, data, priority, kind):
+    """Every (class, level) bucket a task can land in is served: nothing aborts or hangs,
+    and gelu(x @ w) normalised over rows is NumPy's."""
+    tiles = [data.draw(st.integers(1, d)) for d in (m, k, n)]
+    rng = np.random.default_rng(m * 1681 + k * 41 + n)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
+    with mixed.scope(priority=priority):
+        with mixed.on(kind):
+            z = nl.ops.gelu(nl.ops.gemm(nl.from_numpy(x, tiles[:2]),
+                                        nl.from_numpy(w, tiles[1:])))
+        y = nl.ops.layer_norm(z, nl.from_numpy(np.ones(n, np.float32), (tiles[2],)),
+                              nl.from_numpy(np.zeros(n, np.float32), (tiles[2],)))[0]
+        got = y.to_numpy()
+    h = x.astype(np.float64) @ w
+    g = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h**3)))
+    ref = (g - g.mean(-1, keepdims=True)) / np.sqrt(g.var(-1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(got, ref, rtol=2e-3, atol=2e-3)
 
 
 def test_heteroprio_runs_the_higher_priority_first():
