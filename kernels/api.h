@@ -16,6 +16,15 @@ struct nl_task_record {
 struct nl_worker_stats { double total_us, executing_us, sleeping_us, flops; int64_t tasks; };
 struct nl_bus_stats { int src, dst; int64_t bytes, count; double total_us; };
 struct nl_mem_sample { double t_us; int node; int64_t used; };
+/* One entry of a history-based performance model (kernels/runtime/perfmodels.c): op, the
+ * kind of worker as its `where` bit (STARPU_CPU, STARPU_OPENCL, ...), device, footprint,
+ * data size, mean and standard deviation of the measured times, samples. */
+struct nl_model_entry {
+    int op, arch, devid, ncores, nsample;
+    uint32_t footprint;
+    int64_t size;
+    double mean_us, std_us;
+};
 
 int nl_init(const char *sched, int ncpu, int nopencl, int profiling);
 void nl_fini(void);
@@ -26,6 +35,9 @@ void nl_set_where(int kind);
 void nl_set_where_fallback(int kind);
 int nl_unplaceable_op(void);
 int nl_sched_policies(const char **names, int max);
+int nl_heteroprio_levels(void);
+int nl_heteroprio_bucket_of(int kinds, int priority);
+int64_t nl_perfmodel_entries(struct nl_model_entry *out, int64_t max);
 int nl_take_error(char *buf, int len);
 void nl_set_scope(int priority, int layer, int phase);
 void nl_trace_enable(int on);

@@ -232,8 +232,12 @@ def generate_c():
              "const char *nl_op_name(int i) { return op_names[i]; }\n"
              f"static const int op_opencl[] = {{{has_ocl}}};\n"
              "int nl_op_has_opencl(int i) { return op_opencl[i]; }\n")
+    # each op's performance model, for reading what it learned (kernels/runtime/perfmodels.c)
+    models = ("static struct starpu_perfmodel *op_models[] = {"
+              + ", ".join(f"&nl_model_{r.name}" for r in CODELETS) + "};\n"
+              "struct starpu_perfmodel *nl_op_model(int i) { return op_models[i]; }\n")
     return (head + protos + "\n" + table + _direct_switch()
-            + "".join(_glue(i, r) for i, r in enumerate(CODELETS)))
+            + "".join(_glue(i, r) for i, r in enumerate(CODELETS)) + models)
 
 
 def generate_prototypes():

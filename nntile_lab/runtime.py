@@ -26,9 +26,12 @@ class OutOfMemory(MemoryError):
     node): StarPU would spin forever looking for memory, so this is raised instead."""
 
 
-# Policies that abort on priorities other than 0 (StarPU 1.3 source, checked)
-NO_PRIORITIES = {"heteroprio": "StarPU's heteroprio takes a task's priority as the index of "
-                               "its bucket and, without an init callback, has one bucket (0)"}
+def heteroprio_levels() -> int:
+    """Priority levels heteroprio keeps apart (kernels/runtime/heteroprio.c): StarPU's
+    heteroprio takes a priority as a bucket index, so each class of task (CPU only, CPU
+    or OpenCL, OpenCL only) has this many buckets; higher priorities share the top one."""
+    return lib.nl_heteroprio_levels()
+
 
 # How long one C-level wait may block before Python gets control back to run its
 # signal handlers (Ctrl-C / Jupyter's "interrupt kernel" → KeyboardInterrupt).
@@ -116,8 +119,9 @@ class Runtime:
     optimizer give StarPU; they never change a result, only traffic and peaks.
     ``priorities``: models tag their tasks with priorities from the task graph
     (``nntile_lab.nn.priorities``); prio, lws, dmdas and dmdasd honour them, eager, ws
-    and dm/dmda ignore them, heteroprio cannot take them (a priority is its bucket).
-    None (the default): on, except under heteroprio. Measured on 2 cores with lws, they
+    and dm/dmda ignore them; under heteroprio a task's priority picks its bucket within
+    the class of workers that can run it (``heteroprio_levels``; docs/accelerators.md).
+    None (the default): on. Measured on 2 cores with lws, they
     cut a step by 4.5 % (main job) and 5.6 % (E 1024): the head's dx chain over the
     vocabulary no longer waits behind weight-gradient products.
     ``stall_timeout_s``: with a memory limit, a wait in which no task ends for this
@@ -167,19 +171,9 @@ class Runtime:
             raise ValueError(f"ooc_size_mb={ooc_size_mb!r} must be ≥ 16 (MiB)")
         if ooc_backend not in self.OOC_BACKENDS:
             raise ValueError(f"ooc_backend={ooc_backend!r} is not one of {self.OOC_BACKENDS}")
-        if priorities and scheduler in NO_PRIORITIES:
-            raise ValueError(f"scheduler={scheduler!r} cannot take task priorities: "
-                             f"{NO_PRIORITIES[scheduler]}; run it with priorities=False "
-                             "(--no-priorities)")
         self._opencl_env = _opencl_env(nopencl, opencl_memory_limit_mb)
         if nopencl and ooc_dir is not None:
             raise ValueError(f"ooc_dir={ooc_dir!r} with nopencl={nopencl}: {OPENCL_WITH_DISK}")
-        if nopencl and scheduler == "heteroprio":
-            raise ValueError("scheduler='heteroprio' with nopencl ≥ 1: StarPU 1.3's heteroprio, "
-                             "given no bucket layout, puts every task in one bucket that each "
-                             "kind of worker must be able to run, and aborts on an op that has "
-                             "only a CPU implementation (layer_norm, softmax, ...); use dmda, "
-                             "dmdas, eager or lws with OpenCL workers")
         if buffer_cache_mb is not None and (not isinstance(buffer_cache_mb, int)
                                             or isinstance(buffer_cache_mb, bool)
                                             or buffer_cache_mb < 0):
@@ -198,8 +192,7 @@ class Runtime:
         self.buffer_cache_mb = buffer_cache_mb
         self.ooc_backend = ooc_backend
         self.hints = self._hints = parse_hints(hints, out_of_core=memory_limit_mb is not None)
-        self.priorities = (scheduler not in NO_PRIORITIES if priorities is None
-                           else bool(priorities))
+        self.priorities = True if priorities is None else bool(priorities)
         self.scheduler, self.ncpu = scheduler, ncpu
         self.nopencl, self.opencl_memory_limit_mb = nopencl, opencl_memory_limit_mb
         self.memory_limit_mb, self.ooc_dir, self.ooc_size_mb = memory_limit_mb, ooc_dir, ooc_size_mb

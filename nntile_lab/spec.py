@@ -149,9 +149,8 @@ class ExperimentSpec:
                              "(needs memory_limit_mb)", str)
     ooc_size_mb: int = _f(65536, "runtime", "disk node size (MiB)", int)
     priorities: bool | None = _f(None, "runtime", "task priorities from the task graph "
-                                 "(critical path first; prio, lws, dmdas, dmdasd honour them) "
-                                 "(default: on, except under heteroprio, which cannot take "
-                                 "them)", bool)
+                                 "(critical path first; prio, lws, dmdas, dmdasd and heteroprio "
+                                 "honour them) (default: on)", bool)
     nopencl: int = _f(0, "runtime", "OpenCL workers, one per device (a GPU's, or PoCL's on "
                       "the CPU; docs/accelerators.md)", int)
     opencl_memory_limit_mb: int | None = _f(None, "runtime", "cap on each OpenCL device's "

@@ -1,6 +1,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <string.h>
 #ifdef NL_HAVE_OPENCL
 #include "../opencl/launch.h"
 extern const char nl_ocl_source[];   /* generated from kernels/opencl/*.cl */
@@ -25,8 +26,13 @@ int nl_init(const char *sched, int ncpu, int nopencl, int profiling)
      * down the first runtime, which makes SIGINT hang any later runtime in the
      * process: Python's handler must stay the only one (Jupyter's interrupt). */
     conf.catch_signals = 0;
+    /* heteroprio: buckets that each kind of worker can serve (heteroprio.c) */
+    int heteroprio = strcmp(sched, "heteroprio") == 0;
+    if (heteroprio) conf.sched_policy_init = nl_heteroprio_init;
+    nl_heteroprio_activate(0);
     int ret = starpu_init(&conf);
     if (ret) return ret;
+    nl_heteroprio_activate(heteroprio);
 #ifdef NL_HAVE_OPENCL
     /* the kernels, compiled for every OpenCL device once per runtime */
     if (nopencl > 0 && (ret = nl_ocl_load(nl_ocl_source))) {

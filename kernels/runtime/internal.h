@@ -7,7 +7,9 @@
  * counters), sampler.c (memory sampler), init.c (runtime life cycle), tiles.c (tile
  * registry), wait.c (waits Python can interrupt), disk.c (the out-of-core disk
  * node), hints.c (memory hints), buffer_cache.c (tile buffers kept for reuse),
- * rss.c (honest RSS under a cap), guard.c (the memory guard: no livelock out of core). */
+ * rss.c (honest RSS under a cap), guard.c (the memory guard: no livelock out of core),
+ * heteroprio.c (heteroprio's buckets on unlike workers), perfmodels.c (what the
+ * performance models learned). */
 #pragma once
 #define NL_WITH_STARPU
 #include "core.h"
@@ -38,6 +40,18 @@ extern int64_t nl_registered_bytes, nl_freed_pending_bytes;
 /* The memory guard's admission of a task (guard.c; nl_submit_task calls it): 0, or
  * -ENOMEM when its working set could not move between RAM and the disk node. */
 int nl_guard_admit(struct starpu_task *task, int op_id);
+
+/* The priority a task is submitted with: ``priority`` itself, or under heteroprio the
+ * bucket of its class and priority level (heteroprio.c). */
+int nl_heteroprio_priority(struct starpu_task *task, int priority);
+/* heteroprio's bucket layout (heteroprio.c): starpu_conf.sched_policy_init, and whether
+ * the running runtime uses it. */
+void nl_heteroprio_init(unsigned ctx);
+void nl_heteroprio_activate(int on);
+
+/* The ops of the codelet table and each one's performance model (generated). */
+int nl_op_count(void);
+struct starpu_perfmodel *nl_op_model(int i);
 
 #pragma GCC visibility pop
 

@@ -153,6 +153,8 @@ int nl_submit_task(struct starpu_task *task, int op_id)
         task->callback_func = nl_record_task;
         task->callback_arg = r;
     }
+    /* the record keeps the model's priority; heteroprio takes a bucket (heteroprio.c) */
+    task->priority = nl_heteroprio_priority(task, task->priority);
     int ret = starpu_task_submit(task);
     if (ret) {
         free(r);

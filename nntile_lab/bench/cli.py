@@ -75,8 +75,12 @@ def register_cli(subparsers) -> None:
                          "priorities, in memory and out of core (8-layer main job)")
     add_arguments(sc, SCHEDULER_GROUPS, titles={"model": "model (default: the main job with "
                                                 "8 layers)"}, skip=SCHEDULER_VARIED)
-    sc.add_argument("--schedulers", default=",".join(schedulers.SCHEDULERS),
-                    help="comma list (default %(default)s)")
+    sc.add_argument("--schedulers", default=None,
+                    help=f"comma list (default {','.join(schedulers.SCHEDULERS)}; with "
+                    f"--nopencl: {','.join(schedulers.UNLIKE_SCHEDULERS)})")
+    sc.add_argument("--calibrate-steps", type=int_range(0), default=3,
+                    help="with --nopencl: training steps under STARPU_CALIBRATE=1 before the "
+                    "sweep, so the models know each arch (default 3; 0: none)")
     schedulers.add_run_options(sc, "cell", "the planned peak")
     sc.add_argument("--cache", metavar="DIR", help="point cache (as for nntile-lab sweep)")
     sc.add_argument("--out", metavar="DIR", help="write schedulers.png, .md and .json here")
@@ -192,7 +196,10 @@ def _train(args) -> int:
 
 def _schedulers(args) -> int:
     base = from_args(args, SCHEDULER_GROUPS, base={"n_layer": 8})
-    names = [n.strip() for n in args.schedulers.split(",") if n.strip()]
+    given = args.schedulers
+    if given is None:
+        given = ",".join(schedulers.default_schedulers(base))
+    names = [n.strip() for n in given.split(",") if n.strip()]
     if not names:
         raise UsageError(f"--schedulers {args.schedulers!r}: give a comma list of policies")
     for name in names:
@@ -203,7 +210,8 @@ def _schedulers(args) -> int:
     summary, df = schedulers.run(base, names, args.repeats,
                                  None if args.no_ooc else args.ooc_fraction, args.ooc_dir,
                                  cache_dir=args.cache, isolate=not args.in_process,
-                                 progress=not args.no_progress)
+                                 progress=not args.no_progress,
+                                 calibrate_steps=args.calibrate_steps)
     for m in df.attrs.get("messages", []):
         print(f"nntile-lab bench schedulers: {m}", file=sys.stderr)
     paths = schedulers.write(summary, df, args.out, base) if args.out else {}

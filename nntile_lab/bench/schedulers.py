@@ -14,8 +14,14 @@ step time both workers waited for Python to submit.
 Out of core: the StarPU RAM cap is ``ooc_fraction`` of the memory planner's peak for the
 step (at least what the workers' largest tasks need at once, plus a quarter), with a disk
 node in ``ooc_dir``: tiles must be evicted and read back every step.
-Policies that cannot take priorities (heteroprio, ``runtime.NO_PRIORITIES``) run without
-them only.
+
+On unlike workers (``--nopencl 1``: CPU cores and an OpenCL device, docs/accelerators.md)
+the default policies are ``UNLIKE_SCHEDULERS`` (dmda, dmdas, heteroprio against eager and
+lws), and first ``calibrate`` trains a few steps under ``STARPU_CALIBRATE=1`` so that the
+history models hold both architectures (``nntile_lab.perfmodels``; what they learned is
+kept: ``perfmodels.csv``). Per cell, from the points' traces (``trace.placement``): the
+share of tasks and of kernel time on the OpenCL device, and the share of the tasks of ops
+that both kinds can run that ran on the kind the models call faster (``on_faster``).
 """
 from __future__ import annotations
 
@@ -27,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from nntile_lab import memory
+from nntile_lab import memory, perfmodels
 from nntile_lab.data.bins import atomic_write_bytes
 from nntile_lab.jupyter_figure import Figure
 from nntile_lab.options import float_range, int_range
@@ -36,6 +42,8 @@ from nntile_lab.spec import ExperimentSpec
 from nntile_lab.sweep import run as sweep_run
 
 SCHEDULERS = ("dmdasd", "dmdas", "lws", "eager", "heteroprio")
+# on CPU + OpenCL workers: the model-driven policies and heteroprio against the greedy ones
+UNLIKE_SCHEDULERS = ("dmda", "dmdas", "heteroprio", "eager", "lws")
 MiB = 1 << 20
 IN_MEMORY = "in memory"
 
@@ -89,11 +97,15 @@ def mode_of(row) -> str:
     return f"out of core ({int(cap)} MiB cap)"
 
 
-def points(base: ExperimentSpec, schedulers=SCHEDULERS, repeats: int = 3,
+def default_schedulers(base: ExperimentSpec) -> tuple[str, ...]:
+    """The policies compared by default: ``UNLIKE_SCHEDULERS`` with OpenCL workers."""
+    return UNLIKE_SCHEDULERS if base.nopencl else SCHEDULERS
+
+
+def points(base: ExperimentSpec, schedulers=None, repeats: int = 3,
            ooc_fraction: float | None = 0.5, ooc_dir: str | None = None) -> list:
     """Every point of the comparison (see the module docstring)."""
-    # loads the compiled extension: importing this module must not (--help, readers)
-    from nntile_lab.runtime import NO_PRIORITIES
+    schedulers = default_schedulers(base) if schedulers is None else schedulers
     if repeats < 1:
         raise ValueError(f"repeats={repeats!r} must be ≥ 1")
     modes = [base.replace(memory_limit_mb=None, ooc_dir=None)]
@@ -103,16 +115,65 @@ def points(base: ExperimentSpec, schedulers=SCHEDULERS, repeats: int = 3,
     for mode in modes:
         for sched in schedulers:
             for prio in (False, True):
-                if prio and sched in NO_PRIORITIES:
-                    continue
                 out += [mode.replace(scheduler=sched, priorities=prio, seed=base.seed + r)
                         for r in range(repeats)]
     return out
 
 
-def summarize(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per (mode, scheduler, priorities): medians over repeats and their spread."""
-    df = df.assign(mode=[mode_of(r) for _, r in df.iterrows()])
+def calibrate(base: ExperimentSpec, steps: int = 3) -> pd.DataFrame:
+    """Per-arch history models for ``base``'s workers before the comparison (in memory,
+    ``perfmodels.calibrate``); returns their entries (``perfmodels.entries``)."""
+    return perfmodels.calibrate(base.replace(memory_limit_mb=None, ooc_dir=None), steps)
+
+
+PLACEMENT = ("opencl_task_share", "opencl_time_share", "on_faster")
+
+
+def placement_of(trace_dir, faster: dict[str, str] | None = None) -> dict:
+    """From a point's saved trace: the share of its tasks and of its kernel time on OpenCL
+    workers, and (``faster``: op → the arch the models call faster, for ops both kinds
+    ran) the share of those ops' tasks that ran on that arch."""
+    # reads a saved trace (the recorder module loads the compiled extension)
+    from nntile_lab.trace.placement import arch_of
+    from nntile_lab.trace.recorder import Trace
+    try:
+        t = Trace.load(trace_dir).tasks
+    except ValueError:   # TraceError: a cached point whose trace is gone or damaged
+        return dict.fromkeys(PLACEMENT)
+    if t.empty:
+        return dict.fromkeys(PLACEMENT)
+    arch = np.array([arch_of(n) for n in t["worker_name"]], dtype=object)
+    ocl = arch == "opencl"
+    total = float(t["duration_us"].sum())
+    out = {"opencl_task_share": float(ocl.mean()),
+           "opencl_time_share": float(t["duration_us"][ocl].sum()) / total if total else None,
+           "on_faster": None}
+    if faster:
+        want = t["name"].map(faster)
+        both = want.notna().to_numpy()
+        if both.any():
+            out["on_faster"] = float((arch[both] == want[both].to_numpy()).mean())
+    return out
+
+
+def faster_arch(models: pd.DataFrame | None) -> dict[str, str]:
+    """op → the arch the models call faster, for ops measured on CPU and OpenCL
+    (``perfmodels.per_arch``'s rows)."""
+    if models is None or models.empty or not {"cpu_us", "opencl_us"} <= set(models.columns):
+        return {}
+    both = models[models["cpu_us"].notna() & models["opencl_us"].notna()]
+    return dict(zip(both["op"], both["faster"]))
+
+
+def summarize(df: pd.DataFrame, models: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per (mode, scheduler, priorities): medians over repeats and their spread;
+    on OpenCL workers also where the tasks ran (``placement_of``; ``models``: the
+    ``perfmodels.per_arch`` table that says which arch is faster per op)."""
+    # None: the runtime's default, on (a sweep that does not vary them leaves it unset)
+    prio = [True if p is None or p != p else bool(p) for p in df["priorities"]]
+    df = df.assign(mode=[mode_of(r) for _, r in df.iterrows()], priorities=prio)
+    unlike = "nopencl" in df and bool((df["nopencl"].fillna(0) > 0).any())
+    faster = faster_arch(models)
     rows = []
     for (mode, sched, prio), g in df.groupby(["mode", "scheduler", "priorities"], sort=False):
         good = g[g["error"].isna() & g["step_time_s"].notna()]
@@ -129,27 +190,63 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
                       "both_idle_submission_share"):
                 vals = good[m].astype(float) if m in good else pd.Series(dtype=float)
                 row[m] = float(vals.median()) if vals.notna().any() else None
+            if unlike:
+                placed = pd.DataFrame([placement_of(d, faster) for d in good["trace_dir"]
+                                       if d is not None], columns=list(PLACEMENT))
+                for m in PLACEMENT:
+                    vals = placed[m].astype(float)
+                    row[m] = float(vals.median()) if vals.notna().any() else None
         rows.append(row)
     return pd.DataFrame(rows)
 
 
+def _placed(summary: pd.DataFrame) -> bool:
+    """Whether the rows carry placement (a run on OpenCL workers)."""
+    return "opencl_task_share" in summary and summary["opencl_task_share"].notna().any()
+
+
 def table(summary: pd.DataFrame) -> str:
-    """Plain-text table of ``summarize``'s rows (the markdown in BENCHMARKS.md is this)."""
+    """Plain-text table of ``summarize``'s rows (the markdown in BENCHMARKS.md is this);
+    on OpenCL workers with the placement columns."""
+    placed = _placed(summary)
     head = ("| mode | scheduler | priorities | step ms (median) | min–max ms | spread | "
             "GFLOP/s | idle | overhead | Python-wait |")
-    lines = [head, "|" + "---|" * 10]
+    ncol = 10
+    if placed:
+        head += " tasks on OpenCL | kernel time on OpenCL | on the faster arch |"
+        ncol += 3
+    lines = [head, "|" + "---|" * ncol]
+
+    def pct(v):
+        return "—" if v is None or v != v else f"{100 * v:.1f}%"
     for _, r in summary.iterrows():
         if r.get("error"):
             lines.append(f"| {r['mode']} | {r['scheduler']} | {'on' if r['priorities'] else 'off'}"
-                         f" | failed: {r['error'][:80]} |||||||")
+                         f" | failed: {r['error'][:80]} |" + "|" * (ncol - 4))
             continue
+        line = (f"| {r['mode']} | {r['scheduler']} | {'on' if r['priorities'] else 'off'} "
+                f"| {r['step_ms']:.0f} | {r['step_min_ms']:.0f}–{r['step_max_ms']:.0f} | "
+                f"{pct(r['spread'])} | {r['gflops']:.1f} | {pct(r['idle_share'])} | "
+                f"{pct(r['overhead_share'])} | {pct(r['both_idle_submission_share'])} |")
+        if placed:
+            line += "".join(f" {pct(r.get(m))} |" for m in PLACEMENT)
+        lines.append(line)
+    return "\n".join(lines)
 
-        def pct(v):
-            return "—" if v is None or v != v else f"{100 * v:.1f}%"
-        lines.append(f"| {r['mode']} | {r['scheduler']} | {'on' if r['priorities'] else 'off'} "
-                     f"| {r['step_ms']:.0f} | {r['step_min_ms']:.0f}–{r['step_max_ms']:.0f} | "
-                     f"{pct(r['spread'])} | {r['gflops']:.1f} | {pct(r['idle_share'])} | "
-                     f"{pct(r['overhead_share'])} | {pct(r['both_idle_submission_share'])} |")
+
+def models_table(models: pd.DataFrame) -> str:
+    """``perfmodels.per_arch``'s rows as markdown: what the models learned per op."""
+    archs = [a for a in ("cpu", "opencl", "cuda") if f"{a}_us" in models]
+    head = ("| op | " + " | ".join(f"{a} µs" for a in archs)
+            + " | OpenCL / CPU | faster | footprints | samples |")
+    lines = [head, "|" + "---|" * (len(archs) + 5)]
+    for _, r in models.iterrows():
+        times = " | ".join("—" if r[f"{a}_us"] != r[f"{a}_us"] else f"{r[f'{a}_us']:.1f}"
+                           for a in archs)
+        ratio = r.get("opencl_over_cpu")
+        ratio = "—" if ratio is None or ratio != ratio else f"{ratio:.2f}"
+        lines.append(f"| {r['op']} | {times} | {ratio} | {r['faster']} | {r['footprints']} | "
+                     f"{r['nsample']} |")
     return "\n".join(lines)
 
 
@@ -157,12 +254,16 @@ def figure(summary: pd.DataFrame, title: str | None = None) -> Figure:
     """Per memory mode: step time per scheduler, priorities off and on side by side (bars:
     median over repeats, whiskers min–max), and the idle share under it; × = failed."""
     modes = list(dict.fromkeys(summary["mode"])) or [IN_MEMORY]
-    fig = Figure(figsize=(5.5 * len(modes), 6.5), layout="constrained")
-    axes = fig.subplots(2, len(modes), squeeze=False)
+    placed = _placed(summary)
+    nrows = 3 if placed else 2
+    fig = Figure(figsize=(max(5.5 * len(modes), 8.0), 3.25 * nrows), layout="constrained")
+    axes = fig.subplots(nrows, len(modes), squeeze=False)
     for j, mode in enumerate(modes):
         s = summary[summary["mode"] == mode]
         scheds = list(dict.fromkeys(s["scheduler"]))
         top, bottom = axes[0][j], axes[1][j]
+        if placed:
+            _placement_axes(axes[2][j], s, scheds)
         for k, prio in enumerate((False, True)):
             xs, hs, lo, hi, idle, bad = [], [], [], [], [], []
             for i, sched in enumerate(scheds):
@@ -196,14 +297,63 @@ def figure(summary: pd.DataFrame, title: str | None = None) -> Figure:
     return fig
 
 
-def run(base: ExperimentSpec | None = None, schedulers=SCHEDULERS, repeats: int = 3,
+def placement_figure(summary: pd.DataFrame, title: str | None = None) -> Figure:
+    """The placement row of ``figure`` alone, one panel per memory mode (the scheduler
+    sweep widget shows it under its bars on OpenCL workers)."""
+    modes = list(dict.fromkeys(summary["mode"])) or [IN_MEMORY]
+    fig = Figure(figsize=(max(5.5 * len(modes), 8.0), 3.6), layout="constrained")
+    for ax, mode in zip(fig.subplots(1, len(modes), squeeze=False)[0], modes):
+        s = summary[summary["mode"] == mode]
+        _placement_axes(ax, s, list(dict.fromkeys(s["scheduler"])))
+        ax.set_title(mode)
+    fig.suptitle(title or "Where the tasks ran")
+    return fig
+
+
+def _placement_axes(ax, s: pd.DataFrame, scheds: list[str]) -> None:
+    """Share of tasks and of kernel time on the OpenCL device per scheduler, priorities
+    off/on; ◆ the share of tasks on the arch the models call faster."""
+    for k, prio in enumerate((False, True)):
+        color = "tab:orange" if prio else "tab:blue"
+        for i, sched in enumerate(scheds):
+            r = s[(s["scheduler"] == sched) & (s["priorities"] == prio)]
+            if not len(r) or r.iloc[0].get("error") or pd.isna(r.iloc[0].get("step_ms")):
+                continue
+            r = r.iloc[0]
+            x = i + (k - 0.5) * 0.4
+            share, time_share = r.get("opencl_task_share"), r.get("opencl_time_share")
+            if share is not None and share == share:
+                ax.bar(x, 100 * share, width=0.4, color=color,
+                       label=f"tasks, priorities {'on' if prio else 'off'}" if i == 0 else None)
+            if time_share is not None and time_share == time_share:
+                ax.plot(x, 100 * time_share, "_", color="black", ms=14, mew=2,
+                        label="kernel time" if i == 0 and not k else None)
+            on_faster = r.get("on_faster")
+            if on_faster is not None and on_faster == on_faster:
+                ax.plot(x, 100 * on_faster, "D", color="crimson", ms=5,
+                        label="tasks on the faster arch (models)" if i == 0 and not k else None)
+    ax.set_xticks(range(len(scheds)), scheds, rotation=30, ha="right")
+    ax.set_ylim(0, 105)
+    ax.set_ylabel("placement: share on OpenCL, %")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize="x-small")
+
+
+def run(base: ExperimentSpec | None = None, schedulers=None, repeats: int = 3,
         ooc_fraction: float | None = 0.5, ooc_dir: str | None = None, cache_dir=None,
-        isolate: bool = True, progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``(summary, every point's row)``; see ``summarize`` and ``sweep.run``."""
+        isolate: bool = True, progress: bool = True, calibrate_steps: int = 3,
+        ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(summary, every point's row)``; see ``summarize`` and ``sweep.run``. On OpenCL
+    workers ``calibrate_steps`` steps calibrate the models first (0: none); what they
+    learned is ``df.attrs["perfmodels"]`` (``perfmodels.entries``)."""
     base = base or default_base()
+    entries = calibrate(base, calibrate_steps) if base.nopencl and calibrate_steps else None
     df = sweep_run(points(base, schedulers, repeats, ooc_fraction, ooc_dir), cache_dir,
                    isolate=isolate, progress=progress)
-    return summarize(df), df
+    models = None if entries is None else perfmodels.per_arch(entries)
+    if entries is not None:
+        df.attrs["perfmodels"] = entries
+    return summarize(df, models), df
 
 
 def write(summary: pd.DataFrame, df: pd.DataFrame, out, base: ExperimentSpec) -> dict:
@@ -213,13 +363,22 @@ def write(summary: pd.DataFrame, df: pd.DataFrame, out, base: ExperimentSpec) ->
     out.mkdir(parents=True, exist_ok=True)
     paths = {"png": out / "schedulers.png", "md": out / "schedulers.md",
              "json": out / "schedulers.json"}
+    workers = f", {base.nopencl} OpenCL + {base.ncpu} CPU workers" if base.nopencl else ""
     title = (f"Schedulers and priorities: L{base.n_layer} E{base.n_embd} T{base.seq_len} "
-             f"B{base.batch} V{base.vocab_size}")
+             f"B{base.batch} V{base.vocab_size}{workers}")
     tmp = out / ".schedulers.png.tmp"
     figure(summary, title).savefig(tmp, dpi=110, format="png")
     tmp.replace(paths["png"])
-    atomic_write_bytes(paths["md"], (table(summary) + "\n").encode())
-    write_record(paths["json"], base, {"summary": summary.to_dict("records"),
-                                       "points": df.to_dict("records")},
-                 kind="bench-schedulers")
+    md = table(summary) + "\n"
+    entries = df.attrs.get("perfmodels")
+    results = {"summary": summary.to_dict("records"), "points": df.to_dict("records")}
+    if entries is not None:
+        paths["perfmodels"] = out / "perfmodels.csv"
+        atomic_write_bytes(paths["perfmodels"], entries.to_csv(index=False).encode())
+        models = perfmodels.per_arch(entries)
+        md += "\nWhat the performance models learned (mean task time per arch):\n\n"
+        md += models_table(models) + "\n"
+        results["perfmodels"] = models.to_dict("records")
+    atomic_write_bytes(paths["md"], md.encode())
+    write_record(paths["json"], base, results, kind="bench-schedulers")
     return paths

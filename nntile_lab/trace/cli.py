@@ -8,7 +8,8 @@ meta.json), ``summary.json`` (metrics.summary), ``run.json`` (the record: spec,
 versions, machine, summary), ``trace.json`` (Chrome trace for Perfetto) and the
 figures: gantt.png, gantt_step.png (the last step), utilisation.png, memory.png,
 transfers.png, nodes.png (memory per node against its cap, transfers per bus),
-op_time.png, throughput.png.
+op_time.png, throughput.png; and where each op ran (``trace.placement``: tasks per op and
+kind of worker, printed too): placement.csv, placement.png.
 
 The training options after ``--`` are the fields of ``nntile_lab.spec.ExperimentSpec``
 (as for ``nntile-lab train``) and ``--data DIR``; the steps run through
@@ -27,10 +28,11 @@ import os
 
 from nntile_lab import sgemm_peak
 from nntile_lab import spec as specs
+from nntile_lab.data.bins import atomic_write_bytes
 from nntile_lab.options import int_range
 from nntile_lab.record import write_record
 from nntile_lab.spec import DEFAULTS
-from nntile_lab.trace import metrics, viz
+from nntile_lab.trace import metrics, placement, viz
 from nntile_lab.trace.chrome import write_chrome
 
 
@@ -96,11 +98,21 @@ def write_outputs(tr, out: str, peak_gflops: float | None = None,
     tr.save(out)
     summary = metrics.summary(tr, peak_gflops=peak_gflops)
     summary["tokens_per_step"] = tokens_per_step
+    summary["placement"] = {op: {arch: int(n) for arch, n in row.items()}
+                            for op, row in placement.counts(tr).to_dict("index").items()}
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1, default=float)
     write_chrome(tr, os.path.join(out, "trace.json"))
     viz.save_all(tr, out)
+    write_placement(tr, out)
     return summary
+
+
+def write_placement(tr, out: str) -> None:
+    """placement.csv (one row per op and kind of worker) and placement.png."""
+    atomic_write_bytes(os.path.join(out, "placement.csv"),
+                       placement.table(tr).to_csv(index=False).encode())
+    placement.figure(tr).savefig(os.path.join(out, "placement.png"), dpi=110)
 
 
 def report(summary: dict) -> str:
@@ -146,9 +158,10 @@ def _trace(args) -> int:
         print(json.dumps(summary | {"out": args.out}, default=float))
         return 0
     print(report(summary))
+    print(placement.report(tr))
     print(f"wrote {args.out}: tasks.csv, trace.json (open in https://ui.perfetto.dev), "
           "gantt.png, utilisation.png, memory.png, transfers.png, nodes.png, op_time.png, "
-          "throughput.png")
+          "throughput.png, placement.png")
     return 0
 
 

@@ -23,9 +23,10 @@ def test_points_cover_every_cell(tmp_path):
     pts = schedulers.points(TINY_SPEC, ("lws", "heteroprio"), repeats=2, ooc_fraction=0.5,
                             ooc_dir=str(tmp_path))
     cells = {(p.memory_limit_mb is None, p.scheduler, p.priorities) for p in pts}
-    assert cells == {(m, s, p) for m in (True, False)
-                     for s, p in (("lws", True), ("lws", False), ("heteroprio", False))}
-    assert len(pts) == 2 * 3 * 2 and {p.seed for p in pts} == {0, 1}
+    # heteroprio takes priorities too (its buckets: kernels/runtime/heteroprio.c)
+    assert cells == {(m, s, p) for m in (True, False) for s in ("lws", "heteroprio")
+                     for p in (True, False)}
+    assert len(pts) == 2 * 4 * 2 and {p.seed for p in pts} == {0, 1}
     ooc = [p for p in pts if p.memory_limit_mb is not None]
     peak = memory.estimate(TINY_SPEC).peak_bytes / 2**20
     assert all(p.memory_limit_mb < peak and p.ooc_dir == str(tmp_path) for p in ooc)
@@ -51,9 +52,10 @@ def test_cli_writes_table_figure_and_record(tmp_path, capsys):
     assert rc == 0
     res = json.loads(capsys.readouterr().out)
     rows = pd.DataFrame(res["summary"])
-    assert len(rows) == 2 * 5          # 2 modes × (eager, lws) × on/off + heteroprio off
+    assert len(rows) == 2 * 6          # 2 modes × (eager, lws, heteroprio) × on/off
     assert rows["error"].isna().all(), rows["error"].tolist()
-    assert set(rows[rows["scheduler"] == "heteroprio"]["priorities"]) == {False}
+    assert set(rows[rows["scheduler"] == "heteroprio"]["priorities"]) == {False, True}
+    assert "opencl_task_share" not in rows     # CPU workers only: no placement columns
     assert set(rows["mode"]) == {"in memory", "out of core (28 MiB cap)"}
     assert (rows["step_ms"] > 0).all() and (rows["step_min_ms"] <= rows["step_ms"]).all()
     for share in ("idle_share", "overhead_share", "both_idle_submission_share"):
@@ -62,7 +64,7 @@ def test_cli_writes_table_figure_and_record(tmp_path, capsys):
     md = (out / "schedulers.md").read_text()
     assert md.count("\n") == 2 + len(rows) and "| out of core (28 MiB cap) | lws | on |" in md
     rec = json.loads((out / "schedulers.json").read_text())
-    assert rec["kind"] == "bench-schedulers" and len(rec["results"]["points"]) == 10
+    assert rec["kind"] == "bench-schedulers" and len(rec["results"]["points"]) == 12
 
 
 def _trace(tasks, steps, workers=(0, 1)):
@@ -103,3 +105,35 @@ def test_both_idle_waiting_for_python_is_submission():
     gaps = idle.both_idle(tr)
     assert gaps[["step", "start_us", "end_us", "cause", "next_task"]].values.tolist() == [
         [0, 30.0, 55.0, "submission", "b"], [1, 80.0, 101.0, "submission", "c"]]
+
+
+def test_unlike_workers_calibrate_then_say_where_tasks_ran(tmp_path):
+    """On 1 CPU + 1 OpenCL worker: the models are calibrated for both archs first, and
+    each cell says how much ran on the device and on the arch the models call faster."""
+    from nntile_lab._lib import lib
+    from nntile_lab.runtime import opencl_devices
+    if not lib.nl_opencl_built() or opencl_devices() < 1:
+        pytest.fail("no OpenCL device: run scripts/setup.sh and check `clinfo -l`",
+                    pytrace=False)
+    base = ExperimentSpec(n_layer=1, n_embd=64, n_head=2, vocab_size=1024, seq_len=32,
+                          batch=4, vocab_tile=512, inner_tile=128, warmup_steps=1,
+                          measure_steps=1, ncpu=1, nopencl=1)
+    assert schedulers.default_schedulers(base) == schedulers.UNLIKE_SCHEDULERS
+    summary, df = schedulers.run(base, ("dmda", "heteroprio"), repeats=1, ooc_fraction=None,
+                                 cache_dir=tmp_path / "cache", isolate=False, progress=False,
+                                 calibrate_steps=2)
+    assert summary["error"].isna().all(), summary["error"].tolist()
+    assert len(summary) == 4
+    for m in schedulers.PLACEMENT:
+        assert summary[m].between(0, 1).all(), (m, summary[m].tolist())
+    ent = df.attrs["perfmodels"]
+    assert {"cpu", "opencl"} <= set(ent[ent["op"] == "gemm"]["arch"])
+    from nntile_lab._lib import ffi
+    has_opencl = {ffi.string(lib.nl_op_name(i)).decode(): lib.nl_op_has_opencl(i)
+                  for i in range(lib.nl_op_count())}
+    for op, g in ent.groupby("op"):     # an op without an OpenCL kernel ran on CPUs only
+        assert has_opencl[op] or set(g["arch"]) == {"cpu"}, op
+    paths = schedulers.write(summary, df, tmp_path / "out", base)
+    md = paths["md"].read_text()
+    assert "tasks on OpenCL" in md and "| gemm |" in md
+    assert pd.read_csv(paths["perfmodels"]).shape[0] == len(ent)

@@ -78,15 +78,12 @@ def test_tasks_carry_their_stage_priority():
     assert (off["priority"] == 0).all() and len(off) == len(t)
 
 
-def test_heteroprio_refuses_priorities_clearly():
-    with pytest.raises(ValueError, match="heteroprio.*priorities=False"):
-        nl.Runtime(scheduler="heteroprio", priorities=True)
-    with nl.Runtime(scheduler="heteroprio", ncpu=1) as rt:   # by default it runs without
-        assert not rt.priorities
-    for sched in ("lws", "dmdas", "eager"):                   # the others take them
+def test_priorities_are_on_by_default_under_every_policy():
+    # heteroprio too: its buckets take the priority as a level (kernels/runtime/heteroprio.c)
+    for sched in ("heteroprio", "lws", "dmdas", "eager"):
         with nl.Runtime(scheduler=sched, ncpu=1) as rt:
             assert rt.priorities
-    with nl.Runtime(scheduler="lws", ncpu=1, priorities=False) as rt:
+    with nl.Runtime(scheduler="heteroprio", ncpu=1, priorities=False) as rt:
         assert not rt.priorities
 
 

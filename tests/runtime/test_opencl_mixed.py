@@ -1,6 +1,7 @@
 """Mixed CPU + OpenCL runtimes (issue 18): the scheduler places each task on either
 kind (ops without an OpenCL implementation only on the CPU) and the results are the
-CPU's, under the policies that model unlike workers. The per-op comparisons are
+CPU's, under the policies that model unlike workers and heteroprio (its buckets:
+tests/runtime/test_heteroprio.py). The per-op comparisons are
 tests/ops/test_opencl.py."""
 import numpy as np
 import pytest
@@ -30,7 +31,7 @@ def _reference(x, w, gamma, beta):
     return 0.5 * z * (1 + np.tanh(np.sqrt(2 / np.pi) * (z + 0.044715 * z**3))) + x64
 
 
-@pytest.mark.parametrize("scheduler", ["dmda", "dmdas", "eager", "lws"])
+@pytest.mark.parametrize("scheduler", ["dmda", "dmdas", "heteroprio", "eager", "lws"])
 def test_a_mixed_runtime_computes_what_the_cpu_does(scheduler):
     if not lib.nl_opencl_built() or opencl_devices() < 1:
         pytest.fail("no OpenCL device: run scripts/setup.sh and check `clinfo -l`",
@@ -49,12 +50,6 @@ def test_a_mixed_runtime_computes_what_the_cpu_does(scheduler):
             rt.wait()
             assert rel_err(y.to_numpy(), _reference(x, w, gamma, beta)) <= 1e-5
 
-
-def test_heteroprio_with_opencl_workers_is_refused_not_an_abort():
-    # its single default bucket would hold CPU-only tasks: StarPU asserts (abort)
-    with pytest.raises(ValueError, match=r"heteroprio.*nopencl ≥ 1.*only a CPU "
-                                         r"implementation.*use dmda"):
-        nl.Runtime(scheduler="heteroprio", ncpu=1, nopencl=1, priorities=False)
 
 
 def test_on_opencl_with_a_cpu_fallback_puts_each_op_where_the_table_says():

@@ -175,30 +175,46 @@ def test_scheduler_sweep_names_an_unknown_scheduler_and_runs_the_rest(tmp_path):
 
 
 def test_scheduler_sweep_with_and_without_priorities(tmp_path):
-    """The priorities toggle doubles the points (off/on); a policy that cannot take them
-    (heteroprio) is a row with the reason and the others still run."""
+    """The priorities toggle doubles the points (off/on), heteroprio's too (its buckets
+    take the priority as a level)."""
     ss = SchedulerSweep(BASE, ["lws", "heteroprio"], repeats=1, cache_dir=tmp_path,
                         isolate=False, peak_gflops=100.0)
     ss.priorities.value = True
     df = ss.run()
     got = {(r.scheduler, r.priorities): r.error for r in df.itertuples()}
-    assert set(got) == {("lws", False), ("lws", True), ("heteroprio", False),
-                        ("heteroprio", True)}
-    assert got[("lws", False)] is None and got[("lws", True)] is None
-    assert "--no-priorities" not in ss.message.value
-    assert got[("heteroprio", False)] is None
-    assert "heteroprio" in got[("heteroprio", True)] and "priorities=False" in \
-        got[("heteroprio", True)]
-    assert (df[df["error"].isna()]["gflops"] > 0).all()
+    assert got == {("lws", False): None, ("lws", True): None, ("heteroprio", False): None,
+                   ("heteroprio", True): None}
+    assert (df["gflops"] > 0).all()
     assert ss.status.value.startswith("done: 4 points, best ")
     assert ss.plot.figure is not None
-    assert "prio, lws, dmdas and dmdasd honour them" in ss.message.value
-    assert "priorities=False" in ss.message.value          # the failed point, named
+    assert ss.placement.figure is None      # CPU workers only: nothing to place
+    assert "prio, lws, dmdas, dmdasd and heteroprio honour them" in ss.message.value
     from nntile_lab.sweep.plots import aggregate_repeats
     agg = aggregate_repeats(df)
     ran = {(r.scheduler, r.priorities): r.repeats for r in agg.itertuples()}
     assert ran == {("lws", False): 1, ("lws", True): 1, ("heteroprio", False): 1,
-                   ("heteroprio", True): 0}
+                   ("heteroprio", True): 1}
+
+
+def test_scheduler_sweep_on_unlike_workers_shows_where_tasks_ran(tmp_path):
+    from nntile_lab.bench.schedulers import UNLIKE_SCHEDULERS
+    from nntile_lab.runtime import opencl_devices
+    if opencl_devices() < 1:
+        pytest.fail("no OpenCL device: run scripts/setup.sh and check `clinfo -l`",
+                    pytrace=False)
+    mixed = BASE.replace(ncpu=1, nopencl=1)
+    assert SchedulerSweep(mixed).schedulers.value == UNLIKE_SCHEDULERS
+    ss = SchedulerSweep(BASE.replace(ncpu=1), ["dmda", "heteroprio"], repeats=1,
+                        cache_dir=tmp_path, isolate=False, peak_gflops=100.0)
+    assert ss.nopencl.value == 0 and ss.nopencl.max >= 1
+    ss.nopencl.value = 1
+    df = ss.run()
+    assert df["error"].isna().all(), df["error"].tolist()
+    assert set(df["nopencl"]) == {1}
+    fig = ss.placement.figure
+    assert fig is not None and "1 OpenCL worker" in fig._suptitle.get_text()
+    bars = [p.get_height() for p in fig.axes[0].patches]
+    assert len(bars) == 2 and all(0 <= h <= 100 for h in bars)
 
 
 def test_widget_words_name_fields_not_flags():

@@ -1,0 +1,107 @@
+"""What StarPU's performance models learned, per op and kind of worker.
+
+Every codelet has a history-based model (``kernels/codelets.py``): StarPU times each task
+and keeps, per architecture (a CPU core, an OpenCL device, ...) and per data footprint
+(the tiles' sizes), the mean and spread of the measured times. dmda, dmdas and the other
+model-driven policies place a task where the model predicts it ends first; on unlike
+workers their decisions are only as good as these means. Models are kept in
+``$STARPU_HOME/.starpu/sampling/codelets`` between runs; StarPU takes about ten samples per
+(op, footprint, arch) before it trusts one, or every sample under ``STARPU_CALIBRATE=1``.
+Policies that do not use the models (eager, lws, ...) record nothing unless
+``STARPU_CALIBRATE=1`` is set (checked with StarPU 1.3.10).
+
+``entries()``           the live models' entries (a runtime running, its tasks done): op,
+                        arch ("cpu", "opencl", ...), devid, footprint, size_bytes, mean_us,
+                        std_us, nsample.
+``per_arch(entries)``   one row per op: its mean time per arch (over the footprints
+                        measured on every arch, weighted by samples), the ratio
+                        opencl / cpu and which arch the models say is faster.
+``calibrate(spec)``     a few training steps of ``spec`` under dmda with
+                        ``STARPU_CALIBRATE=1``, then ``entries()``: models for each arch
+                        before a scheduler comparison.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pandas as pd
+
+ENTRY_COLUMNS = ["op", "arch", "devid", "footprint", "size_bytes", "mean_us", "std_us",
+                 "nsample"]
+
+
+def _kinds() -> dict[int, str]:
+    from nntile_lab._lib import lib
+    return {lib.STARPU_CPU: "cpu", lib.STARPU_OPENCL: "opencl", lib.STARPU_CUDA: "cuda"}
+
+
+def entries() -> pd.DataFrame:
+    """The running runtime's models, one row per (op, arch, device, footprint) with
+    samples. Call after ``rt.wait()``: StarPU updates the models as tasks end."""
+    # loads the compiled extension: importing this module must not (readers of saved runs)
+    from nntile_lab._lib import ffi, lib
+    from nntile_lab.runtime import Runtime
+    Runtime.current().wait()
+    n = lib.nl_perfmodel_entries(ffi.NULL, 0)
+    buf = ffi.new("struct nl_model_entry[]", max(n, 1))
+    n = min(n, lib.nl_perfmodel_entries(buf, n))
+    kinds = _kinds()
+    rows = [{"op": ffi.string(lib.nl_op_name(e.op)).decode(), "arch": kinds.get(e.arch, "other"),
+             "devid": e.devid, "footprint": e.footprint, "size_bytes": e.size,
+             "mean_us": e.mean_us, "std_us": e.std_us, "nsample": e.nsample}
+            for e in (buf[i] for i in range(n))]
+    return pd.DataFrame(rows, columns=ENTRY_COLUMNS).sort_values(
+        ["op", "arch", "size_bytes"], kind="stable").reset_index(drop=True)
+
+
+def per_arch(ent: pd.DataFrame) -> pd.DataFrame:
+    """Per op: ``<arch>_us`` (sample-weighted mean over the footprints every arch has),
+    ``footprints`` (how many), ``nsample``, ``opencl_over_cpu`` (the time ratio; < 1:
+    the device is faster) and ``faster`` (the arch with the least time, on the shared
+    footprints; the only arch for ops measured on one)."""
+    cols = ["op", "footprints", "nsample", "faster"]
+    if ent.empty:
+        return pd.DataFrame(columns=cols)
+    archs = [a for a in ("cpu", "opencl", "cuda") if a in set(ent["arch"])]
+    rows = []
+    for op, g in ent.groupby("op", sort=True):
+        have = [a for a in archs if a in set(g["arch"])]
+        # compare like with like: footprints (tile sizes) that every arch of the op ran
+        shared = set.intersection(*(set(g[g["arch"] == a]["footprint"]) for a in have))
+        g = g[g["footprint"].isin(shared)]
+        row = {"op": op, "footprints": len(shared), "nsample": int(g["nsample"].sum())}
+        for a in have:
+            s = g[g["arch"] == a]
+            row[f"{a}_us"] = float(np.average(s["mean_us"], weights=s["nsample"]))
+        row["faster"] = min(have, key=lambda a: row[f"{a}_us"])
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    if {"cpu_us", "opencl_us"} <= set(out.columns):
+        out["opencl_over_cpu"] = out["opencl_us"] / out["cpu_us"]
+    return out
+
+
+def calibrate(spec, steps: int = 3) -> pd.DataFrame:
+    """Train ``steps`` steps of ``spec`` (its workers, dmda) with every task's time
+    recorded into the models (``STARPU_CALIBRATE=1``); returns ``entries()``. dmda runs a
+    task on an arch whose model lacks its footprint, so each arch gets samples."""
+    from nntile_lab.experiment import RandomTokens, build, runtime, step_function
+    if steps < 1:
+        raise ValueError(f"steps={steps!r} must be ≥ 1 (training steps to calibrate on)")
+    spec = spec.replace(scheduler="dmda")
+    saved = os.environ.get("STARPU_CALIBRATE")
+    os.environ["STARPU_CALIBRATE"] = "1"   # read by starpu_conf_init when the runtime starts
+    try:
+        with runtime(spec) as rt:
+            model, optimizer, schedule = build(spec)
+            step = step_function(spec, rt, model, optimizer, schedule,
+                                 RandomTokens(spec.vocab_size))
+            for k in range(steps):
+                step(k)
+            return entries()
+    finally:
+        if saved is None:
+            os.environ.pop("STARPU_CALIBRATE", None)
+        else:
+            os.environ["STARPU_CALIBRATE"] = saved
