@@ -17,11 +17,14 @@ struct nl_worker_stats { double total_us, executing_us, sleeping_us, flops; int6
 struct nl_bus_stats { int src, dst; int64_t bytes, count; double total_us; };
 struct nl_mem_sample { double t_us; int node; int64_t used; };
 
-int nl_init(const char *sched, int ncpu, int nopencl, int profiling);
+int nl_init(const char *sched, int ncpu, int nopencl, int ncuda, int profiling);
 void nl_fini(void);
 int nl_opencl_built(void);
 int nl_opencl_devices(int accelerators_only);
 int nl_opencl_memory_node(void);
+int nl_cuda_built(void);
+int nl_cuda_devices(void);
+int nl_cuda_memory_node(void);
 void nl_set_where(int kind);
 int nl_unplaceable_op(void);
 int nl_sched_policies(const char **names, int max);

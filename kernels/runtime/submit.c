@@ -53,7 +53,7 @@ static void discard(struct starpu_task *task)
 }
 
 /* ---- where tasks run ---------------------------------------------------------
- * 0: wherever the scheduler puts them; STARPU_CPU or STARPU_OPENCL: only there
+ * 0: wherever the scheduler puts them; STARPU_CPU, STARPU_OPENCL or STARPU_CUDA: only there
  * (Runtime.on). A task whose codelet has no function for that kind is refused at
  * submission (-ENODEV, its op kept for the message): StarPU would abort on it. */
 static int where;
@@ -67,6 +67,7 @@ static int cannot_run_there(struct starpu_task *task, int op_id)
 {
     if (!where || !task->cl) return 0;
     int has = where == STARPU_OPENCL ? task->cl->opencl_funcs[0] != NULL
+              : where == STARPU_CUDA ? task->cl->cuda_funcs[0] != NULL
                                      : task->cl->cpu_funcs[0] != NULL;
     if (has) return 0;
     unplaceable_op = op_id;

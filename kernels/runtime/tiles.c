@@ -31,11 +31,30 @@ static void zero_tile(void *buffers[], void *cl_arg)
            (size_t)STARPU_VECTOR_GET_NX(buffers[0]) * STARPU_VECTOR_GET_ELEMSIZE(buffers[0]));
 }
 
-/* StarPU runs it on the worker that first reads the tile: an OpenCL one needs its own */
+#ifdef STARPU_USE_CUDA
+/* on a CUDA worker: queued on its stream (the codelet is asynchronous) */
+static void cuda_zero_tile(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    size_t bytes =
+        (size_t)STARPU_VECTOR_GET_NX(buffers[0]) * STARPU_VECTOR_GET_ELEMSIZE(buffers[0]);
+    cudaError_t err = cudaMemsetAsync((void *)STARPU_VECTOR_GET_PTR(buffers[0]), 0, bytes,
+                                      starpu_cuda_get_local_stream());
+    if (err != cudaSuccess)
+        nl_error("CUDA: zeroing a fresh tile of %zu bytes failed: %s", bytes,
+                 cudaGetErrorString(err));
+}
+#endif
+
+/* StarPU runs it on the worker that first reads the tile: an OpenCL or CUDA one needs its
+ * own */
 static struct starpu_codelet zero_cl = {
     .cpu_funcs = {zero_tile},
 #ifdef NL_HAVE_OPENCL
     .opencl_funcs = {nl_ocl_zero_tile},
+#endif
+#ifdef STARPU_USE_CUDA
+    .cuda_funcs = {cuda_zero_tile}, .cuda_flags = {STARPU_CUDA_ASYNC},
 #endif
     .nbuffers = 1, .modes = {STARPU_W}, .name = "zero_init"};
 
