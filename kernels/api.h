@@ -25,6 +25,13 @@ int nl_opencl_memory_node(void);
 int nl_cuda_built(void);
 int nl_cuda_devices(void);
 int nl_cuda_memory_node(void);
+int nl_tile_acquire_on_node(starpu_data_handle_t h, int node, int write);
+void nl_tile_release_on_node(starpu_data_handle_t h, int node);
+uintptr_t nl_tile_pointer_on_node(starpu_data_handle_t h, int node);
+int nl_node_devid(int node);
+starpu_data_handle_t nl_register_on_node(int node, uintptr_t ptr, int64_t nelems,
+                                         size_t elemsize);
+void nl_unregister_now(starpu_data_handle_t h);
 void nl_set_where(int kind);
 int nl_unplaceable_op(void);
 int nl_sched_policies(const char **names, int max);

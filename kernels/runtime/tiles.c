@@ -162,3 +162,35 @@ int64_t nl_held_bytes(void)
     return __atomic_load_n(&nl_registered_bytes, __ATOMIC_RELAXED)
            + __atomic_load_n(&nl_freed_pending_bytes, __ATOMIC_RELAXED);
 }
+
+/* ---- tiles handed to or taken from another library on a device (CuPy) --------------
+ * TiledTensor.to_cupy holds each tile on the GPU's memory node (acquired there, so no task
+ * writes it meanwhile) and gives its device pointer; from_cupy registers CuPy's buffers as
+ * temporary handles on that node, copies them into ordinary tiles with tasks on the GPU,
+ * and unregisters them, blocking, before CuPy may free them. */
+int nl_tile_acquire_on_node(starpu_data_handle_t h, int node, int write)
+{
+    return starpu_data_acquire_on_node(h, node, write ? STARPU_RW : STARPU_R);
+}
+
+void nl_tile_release_on_node(starpu_data_handle_t h, int node)
+{
+    starpu_data_release_on_node(h, node);
+}
+
+uintptr_t nl_tile_pointer_on_node(starpu_data_handle_t h, int node)
+{
+    return (uintptr_t)starpu_data_handle_to_pointer(h, (unsigned)node);
+}
+
+int nl_node_devid(int node) { return starpu_memory_node_get_devid((unsigned)node); }
+
+starpu_data_handle_t nl_register_on_node(int node, uintptr_t ptr, int64_t nelems,
+                                         size_t elemsize)
+{
+    starpu_data_handle_t h;
+    starpu_vector_data_register(&h, node, ptr, (uint32_t)nelems, elemsize);
+    return h;
+}
+
+void nl_unregister_now(starpu_data_handle_t h) { starpu_data_unregister(h); }
