@@ -16,28 +16,11 @@ from cffi import FFI
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import codegen  # noqa: E402
+import cuda_build  # noqa: E402
 
 # the variant table is the package's (pure Python, no extension needed to read it)
 sys.path.insert(0, os.path.dirname(HERE))
 from nntile_lab.cpu_variant import build_variants  # noqa: E402
-
-
-def _use_starpu_prefix():
-    """STARPU_PREFIX: build against the StarPU installed there (scripts/build_starpu_cuda.sh
-    makes one with CUDA), found through its pkg-config files, and load it from there."""
-    prefix = os.environ.get("STARPU_PREFIX")
-    if not prefix:
-        return []
-    pc = [d for d in (os.path.join(prefix, sub, "pkgconfig") for sub in ("lib", "lib64"))
-          if os.path.exists(os.path.join(d, "starpu-1.3.pc"))]
-    if not pc:
-        raise SystemExit(f"STARPU_PREFIX={prefix}: no lib/pkgconfig/starpu-1.3.pc there; "
-                         "give the --prefix StarPU 1.3 was installed to "
-                         "(scripts/build_starpu_cuda.sh PREFIX)")
-    os.environ["PKG_CONFIG_PATH"] = os.pathsep.join(
-        pc + [p for p in [os.environ.get("PKG_CONFIG_PATH")] if p])
-    libdir = os.path.dirname(pc[0])
-    return [f"-Wl,-rpath,{libdir}"]
 
 
 def _pkg_config(*args):
@@ -84,21 +67,9 @@ def _opencl_flags():
     return ["-lOpenCL", "-lclblast"]
 
 
-def _starpu_has_cuda(cflags):
-    """Whether the StarPU built against was configured with CUDA (its starpu_config.h
-    defines STARPU_USE_CUDA; Debian's does not)."""
-    for inc in (f[2:] for f in cflags if f.startswith("-I")):
-        path = os.path.join(inc, "starpu_config.h")
-        if os.path.exists(path):
-            with open(path) as f:
-                return any(line.split()[:2] == ["#define", "STARPU_USE_CUDA"] for line in f)
-    return False
-
-
 def _cuda_objects():
     """(objects, link args) of the CUDA kernels (kernels/cuda_build.py), for a StarPU with
     CUDA: the extension's codelets then carry their cuda_funcs."""
-    import cuda_build
     out = os.path.join(os.path.dirname(HERE), "build-cuda")
     archs = tuple(a for a in os.environ.get("NNTILE_LAB_CUDA_ARCHS", "").split(",") if a)
     try:
@@ -166,13 +137,16 @@ VALUE_SAFE = ["-fno-trapping-math", "-fno-math-errno"]
 sources = ([os.path.join(HERE, n) for n in ("mpi.c", "bench.c")]
            + sorted(glob.glob(os.path.join(HERE, "runtime", "*.c")))
            + sorted(glob.glob(os.path.join(HERE, "cpu", "*.c"))))
-starpu_rpath = _use_starpu_prefix()
+try:
+    starpu_rpath = cuda_build.use_starpu_prefix()
+except ValueError as exc:
+    raise SystemExit(str(exc)) from exc
 cflags = _pkg_config("--cflags")
 # kernels/cuda/prototypes.h, from the table: the .cu files and the codelets' CUDA glue
 # include it (generated, not committed)
 with open(os.path.join(HERE, "cuda", "prototypes.h"), "w") as f:
     f.write(codegen.generate_cuda_prototypes())
-cuda = _cuda_objects() if _starpu_has_cuda(cflags) else None
+cuda = _cuda_objects() if cuda_build.starpu_has_cuda(cflags) else None
 mpi = _mpi_flags()
 opencl = _opencl_flags()
 if opencl:

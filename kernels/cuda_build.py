@@ -113,6 +113,36 @@ def cuda_paths():
     return os.path.join(home, "bin", "nvcc"), sorted({runtime_inc, cublas_inc}), link
 
 
+def use_starpu_prefix():
+    """STARPU_PREFIX: build against the StarPU installed there (scripts/build_starpu_cuda.sh
+    makes one with CUDA), found through its pkg-config files (PKG_CONFIG_PATH), and load it
+    from there: the link arguments for that (an rpath), [] without STARPU_PREFIX."""
+    prefix = os.environ.get("STARPU_PREFIX")
+    if not prefix:
+        return []
+    pc = [d for d in (os.path.join(prefix, sub, "pkgconfig") for sub in ("lib", "lib64"))
+          if os.path.exists(os.path.join(d, "starpu-1.3.pc"))]
+    if not pc:
+        raise ValueError(f"STARPU_PREFIX={prefix}: no lib/pkgconfig/starpu-1.3.pc there; give "
+                         "the --prefix StarPU 1.3 was installed to "
+                         "(scripts/build_starpu_cuda.sh PREFIX)")
+    os.environ["PKG_CONFIG_PATH"] = os.pathsep.join(
+        pc + [p for p in [os.environ.get("PKG_CONFIG_PATH")] if p])
+    libdir = os.path.dirname(pc[0])
+    return [f"-Wl,-rpath,{libdir}"]
+
+
+def starpu_has_cuda(cflags):
+    """Whether the StarPU built against was configured with CUDA (its starpu_config.h
+    defines STARPU_USE_CUDA; Debian's does not)."""
+    for inc in (f[2:] for f in cflags if f.startswith("-I")):
+        path = os.path.join(inc, "starpu_config.h")
+        if os.path.exists(path):
+            with open(path) as f:
+                return any(line.split()[:2] == ["#define", "STARPU_USE_CUDA"] for line in f)
+    return False
+
+
 def _run(cmd):
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode:
