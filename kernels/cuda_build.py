@@ -204,6 +204,26 @@ def link_shared(objects, out):
     return out
 
 
+def build_emulation(out_dir):
+    """The kernels compiled for the host (g++, NL_CU_EMULATE: kernels/cuda/emulate.h) into
+    out_dir/libnl_cuda_emulated.so, with ``nl_cu_call_op`` to call each cuda="kernel" row by
+    op id: tests/kernels/test_cuda_emulated.py runs them against the C kernels. cuBLAS's
+    rows (gemm.cu) are left out. Returns the path."""
+    write_prototypes()
+    sys.path.insert(0, HERE)
+    import codegen
+    os.makedirs(out_dir, exist_ok=True)
+    switch = os.path.join(out_dir, "call_op.cu")
+    with open(switch, "w") as f:
+        f.write(codegen.generate_cuda_emulation_switch())
+    sources = [s for s in sorted(glob.glob(os.path.join(CUDA_DIR, "*.cu")))
+               if os.path.basename(s) != "gemm.cu"] + [switch]
+    out = os.path.join(out_dir, "libnl_cuda_emulated.so")
+    _run([os.environ.get("CXX", "g++"), "-O1", "-std=c++17", "-shared", "-fPIC", "-Wall",
+          "-Werror", "-DNL_CU_EMULATE", f"-I{CUDA_DIR}", "-x", "c++", *sources, "-o", out])
+    return out
+
+
 def starpu_cflags():
     return shlex.split(subprocess.run(["pkg-config", "--cflags", "starpu-1.3"], check=True,
                                       capture_output=True, text=True).stdout)

@@ -105,9 +105,8 @@ __global__ static void sumsq_all(int64_t n, float alpha, float beta, const float
 const char *nl_cu_sumsq_all(cudaStream_t stream, int64_t n, float alpha, float beta,
                             const float *x, float *s)
 {
-    sumsq_all<<<1, NL_CU_THREADS, 0, stream>>>(n, alpha, beta, x, s);   /* n = 0: s = beta·s */
-    cudaError_t err = cudaGetLastError();
-    return err == cudaSuccess ? NULL : cudaGetErrorString(err);
+    NL_CU_RUN_BLOCK(sumsq_all, stream, n, alpha, beta, x, s);   /* n = 0: s = beta·s */
+    return nl_cu_launched();
 }
 
 /* The broadcasts: one thread per element of x.

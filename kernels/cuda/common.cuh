@@ -10,7 +10,11 @@
 #pragma once
 #include <stdint.h>
 #include <stdio.h>
+#ifdef NL_CU_EMULATE   /* the kernels run on the host, for tests without a GPU: emulate.h */
+#include "emulate.h"
+#else
 #include <cuda_runtime.h>
+#endif
 
 #include "prototypes.h"
 
@@ -28,13 +32,28 @@ static inline unsigned nl_cu_blocks(int64_t n)
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (int64_t)(n); \
          i += (int64_t)blockDim.x * gridDim.x)
 
+#ifndef NL_CU_EMULATE
+/* queue kernel on the stream over `blocks` blocks of `threads` threads */
+#define NL_CU_RUN(kernel, blocks, threads, stream, ...) \
+    kernel<<<blocks, threads, 0, stream>>>(__VA_ARGS__)
+/* queue a kernel whose one block of NL_CU_THREADS threads cooperates (shared memory) */
+#define NL_CU_RUN_BLOCK(kernel, stream, ...) \
+    kernel<<<1, NL_CU_THREADS, 0, stream>>>(__VA_ARGS__)
+#endif
+
+/* the last launch's error text, or NULL */
+static inline const char *nl_cu_launched(void)
+{
+    cudaError_t err = cudaGetLastError();
+    return err == cudaSuccess ? NULL : cudaGetErrorString(err);
+}
+
 /* launch kernel over n threads on the stream (nothing for n ≤ 0), and return the launch's
  * error text or NULL */
-#define NL_CU_LAUNCH(kernel, n, stream, ...)                                         \
-    do {                                                                             \
-        if ((n) > 0) kernel<<<nl_cu_blocks(n), NL_CU_THREADS, 0, stream>>>(__VA_ARGS__); \
-        cudaError_t err_ = cudaGetLastError();                                      \
-        return err_ == cudaSuccess ? NULL : cudaGetErrorString(err_);               \
+#define NL_CU_LAUNCH(kernel, n, stream, ...)                                            \
+    do {                                                                                \
+        if ((n) > 0) NL_CU_RUN(kernel, nl_cu_blocks(n), NL_CU_THREADS, stream, __VA_ARGS__); \
+        return nl_cu_launched();                                                        \
     } while (0)
 
 /* the larger of a and b, a NaN in either winning (as kernels/cpu/axis.h) */
@@ -47,7 +66,7 @@ __device__ static inline float nl_cu_max_nan(float a, float b)
  * index memory, and this check says so first, as the CPU kernel does. It finds the first
  * bad index (the smallest: a deterministic message) and waits for the stream, so it runs
  * only where the CPU kernel checks too (one task per token tile). Returns NULL, or the
- * error text (msg, thread-local) naming the value and the valid range. */
+ * CPU kernel's error text (msg, thread-local) naming the value and the valid range. */
 static __device__ unsigned long long nl_cu_first_bad;
 
 __global__ static void nl_cu_find_bad(int64_t n, int64_t vocab, const int64_t *ids)
@@ -56,15 +75,16 @@ __global__ static void nl_cu_find_bad(int64_t n, int64_t vocab, const int64_t *i
         if (ids[i] < 0 || ids[i] >= vocab) atomicMin(&nl_cu_first_bad, (unsigned long long)i);
 }
 
-static inline const char *nl_cu_check_ids(cudaStream_t stream, const char *what, int64_t n,
-                                          int64_t vocab, const int64_t *ids)
+static inline const char *nl_cu_check_ids(cudaStream_t stream, const char *what,
+                                          const char *plural, int64_t n, int64_t vocab,
+                                          const int64_t *ids)
 {
     static __thread char msg[256];
     unsigned long long none = ~0ull, first = ~0ull;
     cudaError_t err = cudaMemcpyToSymbolAsync(nl_cu_first_bad, &none, sizeof none, 0,
                                               cudaMemcpyHostToDevice, stream);
     if (err == cudaSuccess && n > 0) {
-        nl_cu_find_bad<<<nl_cu_blocks(n), NL_CU_THREADS, 0, stream>>>(n, vocab, ids);
+        NL_CU_RUN(nl_cu_find_bad, nl_cu_blocks(n), NL_CU_THREADS, stream, n, vocab, ids);
         err = cudaGetLastError();
     }
     if (err == cudaSuccess)
@@ -76,7 +96,7 @@ static inline const char *nl_cu_check_ids(cudaStream_t stream, const char *what,
     long long bad = 0;
     err = cudaMemcpy(&bad, ids + first, sizeof bad, cudaMemcpyDeviceToHost);
     if (err != cudaSuccess) return cudaGetErrorString(err);
-    snprintf(msg, sizeof msg, "%s %lld is outside the vocabulary of %lld tokens (valid ones "
-             "are 0..%lld)", what, bad, (long long)vocab, (long long)vocab - 1);
+    snprintf(msg, sizeof msg, "%s %lld is outside the vocabulary of %lld tokens (valid %s "
+             "are 0..%lld)", what, bad, (long long)vocab, plural, (long long)vocab - 1);
     return msg;
 }

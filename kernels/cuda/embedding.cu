@@ -19,8 +19,8 @@ const char *nl_cu_embedding(cudaStream_t stream, int64_t n, int64_t e, int64_t v
                             int64_t vrows, int64_t vocab, int32_t check, const int64_t *ids,
                             const float *table, float *out)
 {
-    const char *err = check ? nl_cu_check_ids(stream, "embedding: token id", n, vocab, ids)
-                            : NULL;
+    const char *err =
+        check ? nl_cu_check_ids(stream, "embedding: token id", "ids", n, vocab, ids) : NULL;
     if (err) return err;
     NL_CU_LAUNCH(embedding, n * e, stream, n, e, voff, vrows, ids, table, out);
 }
@@ -42,8 +42,8 @@ const char *nl_cu_embedding_backward(cudaStream_t stream, int64_t n, int64_t e, 
                                      int64_t vrows, int64_t vocab, int32_t check,
                                      const int64_t *ids, const float *dout, float *dtable)
 {
-    const char *err = check ? nl_cu_check_ids(stream, "embedding_backward: token id", n,
-                                              vocab, ids)
+    const char *err = check ? nl_cu_check_ids(stream, "embedding_backward: token id", "ids",
+                                              n, vocab, ids)
                             : NULL;
     if (err) return err;
     NL_CU_LAUNCH(embedding_backward, e, stream, n, e, voff, vrows, ids, dout, dtable);

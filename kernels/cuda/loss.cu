@@ -29,8 +29,8 @@ const char *nl_cu_cross_entropy_stats(cudaStream_t stream, int64_t n, int64_t vt
                                       int64_t vocab, const float *x, const int64_t *labels,
                                       float *stats)
 {
-    const char *err = voff == 0 ? nl_cu_check_ids(stream, "cross_entropy: label", n, vocab,
-                                                  labels)
+    const char *err = voff == 0 ? nl_cu_check_ids(stream, "cross_entropy: label", "labels", n,
+                                                  vocab, labels)
                                 : NULL;
     if (err) return err;
     NL_CU_LAUNCH(cross_entropy_stats, n, stream, n, vt, voff, x, labels, stats);
@@ -82,9 +82,8 @@ __global__ static void cross_entropy_loss(int64_t n, float scale, int32_t first,
 const char *nl_cu_cross_entropy_loss(cudaStream_t stream, int64_t n, float scale,
                                      int32_t first, const float *stats, float *loss)
 {
-    cross_entropy_loss<<<1, NL_CU_THREADS, 0, stream>>>(n, scale, first, stats, loss);
-    cudaError_t err = cudaGetLastError();
-    return err == cudaSuccess ? NULL : cudaGetErrorString(err);
+    NL_CU_RUN_BLOCK(cross_entropy_loss, stream, n, scale, first, stats, loss);
+    return nl_cu_launched();
 }
 
 /* one thread per value; dx may be x (each thread reads its own value first). The label's

@@ -4,6 +4,9 @@ Debian's StarPU has no CUDA: asking for CUDA workers is one clear error, naming 
 that builds a StarPU with CUDA, before StarPU starts. Against a StarPU with CUDA
 (scripts/build_starpu_cuda.sh) the same tests check the other branch: more workers than GPUs
 is the error. The GPU runs themselves are tests/ops/test_cuda.py (marker ``cuda``)."""
+import subprocess
+import sys
+
 import pytest
 
 import nntile_lab as nl
@@ -30,7 +33,7 @@ def test_asking_for_cuda_workers_beyond_what_exists_fails_before_starpu_starts()
                                                   r"scripts/build_starpu_cuda\.sh"):
             nl.Runtime(ncpu=1, ncuda=1)
     assert nl.Runtime.active is None   # nothing started, nothing left to stop
-    assert issubclass(CudaUnavailable, ValueError)   # a bad request: the CLI's exit 2
+    assert issubclass(CudaUnavailable, ValueError)   # callers catching ValueError still do
 
 
 @pytest.mark.parametrize("bad", [-1, True, 1.0, "1"])
@@ -56,3 +59,17 @@ def test_the_spec_and_cli_carry_ncuda():
     assert "ncuda" not in ExperimentSpec().runtime_kwargs()
     with pytest.raises(ValueError, match=r"ncuda=-1 \(--ncuda\) must be ≥ 0"):
         ExperimentSpec(ncuda=-1)
+
+
+def test_train_with_ncuda_on_a_starpu_without_cuda_stops_before_any_work(tmp_path):
+    if lib.nl_cuda_built():   # the other branch: a StarPU with CUDA takes --ncuda
+        assert ExperimentSpec(ncuda=1).runtime_kwargs()["ncuda"] == 1
+        return
+    out = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "nntile_lab.cli", "train", "--ncuda", "1",
+                           "--steps", "1", "--out", str(out)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 1, done.stderr
+    assert "ncuda=1: this StarPU has no CUDA" in done.stderr
+    assert "scripts/build_starpu_cuda.sh" in done.stderr
+    assert "Traceback" not in done.stderr and not out.exists()
