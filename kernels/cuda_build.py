@@ -63,8 +63,9 @@ def cuda_home():
         return roots[0]
     raise CudaToolMissing(
         "no nvcc found (looked in $CUDA_HOME, $CUDA_PATH, PATH, /usr/local/cuda and this "
-        "Python's nvidia packages): install the CUDA toolkit, or "
-        "`pip install nvidia-cuda-nvcc nvidia-cuda-runtime` (scripts/setup.sh test does)")
+        "Python's nvidia packages): install the CUDA toolkit, or (one release for all) "
+        "`pip install nvidia-cuda-nvcc==13.0.* nvidia-cuda-crt==13.0.* nvidia-nvvm==13.0.* "
+        "nvidia-cuda-runtime==13.0.* nvidia-cuda-cccl==13.0.*` (scripts/setup.sh test does)")
 
 
 def _find(name, roots, sub):

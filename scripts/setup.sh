@@ -63,7 +63,11 @@ if [ "${1:-}" = "test" ]; then
         if [ -n "$d" ] && [ -x "$d/bin/nvcc" ]; then cuda_home=$d; break; fi
     done
     cuda=()
-    [ -n "$cuda_home" ] || cuda+=("nvidia-cuda-nvcc==13.0.*" "nvidia-cuda-runtime==13.0.*")
+    # all one release: unpinned, nvvm and crt resolve newer than nvcc and ptxas refuses the
+    # PTX they write ("Unsupported .version"); cccl has the headers cuda_fp16.h needs
+    [ -n "$cuda_home" ] || cuda+=("nvidia-cuda-nvcc==13.0.*" "nvidia-cuda-crt==13.0.*"
+                                  "nvidia-nvvm==13.0.*" "nvidia-cuda-runtime==13.0.*"
+                                  "nvidia-cuda-cccl==13.0.*")
     if [ -z "$cuda_home" ] || [ ! -e "$cuda_home/include/cublas_v2.h" ]; then
         cuda+=("nvidia-cublas==13.0.*")
     fi
