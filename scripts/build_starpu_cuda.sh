@@ -74,9 +74,12 @@ configure=(./configure --prefix="$prefix" --enable-cuda --with-cuda-dir="$cuda"
            --with-cuda-lib-dir="$cudalib" --enable-opencl --enable-maxcpus="$maxcpus"
            --enable-openmp --disable-build-doc --disable-build-examples --disable-build-tests
            --disable-fortran --disable-opengl-render $mpi
-           NVCCFLAGS="-Xcompiler -fPIC")
+           NVCCFLAGS="-Xcompiler -fPIC"
+           # libstarpu finds cudart and cuBLAS where they are, ld.so.conf or not (and so does
+           # the linker of StarPU's own tools, through libstarpu's rpath)
+           LDFLAGS="-Wl,-rpath,$cudalib")
 if ((print_only)); then
-    printf '%q ' "${configure[@]}"; echo
+    echo "${configure[@]@Q}"   # each word quoted as the shell reads it back
     exit 0
 fi
 

@@ -2,6 +2,7 @@
 configure line it would run; kernels/build.py's STARPU_PREFIX. The build itself (Debian's
 StarPU source with CUDA, ~10 min) is not run here: docs/accelerators.md says what was."""
 import os
+import shlex
 import subprocess
 import sys
 
@@ -57,11 +58,12 @@ def test_the_configure_line_enables_cuda_and_opencl_into_the_prefix(tmp_path):
     done = run("--cuda", str(cuda), "--maxcpus", "96", "--print-configure",
                str(tmp_path / "prefix"))
     assert done.returncode == 0, done.stderr
-    line = done.stdout.split()
+    line = shlex.split(done.stdout)
     assert line[0] == "./configure"
     for flag in (f"--prefix={tmp_path / 'prefix'}", "--enable-cuda", f"--with-cuda-dir={cuda}",
                  f"--with-cuda-lib-dir={cuda / 'lib64'}", "--enable-opencl",
-                 "--enable-maxcpus=96", "--disable-build-doc"):
+                 "--enable-maxcpus=96", "--disable-build-doc",
+                 "NVCCFLAGS=-Xcompiler -fPIC", f"LDFLAGS=-Wl,-rpath,{cuda / 'lib64'}"):
         assert flag in line, (flag, line)
 
 
