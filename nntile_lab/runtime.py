@@ -639,9 +639,11 @@ def _check_ncuda(ncuda) -> None:
     found = cuda_devices()
     cap = min(lib.STARPU_MAXCUDADEVS, found)
     if ncuda > cap:
+        fix = (f"ask for at most {cap}" if cap else "check the NVIDIA driver and "
+               "CUDA_VISIBLE_DEVICES")
         raise CudaUnavailable(f"ncuda={ncuda} but this machine shows {found} CUDA device(s) "
                               f"(`nvidia-smi -L` lists them; StarPU takes at most "
-                              f"{lib.STARPU_MAXCUDADEVS}): ask for at most {cap}")
+                              f"{lib.STARPU_MAXCUDADEVS}): {fix}")
 
 
 def _set_env(values: dict) -> None:
