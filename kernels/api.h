@@ -26,11 +26,21 @@ struct nl_model_entry {
     double mean_us, std_us;
 };
 
-int nl_init(const char *sched, int ncpu, int nopencl, int profiling);
+int nl_init(const char *sched, int ncpu, int nopencl, int ncuda, int profiling);
 void nl_fini(void);
 int nl_opencl_built(void);
 int nl_opencl_devices(int accelerators_only);
 int nl_opencl_memory_node(void);
+int nl_cuda_built(void);
+int nl_cuda_devices(void);
+int nl_cuda_memory_node(void);
+int nl_tile_acquire_on_node(starpu_data_handle_t h, int node, int write);
+void nl_tile_release_on_node(starpu_data_handle_t h, int node);
+uintptr_t nl_tile_pointer_on_node(starpu_data_handle_t h, int node);
+int nl_node_devid(int node);
+starpu_data_handle_t nl_register_on_node(int node, uintptr_t ptr, int64_t nelems,
+                                         size_t elemsize);
+void nl_unregister_now(starpu_data_handle_t h);
 void nl_set_where(int kind);
 void nl_set_where_fallback(int kind);
 int nl_unplaceable_op(void);

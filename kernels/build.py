@@ -16,6 +16,7 @@ from cffi import FFI
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import codegen  # noqa: E402
+import cuda_build  # noqa: E402
 
 # the variant table is the package's (pure Python, no extension needed to read it)
 sys.path.insert(0, os.path.dirname(HERE))
@@ -64,6 +65,19 @@ def _opencl_flags():
               "pocl-opencl-icd)", file=sys.stderr)
         return None
     return ["-lOpenCL", "-lclblast"]
+
+
+def _cuda_objects():
+    """(objects, link args) of the CUDA kernels (kernels/cuda_build.py), for a StarPU with
+    CUDA: the extension's codelets then carry their cuda_funcs."""
+    out = os.path.join(os.path.dirname(HERE), "build-cuda")
+    archs = tuple(a for a in os.environ.get("NNTILE_LAB_CUDA_ARCHS", "").split(",") if a)
+    try:
+        objects = cuda_build.compile_objects(out, archs or cuda_build.DEFAULT_ARCHS)
+        _, incs, link = cuda_build.cuda_paths()
+    except (cuda_build.CudaToolMissing, RuntimeError) as exc:
+        raise SystemExit(f"this StarPU has CUDA, so the CUDA kernels are built: {exc}") from exc
+    return objects, incs, link
 
 
 def _openblas_include():
@@ -123,7 +137,16 @@ VALUE_SAFE = ["-fno-trapping-math", "-fno-math-errno"]
 sources = ([os.path.join(HERE, n) for n in ("mpi.c", "bench.c")]
            + sorted(glob.glob(os.path.join(HERE, "runtime", "*.c")))
            + sorted(glob.glob(os.path.join(HERE, "cpu", "*.c"))))
+try:
+    starpu_rpath = cuda_build.use_starpu_prefix()
+except ValueError as exc:
+    raise SystemExit(str(exc)) from exc
 cflags = _pkg_config("--cflags")
+# kernels/cuda/prototypes.h, from the table: the .cu files and the codelets' CUDA glue
+# include it (generated, not committed)
+with open(os.path.join(HERE, "cuda", "prototypes.h"), "w") as f:
+    f.write(codegen.generate_cuda_prototypes())
+cuda = _cuda_objects() if cuda_build.starpu_has_cuda(cflags) else None
 mpi = _mpi_flags()
 opencl = _opencl_flags()
 if opencl:
@@ -141,7 +164,7 @@ def builder(variant: str, arch_flags: str) -> FFI:
         f"nntile_lab._ext.{variant}",
         '#include <starpu.h>\n#include "api.h"\n' + codegen.generate_c(),
         sources=[os.path.relpath(s) for s in sources],
-        include_dirs=[HERE, _openblas_include()] + onednn_includes
+        include_dirs=[HERE, _openblas_include()] + onednn_includes + (cuda[1] if cuda else [])
         + [f[2:] for f in cflags if f.startswith("-I")] + (mpi[0] if mpi else []),
         # the flags the kernels were built with, for the benchmarks' records (nl_build_cflags)
         define_macros=([("NL_HAVE_MPI", "1")] if mpi else [])
@@ -149,8 +172,9 @@ def builder(variant: str, arch_flags: str) -> FFI:
         + [("NL_CFLAGS", json.dumps(arch_flags))],
         extra_compile_args=["-O3", "-std=gnu11", "-Wall", "-Wno-unused-function"] + VALUE_SAFE
         + shlex.split(arch_flags),
+        extra_objects=cuda[0] if cuda else [],
         extra_link_args=(mpi[1] if mpi else []) + (opencl or []) + _pkg_config("--libs")
-        + onednn_link,
+        + onednn_link + (cuda[2] if cuda else []) + starpu_rpath,
     )
     return ffi
 

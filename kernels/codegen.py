@@ -94,6 +94,54 @@ def _opencl_wrapper(row):
             f"{{\n    const struct nl_args_{n} *packed = cl_arg;\n{mems}{call}}}\n#endif\n")
 
 
+CUDA_KINDS = ("kernel", "cublas")
+
+
+def _cuda_funcs(row):
+    """The codelet's CUDA function, for a row that has one (only against a StarPU built with
+    CUDA: STARPU_USE_CUDA). Asynchronous: the host function queues its kernels on the
+    worker's stream and StarPU waits for the stream, overlapping it with transfers."""
+    if not row.cuda:
+        return ""
+    return (f"\n#ifdef STARPU_USE_CUDA\n    .cuda_funcs = {{nl_cuda_{row.name}}}, "
+            ".cuda_flags = {STARPU_CUDA_ASYNC},\n#endif\n   ")
+
+
+def _cuda_params(row):
+    """The parameters of host function nl_cu_<name> (kernels/cuda/): the worker's stream
+    (cuda="kernel") or cuBLAS handle (cuda="cublas"), then the C kernel's own."""
+    if row.cuda not in CUDA_KINDS:
+        raise TableError(f"codelet {row.name}: cuda={row.cuda!r} is not one of {CUDA_KINDS}")
+    first = "cublasHandle_t handle" if row.cuda == "cublas" else "cudaStream_t stream"
+    params = [f"{typ} {name}" for typ, name in _args(row)]
+    params += [f"{'const ' if ro else ''}{typ} *{name}" for _, _, typ, name, ro in _buffers(row)]
+    return ", ".join([first] + params)
+
+
+def cuda_prototype(row):
+    """nl_cu_<name>: NULL when its work is queued, else what failed (a CUDA or cuBLAS error
+    string, or bad data such as a token id outside the vocabulary)."""
+    return f"const char *nl_cu_{row.name}({_cuda_params(row)});"
+
+
+def _cuda_wrapper(row):
+    """The CUDA function of a row: its tiles' device pointers, then nl_cu_<name> with the
+    worker's stream (or cuBLAS handle, bound by StarPU to that stream)."""
+    if not row.cuda:
+        return ""
+    _cuda_params(row)   # checks the kind
+    n = row.name
+    first = ("starpu_cublas_get_local_handle()" if row.cuda == "cublas"
+             else "starpu_cuda_get_local_stream()")
+    params = [first] + [f"packed->{a}" for _, a in _args(row)]
+    params += [f"({typ} *)STARPU_VECTOR_GET_PTR(buffers[{i}])"
+               for i, _, typ, _, _ in _buffers(row)]
+    return (f"#ifdef STARPU_USE_CUDA\nstatic void nl_cuda_{n}(void *buffers[], void *cl_arg)\n"
+            f"{{\n    const struct nl_args_{n} *packed = cl_arg;\n"
+            f"    const char *err = nl_cu_{n}({', '.join(params)});\n"
+            f'    if (err) nl_error("{n} on CUDA: %s", err);\n}}\n#endif\n')
+
+
 def _glue(op_id, row):
     n = row.name
     fields = "".join(f"    {typ} {name};\n" for typ, name in _args(row))
@@ -115,7 +163,7 @@ def _glue(op_id, row):
     pairs = [(w, r) for _, wm, _, w, _ in bufs if wm == "STARPU_W"
              for _, rm, _, r, _ in bufs if rm == "STARPU_R"]
     rw_modes = ", ".join("STARPU_RW" if m == "STARPU_W" else m for _, m, _, _, _ in bufs)
-    ocl = _opencl_funcs(row)
+    ocl = _opencl_funcs(row) + _cuda_funcs(row)
     twin = (f"""static struct starpu_codelet nl_cl_{n}_rw = {{
     .cpu_funcs = {{nl_cpu_{n}}}, .cpu_funcs_name = {{"nl_cpu_{n}"}},{ocl}
     .nbuffers = {nbuf}, .modes = {{{rw_modes}}}, .model = &nl_model_{n}, .name = "{n}"}};
@@ -144,7 +192,7 @@ static void nl_cpu_{n}(void *buffers[], void *cl_arg)
     const struct nl_args_{n} *packed = cl_arg;
     nl_{n}({", ".join(unpack)});
 }}
-{_opencl_wrapper(row)}static struct starpu_perfmodel nl_model_{n} = {{
+{_opencl_wrapper(row)}{_cuda_wrapper(row)}static struct starpu_perfmodel nl_model_{n} = {{
     .type = STARPU_HISTORY_BASED, .symbol = "nl_{n}"}};
 static struct starpu_codelet nl_cl_{n} = {{
     .cpu_funcs = {{nl_cpu_{n}}}, .cpu_funcs_name = {{"nl_cpu_{n}"}},{ocl}
@@ -224,14 +272,19 @@ def generate_c():
     head = "#define NL_WITH_STARPU\n#include <errno.h>\n#include <stdlib.h>\n#include \"core.h\"\n"
     head += ("#ifdef NL_HAVE_OPENCL\n#include \"opencl/launch.h\"\n"
              f"const char nl_ocl_source[] =\n{_c_string(opencl_source())};\n#endif\n")
+    head += ("#ifdef STARPU_USE_CUDA\n#include <starpu_cublas_v2.h>\n"
+             '#include "cuda/prototypes.h"\n#endif\n')
     protos = "\n".join(kernel_prototype(r) for r in CODELETS)
     names = ", ".join(f'"{r.name}"' for r in CODELETS)
     has_ocl = ", ".join("1" if r.opencl else "0" for r in CODELETS)
+    has_cuda = ", ".join("1" if r.cuda else "0" for r in CODELETS)
     table = (f"static const char *op_names[] = {{{names}}};\n"
              f"int nl_op_count(void) {{ return {len(CODELETS)}; }}\n"
              "const char *nl_op_name(int i) { return op_names[i]; }\n"
              f"static const int op_opencl[] = {{{has_ocl}}};\n"
-             "int nl_op_has_opencl(int i) { return op_opencl[i]; }\n")
+             "int nl_op_has_opencl(int i) { return op_opencl[i]; }\n"
+             f"static const int op_cuda[] = {{{has_cuda}}};\n"
+             "int nl_op_has_cuda(int i) { return op_cuda[i]; }\n")
     # each op's performance model, for reading what it learned (kernels/runtime/perfmodels.c)
     models = ("static struct starpu_perfmodel *op_models[] = {"
               + ", ".join(f"&nl_model_{r.name}" for r in CODELETS) + "};\n"
@@ -247,11 +300,39 @@ def generate_prototypes():
             "#include <stdint.h>\n\n" + protos + "\n")
 
 
+def generate_cuda_prototypes():
+    """kernels/cuda/prototypes.h: every CUDA host function's signature, as the table defines
+    it. Every .cu file includes it, so nvcc checks each against its row."""
+    protos = "\n".join(cuda_prototype(r) for r in CODELETS if r.cuda)
+    return ("/* Generated by kernels/build.py from codelets.py: do not edit. */\n#pragma once\n"
+            "#include <stdint.h>\n#ifndef NL_CU_EMULATE   /* emulate.h stands in */\n"
+            "#include <cuda_runtime.h>\n#include <cublas_v2.h>\n#endif\n\n"
+            "#ifdef __cplusplus\nextern \"C\" {\n#endif\n" + protos
+            + "\n#ifdef __cplusplus\n}\n#endif\n")
+
+
+def generate_cuda_emulation_switch():
+    """``nl_cu_call_op(op, pointers, args)``: every host function of a cuda="kernel" row
+    called by its op id (the extension's ``nl_call_op`` numbering), the scalar arguments as
+    doubles, for the host emulation of the kernels (kernels/cuda/emulate.h). NULL when done,
+    else the function's error text; "no CUDA kernel" for other ops (cuBLAS rows)."""
+    cases = ""
+    for op_id, row in enumerate(CODELETS):
+        if row.cuda != "kernel":
+            continue
+        args = ["(cudaStream_t)0"] + [f"({typ})a[{i}]" for i, (typ, _) in enumerate(_args(row))]
+        args += [f"({typ} *)p[{i}]" for i, _, typ, _, _ in _buffers(row)]
+        cases += f"    case {op_id}: return nl_cu_{row.name}({', '.join(args)});\n"
+    return ('#include "common.cuh"\n\nextern "C" const char *nl_cu_call_op(int op, void **p, '
+            "const double *a)\n{\n    switch (op) {\n" + cases
+            + '    default: return "no CUDA kernel";\n    }\n}\n')
+
+
 def generate_cdef():
     """Declarations of the submit helpers, for cffi."""
     protos = "\n".join(submit_prototype(r) for r in CODELETS)
     return (protos + "\nint nl_op_count(void);\nconst char *nl_op_name(int i);\n"
-            "int nl_op_has_opencl(int i);\n"
+            "int nl_op_has_opencl(int i);\nint nl_op_has_cuda(int i);\n"
             "const char *nl_op_signature(int i);\n")
 
 

@@ -13,9 +13,9 @@ _NAMES = {
     "GPT2": "nntile_lab.nn", "GPT2Config": "nntile_lab.nn",
     "Runtime": "nntile_lab.runtime", "TaskError": "nntile_lab.runtime",
     "OutOfMemory": "nntile_lab.runtime", "CheckpointError": "nntile_lab.train.checkpoint",
-    "scheduler_names": "nntile_lab.runtime",
-    **dict.fromkeys(("TensorTraits", "TiledTensor", "empty", "empty_like", "from_numpy"),
-                    "nntile_lab.tensor"),
+    "scheduler_names": "nntile_lab.runtime", "CudaUnavailable": "nntile_lab.runtime",
+    **dict.fromkeys(("TensorTraits", "TiledTensor", "empty", "empty_like", "from_numpy",
+                     "from_cupy"), "nntile_lab.tensor"),
     "full": "nntile_lab.ops.create", "zeros": "nntile_lab.ops.create",
 }
 

@@ -21,6 +21,16 @@ class TaskError(RuntimeError):
     """A kernel met bad data inside a task (the message says which and why)."""
 
 
+class CudaUnavailable(ValueError):
+    """CUDA asked of an installation that cannot give it (a StarPU built without CUDA, no
+    GPU, no CuPy): the message names what is missing and the fix."""
+
+
+NO_CUDA_STARPU = ("this StarPU has no CUDA (Debian's StarPU 1.3 is built without it): build "
+                  "it with scripts/build_starpu_cuda.sh PREFIX, then rebuild nntile_lab "
+                  "against it (STARPU_PREFIX=PREFIX; docs/accelerators.md, \"CUDA\")")
+
+
 class OutOfMemory(MemoryError):
     """The tiles a runtime would have to hold exceed its memory limit (plus its disk
     node): StarPU would spin forever looking for memory, so this is raised instead."""
@@ -79,7 +89,13 @@ def opencl_devices(accelerators_only: bool = False) -> int:
     return lib.nl_opencl_devices(int(accelerators_only))
 
 
-WHERE = {"any": 0, "cpu": lib.STARPU_CPU, "opencl": lib.STARPU_OPENCL}
+def cuda_devices() -> int:
+    """CUDA devices the driver shows (``nvidia-smi -L`` lists them); 0 with a StarPU built
+    without CUDA (Debian's), whatever the machine has."""
+    return lib.nl_cuda_devices()
+
+
+WHERE = {"any": 0, "cpu": lib.STARPU_CPU, "opencl": lib.STARPU_OPENCL, "cuda": lib.STARPU_CUDA}
 
 
 def opencl_tasks_in_flight() -> int:
@@ -135,6 +151,9 @@ class Runtime:
     there is no GPU), each with its own memory node, capped at ``opencl_memory_limit_mb``
     MiB (None: the device's memory). ``with rt.on("opencl"):`` runs the tasks submitted
     inside on them only (docs/accelerators.md).
+    ``ncuda``: CUDA workers, one per GPU, each with its own memory node; needs a StarPU
+    built with CUDA (scripts/build_starpu_cuda.sh; Debian's has none: ``CudaUnavailable``).
+    ``with rt.on("cuda"):`` confines tasks to them.
     """
 
     OOC_BACKENDS = ("o_direct", "unistd")
@@ -149,7 +168,7 @@ class Runtime:
                  ooc_backend: str = "o_direct", priorities: bool | None = DEFAULTS.priorities,
                  hints: str | None = DEFAULTS.hints, buffer_cache_mb: int | None = None,
                  nopencl: int = 0, opencl_memory_limit_mb: int | None = None,
-                 stall_timeout_s: float | None = 30.0):
+                 ncuda: int = 0, stall_timeout_s: float | None = 30.0):
         valid = scheduler_names()
         if scheduler not in valid:
             raise ValueError(f"unknown scheduler {scheduler!r}; valid ones: {', '.join(valid)}")
@@ -174,6 +193,11 @@ class Runtime:
         self._opencl_env = _opencl_env(nopencl, opencl_memory_limit_mb)
         if nopencl and ooc_dir is not None:
             raise ValueError(f"ooc_dir={ooc_dir!r} with nopencl={nopencl}: {OPENCL_WITH_DISK}")
+        _check_ncuda(ncuda)
+        if ncuda and scheduler == "heteroprio":
+            raise ValueError("scheduler='heteroprio' with ncuda ≥ 1: its bucket layout "
+                             "(kernels/runtime/heteroprio.c) covers CPU and OpenCL workers "
+                             "only; use dmda, dmdas, eager or lws with CUDA workers")
         if buffer_cache_mb is not None and (not isinstance(buffer_cache_mb, int)
                                             or isinstance(buffer_cache_mb, bool)
                                             or buffer_cache_mb < 0):
@@ -195,6 +219,7 @@ class Runtime:
         self.priorities = True if priorities is None else bool(priorities)
         self.scheduler, self.ncpu = scheduler, ncpu
         self.nopencl, self.opencl_memory_limit_mb = nopencl, opencl_memory_limit_mb
+        self.ncuda = ncuda
         self.memory_limit_mb, self.ooc_dir, self.ooc_size_mb = memory_limit_mb, ooc_dir, ooc_size_mb
         self.profiling = profiling
         self.alive = False
@@ -220,7 +245,7 @@ class Runtime:
             try:
                 _set_env(env)
                 ret = lib.nl_init(self.scheduler.encode(), self.ncpu, self.nopencl,
-                                  int(self.profiling))
+                                  self.ncuda, int(self.profiling))
             finally:
                 _set_env(saved)
             if ret:
@@ -238,6 +263,11 @@ class Runtime:
             self.stop()
             raise RuntimeError(f"nopencl={self.nopencl} but StarPU started {got} OpenCL "
                                "workers: check `clinfo -l` and STARPU_OPENCL_* variables")
+        got = lib.starpu_cuda_worker_get_count()
+        if got != self.ncuda:   # likewise for CUDA devices (busy, hidden, out of memory)
+            self.stop()
+            raise RuntimeError(f"ncuda={self.ncuda} but StarPU started {got} CUDA workers: "
+                               "check `nvidia-smi -L` and CUDA_VISIBLE_DEVICES")
         try:
             self.mpi = attach()
         except BaseException:
@@ -347,6 +377,7 @@ class Runtime:
     def __repr__(self) -> str:
         state = "running" if self.alive else "stopped"
         opencl = f", nopencl={self.nopencl}" if self.nopencl else ""
+        opencl += f", ncuda={self.ncuda}" if self.ncuda else ""
         return f"Runtime(scheduler={self.scheduler!r}, ncpu={self.ncpu}{opencl}, {state})"
 
     @classmethod
@@ -387,11 +418,11 @@ class Runtime:
     @contextlib.contextmanager
     def on(self, kind: str, fallback: str | None = None):
         """Run the tasks submitted inside on one kind of worker only: "cpu", "opencl"
-        (needs ``nopencl`` ≥ 1) or "any" (the scheduler's choice, the default). An op with
-        no implementation for that kind raises ``NoImplementation`` before its task, unless
-        ``fallback`` names where such ops run instead ("cpu", "opencl" or "any"):
-        ``on("opencl", fallback="cpu")`` puts every op the device can run on the device and
-        the rest on the CPU workers."""
+        (needs ``nopencl`` ≥ 1), "cuda" (``ncuda`` ≥ 1) or "any" (the scheduler's choice,
+        the default). An op with no implementation for that kind raises
+        ``NoImplementation`` before its task, unless ``fallback`` names where such ops run
+        instead ("cpu", "opencl", "cuda" or "any"): ``on("opencl", fallback="cpu")`` puts
+        every op the device can run on the device and the rest on the CPU workers."""
         self.check_alive()
         if kind not in WHERE:
             raise ValueError(f"on({kind!r}): the kind is one of {', '.join(WHERE)}")
@@ -405,6 +436,9 @@ class Runtime:
         if "opencl" in (kind, fallback) and not self.nopencl:
             raise ValueError("on('opencl') needs OpenCL workers: start the runtime with "
                              "Runtime(nopencl=1)")
+        if "cuda" in (kind, fallback) and not self.ncuda:
+            raise ValueError("on('cuda') needs CUDA workers: start the runtime with "
+                             "Runtime(ncuda=1)")
         prev = (self._where, self._fallback)
         self._set_where(kind, fallback)
         try:
@@ -422,7 +456,8 @@ class Runtime:
 
     @property
     def where(self) -> str:
-        """The kind of worker tasks are confined to now (``on``): "any", "cpu" or "opencl"."""
+        """The kind of worker tasks are confined to now (``on``): "any", "cpu", "opencl" or
+        "cuda"."""
         return self._where
 
     @property
@@ -430,6 +465,15 @@ class Runtime:
         """Where ops that cannot run on ``where`` go now (``on(kind, fallback)``); None:
         such an op raises ``NoImplementation``."""
         return self._fallback
+
+    def cuda_memory_node(self) -> int:
+        """The memory node of the first CUDA worker (its GPU's memory)."""
+        self.check_alive()
+        node = lib.nl_cuda_memory_node()
+        if node < 0:
+            raise CudaUnavailable(f"{self!r} has no CUDA worker: start it with ncuda=1"
+                                  + ("" if lib.nl_cuda_built() else f" ({NO_CUDA_STARPU})"))
+        return node
 
     def opencl_memory_node(self) -> int:
         """The memory node of the first OpenCL worker (its device's memory)."""
@@ -643,6 +687,25 @@ def _opencl_env(nopencl, limit_mb) -> dict:
                          f"{lib.STARPU_MAXOPENCLDEVS}): ask for at most {cap}, or install a "
                          "driver (Debian: pocl-opencl-icd gives a device on the CPU)")
     return env
+
+
+def _check_ncuda(ncuda) -> None:
+    """ncuda against this StarPU and the GPUs present, before StarPU starts (it would only
+    warn and start fewer workers, or none)."""
+    if not isinstance(ncuda, int) or isinstance(ncuda, bool) or ncuda < 0:
+        raise ValueError(f"ncuda={ncuda!r} must be an integer ≥ 0 (CUDA workers, one per GPU)")
+    if not ncuda:
+        return
+    if not lib.nl_cuda_built():
+        raise CudaUnavailable(f"ncuda={ncuda}: {NO_CUDA_STARPU}")
+    found = cuda_devices()
+    cap = min(lib.STARPU_MAXCUDADEVS, found)
+    if ncuda > cap:
+        fix = (f"ask for at most {cap}" if cap else "check the NVIDIA driver and "
+               "CUDA_VISIBLE_DEVICES")
+        raise CudaUnavailable(f"ncuda={ncuda} but this machine shows {found} CUDA device(s) "
+                              f"(`nvidia-smi -L` lists them; StarPU takes at most "
+                              f"{lib.STARPU_MAXCUDADEVS}): {fix}")
 
 
 def _set_env(values: dict) -> None:

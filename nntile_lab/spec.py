@@ -155,6 +155,8 @@ class ExperimentSpec:
                       "the CPU; docs/accelerators.md)", int)
     opencl_memory_limit_mb: int | None = _f(None, "runtime", "cap on each OpenCL device's "
                                             "memory for tiles (MiB; needs nopencl)", int)
+    ncuda: int = _f(0, "runtime", "CUDA workers, one per GPU (needs a StarPU built with CUDA: "
+                    "scripts/build_starpu_cuda.sh; docs/accelerators.md)", int)
     hints: str | None = _f("auto", "runtime",
                            "memory hints, a comma set of " + ", ".join(HINTS)
                            + " ('all', 'none'); they matter out of core", str)
@@ -200,7 +202,7 @@ class ExperimentSpec:
                 raise ValueError(f"{f.name}={v!r} (--{_opt(f.name)}) must be below "
                                  f"{INT_LIMIT[f.name]:,}")
         for name in ("warmup", "warmup_steps", "eval_every", "checkpoint_every", "seed",
-                     "nopencl"):
+                     "nopencl", "ncuda"):
             v = getattr(self, name)
             if v is not None and v < 0:
                 raise ValueError(f"{name}={v!r} (--{_opt(name)}) must be ≥ 0")
@@ -305,6 +307,8 @@ class ExperimentSpec:
             kw["priorities"] = self.priorities
         if self.nopencl:
             kw.update(nopencl=self.nopencl, opencl_memory_limit_mb=self.opencl_memory_limit_mb)
+        if self.ncuda:
+            kw.update(ncuda=self.ncuda)
         return kw
 
     def schedule(self):

@@ -14,7 +14,7 @@ import ml_dtypes
 import numpy as np
 
 from nntile_lab._lib import ffi, lib
-from nntile_lab.runtime import Runtime, wait_interruptibly
+from nntile_lab.runtime import NO_CUDA_STARPU, CudaUnavailable, Runtime, wait_interruptibly
 
 # bfloat16: ml_dtypes' numpy dtype (the one JAX uses); its tiles hold 2-byte bf16 values,
 # made by ops.to_bf16 and read by the bf16 ops (ops/precision.py, ops.gemm)
@@ -181,6 +181,26 @@ class TiledTensor:
         self.runtime.raise_task_error()
         return out
 
+    def to_cupy(self, write: bool = False) -> CupyTiles:
+        """The tiles as CuPy arrays in the GPU's memory, without a copy through the host::
+
+            with x.to_cupy() as tiles:      # one cupy.ndarray per tile, grid order
+                total = sum(float(t.sum()) for t in tiles)
+
+        Each tile is brought to the first CUDA worker's memory node (moved there by StarPU
+        if it is elsewhere) and held there until the block ends: read-only, or read-write
+        with ``write=True`` (tasks submitted later see the changes). Tasks that would write
+        a held tile wait for the block's end. Needs a StarPU built with CUDA,
+        ``Runtime(ncuda ≥ 1)`` and CuPy (``CudaUnavailable`` says which is missing)."""
+        if self.storage.dropped:
+            raise RuntimeError(f"{self!r} was invalidated (its contents were dropped): write "
+                               "it before handing it to CuPy")
+        cupy, node = _cupy_and_node("to_cupy")
+        if self.dtype == BFLOAT16:
+            raise TypeError(f"to_cupy: {self!r} holds bfloat16, which CuPy has no dtype for: "
+                            "convert it with nl.ops.to_f32 first")
+        return CupyTiles(self, cupy, node, bool(write))
+
     def copy_from_numpy(self, array: np.ndarray) -> TiledTensor:
         """Overwrite every tile from ``array`` (same shape and dtype)."""
         array = _check_array(array)
@@ -328,6 +348,111 @@ def from_numpy(array: np.ndarray, tile_shape=None) -> TiledTensor:
     """Split a C-contiguous float32 or int64 array into tiles."""
     array = _check_array(array)
     return empty(array.shape, tile_shape, array.dtype).copy_from_numpy(array)
+
+
+class CupyTiles:
+    """``TiledTensor.to_cupy()``: a ``with`` block holding the tensor's tiles on the GPU's
+    memory node; ``as`` gives the list of CuPy arrays (one per tile, C order of the grid, each
+    of its tile's shape), valid inside the block only."""
+
+    def __init__(self, tensor: TiledTensor, cupy, node: int, write: bool):
+        self.tensor, self._cupy, self.node, self.write = tensor, cupy, node, write
+        self._held = []
+
+    def __enter__(self) -> list:
+        t, cupy, node = self.tensor, self._cupy, self.node
+        handles = t.handles
+        device = lib.nl_node_devid(node)
+        arrays = []
+        try:
+            for i in range(t.ntiles):
+                ret = lib.nl_tile_acquire_on_node(handles[i], node, int(self.write))
+                if ret:
+                    raise RuntimeError(f"to_cupy: StarPU could not hold tile {i} of {t!r} on "
+                                       f"node {node} (code {ret})")
+                self._held.append(handles[i])
+                shape = t.traits.tile_slices(i)
+                shape = tuple(sl.stop - sl.start for sl in shape)
+                nbytes = math.prod(shape) * t.dtype.itemsize
+                mem = cupy.cuda.UnownedMemory(lib.nl_tile_pointer_on_node(handles[i], node),
+                                              nbytes, self, device)
+                arrays.append(cupy.ndarray(shape, t.dtype, cupy.cuda.MemoryPointer(mem, 0)))
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        t.runtime.raise_task_error()
+        return arrays
+
+    def __exit__(self, *exc) -> None:
+        # CuPy's own work on the arrays must be done before StarPU may move or free them
+        if self._held:
+            self._cupy.cuda.Device(lib.nl_node_devid(self.node)).synchronize()
+        while self._held:
+            lib.nl_tile_release_on_node(self._held.pop(), self.node)
+
+
+def from_cupy(array, tile_shape=None) -> TiledTensor:
+    """A tensor made from a CuPy array on the GPU of the runtime's first CUDA worker, without
+    a copy through the host: each tile's part of the array is registered as a StarPU handle
+    on that GPU's memory node and copied, by a task on the GPU, into an ordinary tile (which
+    StarPU may later move or evict like any other); the array may be freed afterwards.
+    float32 or int64. Needs what ``to_cupy`` needs."""
+    cupy, node = _cupy_and_node("from_cupy")
+    if not isinstance(array, cupy.ndarray):
+        raise TypeError(f"from_cupy: a cupy.ndarray is needed, got {type(array).__name__} "
+                        "(nl.from_numpy takes numpy arrays)")
+    dtype = np.dtype(array.dtype)
+    if dtype not in (np.dtype(np.float32), np.dtype(np.int64)):
+        raise TypeError(f"from_cupy: dtype {dtype} is not float32 or int64: convert it with "
+                        "array.astype(cupy.float32) first")
+    device = lib.nl_node_devid(node)
+    if array.device.id != device:
+        raise ValueError(f"from_cupy: the array is on GPU {array.device.id}, the runtime's "
+                         f"CUDA worker on GPU {device}: move it with cupy.asarray under "
+                         f"cupy.cuda.Device({device})")
+    out = empty(array.shape, tile_shape, dtype)
+    rt = out.runtime
+    submit = lib.nl_submit_copy if dtype == np.float32 else lib.nl_submit_copy_i64
+    temporaries, parts = [], []
+    try:
+        with rt.on("cuda"):
+            for i in range(out.ntiles):
+                part = cupy.ascontiguousarray(array[out.traits.tile_slices(i)])
+                parts.append(part)   # alive until its handle is unregistered below
+                h = lib.nl_register_on_node(node, part.data.ptr, part.size, dtype.itemsize)
+                temporaries.append(h)
+                ret = submit(h, out.handles[i], part.size)
+                if ret:
+                    raise RuntimeError(f"from_cupy: the copy of tile {i} was refused "
+                                       f"(code {ret})")
+    finally:
+        for h in temporaries:   # blocking: waits for the copies reading them
+            lib.nl_unregister_now(h)
+    rt.raise_task_error()
+    return out
+
+
+def _cupy_and_node(what: str):
+    """(the cupy module, the first CUDA worker's memory node), or CudaUnavailable naming
+    every missing piece and its fix."""
+    rt = Runtime.active
+    missing = []
+    if not lib.nl_cuda_built():
+        missing.append(NO_CUDA_STARPU)
+    elif rt is None or not rt.alive:
+        missing.append("no runtime is running: start one with Runtime(ncuda=1)")
+    elif not rt.ncuda:
+        missing.append(f"{rt!r} has no CUDA worker: start it with Runtime(ncuda=1)")
+    try:
+        import cupy
+    except ImportError:
+        cupy = None
+        missing.append("CuPy is not installed: pip install cupy-cuda13x (cupy-cuda12x for a "
+                       "CUDA 12 driver)")
+    if missing:
+        raise CudaUnavailable(f"{what} hands tiles in GPU memory to CuPy, but "
+                              + "; and ".join(missing))
+    return cupy, rt.cuda_memory_node()
 
 
 def _axis(axis: int, ndim: int) -> int:

@@ -54,5 +54,24 @@ esac
 # no build isolation: the build deps above are already in the venv, and a rebuild
 # after editing kernels/ takes seconds instead of a fresh build environment
 "${pip[@]}" --no-build-isolation -e ".${extras}"
+if [ "${1:-}" = "test" ]; then
+    # the CUDA kernels' compile and link check (tests/kernels/test_cuda_build.py): nvcc from
+    # the machine's CUDA toolkit, else PyPI's; cuBLAS's headers and library from PyPI when the
+    # toolkit lacks them (Debian 12's main archive has no CUDA toolkit)
+    cuda_home=""
+    for d in "${CUDA_HOME:-}" "${CUDA_PATH:-}" /usr/local/cuda; do
+        if [ -n "$d" ] && [ -x "$d/bin/nvcc" ]; then cuda_home=$d; break; fi
+    done
+    cuda=()
+    # all one release: unpinned, nvvm and crt resolve newer than nvcc and ptxas refuses the
+    # PTX they write ("Unsupported .version"); cccl has the headers cuda_fp16.h needs
+    [ -n "$cuda_home" ] || cuda+=("nvidia-cuda-nvcc==13.0.*" "nvidia-cuda-crt==13.0.*"
+                                  "nvidia-nvvm==13.0.*" "nvidia-cuda-runtime==13.0.*"
+                                  "nvidia-cuda-cccl==13.0.*")
+    if [ -z "$cuda_home" ] || [ ! -e "$cuda_home/include/cublas_v2.h" ]; then
+        cuda+=("nvidia-cublas==13.0.*")
+    fi
+    if ((${#cuda[@]})); then "${pip[@]}" "${cuda[@]}"; fi
+fi
 .venv/bin/python -c "import nntile_lab" && echo "setup: nntile_lab ready in .venv"
 .venv/bin/jupyter lab --version >/dev/null && echo "setup: JupyterLab ready: .venv/bin/jupyter lab notebooks/"

@@ -7,18 +7,26 @@
 extern const char nl_ocl_source[];   /* generated from kernels/opencl/*.cl */
 #endif
 
+#ifdef STARPU_USE_CUDA
+#include <starpu_cublas.h>
+static int cublas_on;   /* starpu_cublas_init ran for this runtime */
+#endif
+
 /* ---- runtime life cycle --------------------------------------------------- */
-int nl_init(const char *sched, int ncpu, int nopencl, int profiling)
+int nl_init(const char *sched, int ncpu, int nopencl, int ncuda, int profiling)
 {
 #ifndef NL_HAVE_OPENCL
     if (nopencl > 0) return -ENODEV;
+#endif
+#ifndef STARPU_USE_CUDA
+    if (ncuda > 0) return -ENODEV;   /* Runtime says so first: this StarPU has no CUDA */
 #endif
     struct starpu_conf conf;
     starpu_conf_init(&conf);
     conf.precedence_over_environment_variables = 1;
     conf.sched_policy_name = sched;
     conf.ncpus = ncpu;
-    conf.ncuda = 0;
+    conf.ncuda = ncuda;
     conf.nopencl = nopencl;
     conf.nmic = 0;
     conf.nmpi_ms = 0;
@@ -40,6 +48,11 @@ int nl_init(const char *sched, int ncpu, int nopencl, int profiling)
         return ret;
     }
 #endif
+#ifdef STARPU_USE_CUDA
+    /* a cuBLAS handle per CUDA worker, bound to its stream (the gemm codelets use it) */
+    if (ncuda > 0) starpu_cublas_init();
+    cublas_on = ncuda > 0;
+#endif
     nl_set_where(0);
     nl_set_scope(0, -1, 0);
     char stale[8];
@@ -56,6 +69,10 @@ void nl_fini(void)
 {
 #ifdef NL_HAVE_OPENCL
     nl_ocl_unload();
+#endif
+#ifdef STARPU_USE_CUDA
+    if (cublas_on) starpu_cublas_shutdown();
+    cublas_on = 0;
 #endif
     starpu_shutdown();
 }
@@ -83,6 +100,34 @@ int nl_opencl_memory_node(void)
 {
     int ids[1];
     if (starpu_worker_get_ids_by_type(STARPU_OPENCL_WORKER, ids, 1) < 1) return -1;
+    return (int)starpu_worker_get_memory_node((unsigned)ids[0]);
+}
+
+/* Whether this StarPU was built with CUDA (Debian's is not: scripts/build_starpu_cuda.sh) */
+int nl_cuda_built(void)
+{
+#ifdef STARPU_USE_CUDA
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+/* CUDA devices the driver shows (0 without CUDA, a driver or a GPU) */
+int nl_cuda_devices(void)
+{
+#ifdef STARPU_USE_CUDA
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+#else
+    return 0;
+#endif
+}
+
+int nl_cuda_memory_node(void)
+{
+    int ids[1];
+    if (starpu_worker_get_ids_by_type(STARPU_CUDA_WORKER, ids, 1) < 1) return -1;
     return (int)starpu_worker_get_memory_node((unsigned)ids[0]);
 }
 

@@ -92,8 +92,8 @@ static int too_big_for_device(struct starpu_task *task, int op_id, int where_now
 }
 
 /* ---- where tasks run ---------------------------------------------------------
- * 0: wherever the scheduler puts them; STARPU_CPU or STARPU_OPENCL: only there
- * (Runtime.on). A task whose codelet has no function for that kind goes to the
+ * 0: wherever the scheduler puts them; STARPU_CPU, STARPU_OPENCL or STARPU_CUDA: only
+ * there (Runtime.on). A task whose codelet has no function for that kind goes to the
  * fallback kind (0: any worker) if one is set, else is refused at submission (-ENODEV,
  * its op kept for the message): StarPU would abort on it. Setting where clears the
  * fallback (-1: none). */
@@ -114,6 +114,7 @@ int nl_unplaceable_op(void) { return unplaceable_op; }
 static int runs_on(const struct starpu_codelet *cl, int kind)
 {
     return kind == STARPU_OPENCL ? cl->opencl_funcs[0] != NULL
+         : kind == STARPU_CUDA   ? cl->cuda_funcs[0] != NULL
          : kind == STARPU_CPU    ? cl->cpu_funcs[0] != NULL : 1;
 }
 

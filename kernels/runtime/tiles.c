@@ -31,11 +31,30 @@ static void zero_tile(void *buffers[], void *cl_arg)
            (size_t)STARPU_VECTOR_GET_NX(buffers[0]) * STARPU_VECTOR_GET_ELEMSIZE(buffers[0]));
 }
 
-/* StarPU runs it on the worker that first reads the tile: an OpenCL one needs its own */
+#ifdef STARPU_USE_CUDA
+/* on a CUDA worker: queued on its stream (the codelet is asynchronous) */
+static void cuda_zero_tile(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    size_t bytes =
+        (size_t)STARPU_VECTOR_GET_NX(buffers[0]) * STARPU_VECTOR_GET_ELEMSIZE(buffers[0]);
+    cudaError_t err = cudaMemsetAsync((void *)STARPU_VECTOR_GET_PTR(buffers[0]), 0, bytes,
+                                      starpu_cuda_get_local_stream());
+    if (err != cudaSuccess)
+        nl_error("CUDA: zeroing a fresh tile of %zu bytes failed: %s", bytes,
+                 cudaGetErrorString(err));
+}
+#endif
+
+/* StarPU runs it on the worker that first reads the tile: an OpenCL or CUDA one needs its
+ * own */
 static struct starpu_codelet zero_cl = {
     .cpu_funcs = {zero_tile},
 #ifdef NL_HAVE_OPENCL
     .opencl_funcs = {nl_ocl_zero_tile},
+#endif
+#ifdef STARPU_USE_CUDA
+    .cuda_funcs = {cuda_zero_tile}, .cuda_flags = {STARPU_CUDA_ASYNC},
 #endif
     .nbuffers = 1, .modes = {STARPU_W}, .name = "zero_init"};
 
@@ -143,3 +162,35 @@ int64_t nl_held_bytes(void)
     return __atomic_load_n(&nl_registered_bytes, __ATOMIC_RELAXED)
            + __atomic_load_n(&nl_freed_pending_bytes, __ATOMIC_RELAXED);
 }
+
+/* ---- tiles handed to or taken from another library on a device (CuPy) --------------
+ * TiledTensor.to_cupy holds each tile on the GPU's memory node (acquired there, so no task
+ * writes it meanwhile) and gives its device pointer; from_cupy registers CuPy's buffers as
+ * temporary handles on that node, copies them into ordinary tiles with tasks on the GPU,
+ * and unregisters them, blocking, before CuPy may free them. */
+int nl_tile_acquire_on_node(starpu_data_handle_t h, int node, int write)
+{
+    return starpu_data_acquire_on_node(h, node, write ? STARPU_RW : STARPU_R);
+}
+
+void nl_tile_release_on_node(starpu_data_handle_t h, int node)
+{
+    starpu_data_release_on_node(h, node);
+}
+
+uintptr_t nl_tile_pointer_on_node(starpu_data_handle_t h, int node)
+{
+    return (uintptr_t)starpu_data_handle_to_pointer(h, (unsigned)node);
+}
+
+int nl_node_devid(int node) { return starpu_memory_node_get_devid((unsigned)node); }
+
+starpu_data_handle_t nl_register_on_node(int node, uintptr_t ptr, int64_t nelems,
+                                         size_t elemsize)
+{
+    starpu_data_handle_t h;
+    starpu_vector_data_register(&h, node, ptr, (uint32_t)nelems, elemsize);
+    return h;
+}
+
+void nl_unregister_now(starpu_data_handle_t h) { starpu_data_unregister(h); }

@@ -1,0 +1,274 @@
+"""The CUDA worker (issue 18 §5), on an NVIDIA GPU: every family with a CUDA implementation
+forced onto it with ``Runtime.on("cuda")`` against the same op on the CPU, over random shapes
+and tilings; tiles on the GPU's memory node; CuPy interop without a host copy.
+
+Marker ``cuda``: deselected by default (pyproject's addopts); on a machine with a GPU, a
+StarPU built with CUDA (scripts/build_starpu_cuda.sh) and CuPy, run them with
+``pytest -m cuda`` (docs/accelerators.md). There they fail loudly, never skip, when a piece
+is missing. They have not run where this code was written: no GPU was lent to it."""
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import nntile_lab as nl
+from nntile_lab._lib import lib
+from nntile_lab.ops._generated import OPS
+from nntile_lab.runtime import cuda_devices
+from tests.conftest import cond_err, rel_err
+from tests.strategies import gemm_case, gemm_layouts, shape_and_tiles
+
+pytestmark = pytest.mark.cuda
+RNG = np.random.default_rng(185)
+
+
+@pytest.fixture(scope="module")
+def gpu():
+    if not lib.nl_cuda_built() or cuda_devices() < 1:
+        pytest.fail("no CUDA: these tests need a StarPU built with CUDA "
+                    "(scripts/build_starpu_cuda.sh, then rebuild nntile_lab with "
+                    "STARPU_PREFIX) and a GPU (`nvidia-smi -L`)", pytrace=False)
+    if nl.Runtime.active is not None:
+        nl.Runtime.active.stop()
+    with nl.Runtime(scheduler="dmda", ncpu=1, ncuda=1) as runtime:
+        yield runtime
+
+
+def _handles(t):
+    return [t.handles[i] for i in range(t.ntiles)]
+
+
+def _on_both(rt, arrays, tiles, run):
+    """``run(tensors)`` on the CPU and on the GPU (tensors from ``arrays``, tiled by
+    ``tiles[name]``): the tensors it returns, as numpy, for each."""
+    out = {}
+    for kind in ("cpu", "cuda"):
+        tensors = {k: nl.from_numpy(v, tiles[k]) for k, v in arrays.items()}
+        with rt.on(kind):
+            got = run(tensors)
+            rt.wait()
+        if kind == "cuda":   # it ran there: the GPU holds the outputs
+            node = rt.cuda_memory_node()
+            assert all(lib.starpu_data_is_on_node(h, node) for t in got for h in _handles(t))
+        out[kind] = [t.to_numpy() for t in got]
+    return out["cpu"], out["cuda"]
+
+
+def _close(cpu, gpu_, tol, what):
+    for want, got in zip(cpu, gpu_):
+        assert np.isfinite(got).all() == np.isfinite(want).all(), what
+        assert rel_err(np.nan_to_num(got), np.nan_to_num(want)) <= tol, what
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+@given(shape_and_tiles(), st.floats(-2, 2), st.sampled_from([0.0, 1.0, -0.5]))
+def test_element_wise_on_cuda_matches_cpu(gpu, name, case, scalar, beta):
+    shape, tiles = case
+    op = OPS[name]
+    arrays = {i: RNG.standard_normal(shape).astype(np.float32) * 2 for i in op.inputs}
+    if op.rw:   # NaN where beta == 0 must be overwritten unread
+        arrays[op.output] = (np.full(shape, np.nan, np.float32) if beta == 0.0
+                             else RNG.standard_normal(shape).astype(np.float32))
+    scalars = {s: (beta if s == "beta" else scalar) for s in op.scalars}
+    layout = dict.fromkeys(arrays, tiles)
+
+    def run(t):
+        out = getattr(nl.ops, name)(**t, **scalars)
+        return [out if out is not None else t[op.output]]
+    cpu, gpu_ = _on_both(gpu, arrays, layout, run)
+    _close(cpu, gpu_, 2e-6, (name, shape, tiles))   # expf: a few ulp from the CPU's exp
+
+
+@given(gemm_case(), st.sampled_from([1.0, -0.5]), st.sampled_from([0.0, 1.0, 0.25]))
+def test_gemm_on_cuda_matches_numpy(gpu, case, alpha, beta):
+    dims, tiles, ta, tb = case
+    (a_shape, a_tiles), (b_shape, b_tiles), (c_shape, c_tiles) = gemm_layouts(case)
+    a = RNG.standard_normal(a_shape).astype(np.float32)
+    b = RNG.standard_normal(b_shape).astype(np.float32)
+    c0 = (RNG.standard_normal(c_shape).astype(np.float32) if beta
+          else np.full(c_shape, np.nan, np.float32))
+    nb, nk = len(dims["b"]), len(dims["k"])
+    bsz, m, n, k = (int(np.prod(dims[g])) for g in "bmnk")
+    a2 = a.astype(np.float64).reshape((bsz, k, m) if ta else (bsz, m, k))
+    b2 = b.astype(np.float64).reshape((bsz, n, k) if tb else (bsz, k, n))
+    opa, opb = (a2.transpose(0, 2, 1) if ta else a2), (b2.transpose(0, 2, 1) if tb else b2)
+    c_term = beta * np.nan_to_num(c0) if beta else 0.0
+    want = alpha * np.matmul(opa, opb).reshape(c_shape) + c_term
+    magnitude = abs(alpha) * np.matmul(abs(opa), abs(opb)).reshape(c_shape) + abs(c_term)
+    ta_, tb_, tc = (nl.from_numpy(x, t) for x, t in ((a, a_tiles), (b, b_tiles), (c0, c_tiles)))
+    with gpu.on("cuda"):   # cuBLAS may use TF32 only if asked: it is not, so fp32 holds
+        got = nl.ops.gemm(ta_, tb_, trans_a=ta, trans_b=tb, alpha=alpha, beta=beta, out=tc,
+                          ndim=nk, batch_ndim=nb)
+        gpu.wait()
+    assert cond_err(got.to_numpy(), want, magnitude) <= 1e-5
+
+
+@given(shape_and_tiles(), st.data())
+def test_reductions_and_broadcasts_along_an_axis_on_cuda_match_cpu(gpu, case, data):
+    shape, tiles = case
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    alpha, beta = data.draw(st.floats(-2, 2)), data.draw(st.sampled_from([0.0, 1.0, -0.5]))
+    cut = lambda t: t[:axis] + t[axis + 1:] or (1,)   # noqa: E731
+    arrays = {"x": RNG.standard_normal(shape).astype(np.float32),
+              "y": RNG.standard_normal(shape).astype(np.float32),
+              "s": RNG.standard_normal(cut(shape)).astype(np.float32),
+              "f": RNG.standard_normal((shape[axis],)).astype(np.float32)}
+    layout = {"x": tiles, "y": tiles, "s": cut(tiles), "f": (tiles[axis],)}
+    runs = [lambda t: [nl.ops.sum_fiber(t["x"], axis, t["f"], alpha, beta)],
+            lambda t: [nl.ops.sumsq_all(t["x"], None, alpha)],
+            lambda t: [nl.ops.add_fiber(t["f"], t["x"], axis, alpha, beta)],
+            lambda t: [nl.ops.mul_fiber(t["f"], t["x"], axis)]]
+    if len(shape) > 1:   # a slice of a vector is a scalar: no slice ops then
+        runs += [lambda t: [nl.ops.sum_slice(t["x"], axis, t["s"], alpha, beta)],
+                 lambda t: [nl.ops.sumsq_slice(t["x"], axis, t["s"], alpha, beta)],
+                 lambda t: [nl.ops.sumprod_slice(t["x"], t["y"], axis, t["s"], alpha, beta)],
+                 lambda t: [nl.ops.max_slice(t["x"], axis)],
+                 lambda t: [nl.ops.add_slice(t["s"], t["x"], axis, alpha, beta)],
+                 lambda t: [nl.ops.mul_slice(t["s"], t["x"], axis)]]
+    for i, run in enumerate(runs):
+        cpu, gpu_ = _on_both(gpu, arrays, layout, run)
+        _close(cpu, gpu_, 1e-6, (i, shape, tiles, axis))
+
+
+@given(shape_and_tiles(min_ndim=2), st.data())
+def test_softmax_and_layer_norm_on_cuda_match_cpu(gpu, case, data):
+    shape, tiles = case
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    cut = lambda t: t[:axis] + t[axis + 1:]   # noqa: E731
+    arrays = {"x": RNG.standard_normal(shape).astype(np.float32) * 3 + 1,
+              "dy": RNG.standard_normal(shape).astype(np.float32),
+              "g": RNG.standard_normal((shape[axis],)).astype(np.float32),
+              "b": RNG.standard_normal((shape[axis],)).astype(np.float32)}
+    layout = {"x": tiles, "dy": tiles, "g": (tiles[axis],), "b": (tiles[axis],)}
+
+    def softmax(t):
+        y = nl.ops.softmax(t["x"], axis)
+        return [y, nl.ops.softmax_backward(y, t["dy"], axis)]
+
+    def layer_norm(t):
+        y, mean, inv_std = nl.ops.layer_norm(t["x"], t["g"], t["b"], axis)
+        dx, dg, db = nl.ops.layer_norm_backward(t["x"], t["dy"], t["g"], mean, inv_std, axis)
+        return [y, mean, inv_std, dx, dg, db]
+
+    assert cut(shape)   # slices exist: min_ndim=2
+    for run in (softmax, layer_norm):
+        cpu, gpu_ = _on_both(gpu, arrays, layout, run)
+        _close(cpu, gpu_, 1e-5, (run.__name__, shape, tiles, axis))
+
+
+@given(st.integers(1, 40), st.integers(1, 4), st.integers(2, 300), st.integers(1, 300),
+       st.data())
+def test_embedding_and_cross_entropy_on_cuda_match_cpu(gpu, ntok, ttile, vocab, vt, data):
+    e = data.draw(st.integers(1, 16))
+    ids = RNG.integers(0, vocab, (ntok,))
+    arrays = {"ids": ids, "table": RNG.standard_normal((vocab, e)).astype(np.float32),
+              "dout": RNG.standard_normal((ntok, e)).astype(np.float32),
+              "logits": RNG.standard_normal((ntok, vocab)).astype(np.float32) * 4}
+    tt, vt = min(ttile, ntok), min(vt, vocab)
+    layout = {"ids": (tt,), "table": (vt, e), "dout": (tt, e), "logits": (tt, vt)}
+
+    def embed(t):
+        out = nl.ops.embedding(t["ids"], t["table"])
+        dtable = nl.zeros((vocab, e), (vt, e))
+        nl.ops.embedding_backward(t["ids"], t["dout"], dtable)
+        return [out, dtable]
+
+    def loss(t):
+        value, dlogits = nl.ops.cross_entropy(t["logits"], t["ids"], grad=True)
+        return [value, dlogits]
+
+    for run in (embed, loss):
+        cpu, gpu_ = _on_both(gpu, arrays, layout, run)
+        _close(cpu, gpu_, 1e-6, (run.__name__, ntok, tt, vocab, vt))
+
+
+def test_a_bad_token_id_on_cuda_is_a_task_error(gpu):
+    ids = nl.from_numpy(np.array([0, 7, 3], np.int64), (3,))
+    table = nl.from_numpy(np.ones((5, 2), np.float32), (5, 2))
+    with gpu.on("cuda"):
+        nl.ops.embedding(ids, table)
+        with pytest.raises(nl.TaskError, match=r"token id 7 is outside the vocabulary of 5"):
+            gpu.wait()
+
+
+@given(shape_and_tiles(), st.integers(1, 5), st.booleans())
+def test_optimizer_steps_on_cuda_match_cpu(gpu, case, step, flag):
+    shape, tiles = case
+    arrays = {k: RNG.standard_normal(shape).astype(np.float32) for k in ("p", "g", "buf")}
+    layout = dict.fromkeys(arrays, tiles)
+
+    def adamw(t):   # fresh moments: first read on the GPU, as zeros (the init codelet)
+        m, v = nl.tensor.empty(shape, tiles), nl.tensor.empty(shape, tiles)
+        nl.ops.adamw(t["p"], t["g"], m, v, step=step, lr=1e-2, weight_decay=0.1,
+                     decoupled=flag, grad_scale=0.5)
+        return [t["p"], m, v]
+
+    def sgd(t):
+        nl.ops.sgd(t["p"], t["g"], t["buf"], lr=0.1, momentum=0.9, weight_decay=0.01,
+                   nesterov=flag, first=step == 1)
+        return [t["p"], t["buf"]]
+
+    for run in (adamw, sgd):
+        cpu, gpu_ = _on_both(gpu, arrays, layout, run)
+        _close(cpu, gpu_, 1e-6, (run.__name__, shape, tiles))
+
+
+def test_layout_and_bf16_on_cuda_match_cpu(gpu):
+    x = RNG.standard_normal((2, 3, 8, 8)).astype(np.float32)
+    arrays, layout = {"x": x}, {"x": (1, 3, 4, 8)}
+    runs = [lambda t: [nl.ops.mask_causal(t["x"])],
+            lambda t: [nl.ops.permute(t["x"], (0, 2, 1, 3))],
+            lambda t: [nl.ops.to_f32(nl.ops.to_bf16(t["x"]))]]
+    for run in runs:
+        cpu, gpu_ = _on_both(gpu, arrays, layout, run)
+        for want, got in zip(cpu, gpu_):
+            np.testing.assert_array_equal(got, want)
+
+
+def test_tiles_go_to_cupy_and_back_without_a_host_copy(gpu):
+    import cupy
+    x = RNG.standard_normal((6, 10)).astype(np.float32)
+    t = nl.from_numpy(x, (4, 10))
+    with gpu.on("cuda"):
+        y = nl.ops.scale(t, 2.0)
+    node = gpu.cuda_memory_node()
+    with y.to_cupy() as tiles:
+        assert [a.shape for a in tiles] == [(4, 10), (2, 10)]
+        # the arrays are StarPU's own buffers on the GPU, not copies
+        assert [a.data.ptr for a in tiles] == [lib.nl_tile_pointer_on_node(h, node)
+                                               for h in _handles(y)]
+        np.testing.assert_array_equal(cupy.asnumpy(cupy.concatenate(tiles)), 2 * x)
+    with y.to_cupy(write=True) as tiles:
+        for a in tiles:
+            a += 1
+    np.testing.assert_array_equal(y.to_numpy(), 2 * x + 1)
+    z = nl.from_cupy(cupy.asarray(x) * 3, (5, 4))
+    assert all(lib.starpu_data_is_on_node(h, node) for h in _handles(z))
+    np.testing.assert_array_equal(z.to_numpy(), 3 * x)
+    with pytest.raises(TypeError, match="float32 or int64"):
+        nl.from_cupy(cupy.zeros((2, 2), cupy.float16))
+    with pytest.raises(TypeError, match="bfloat16"):
+        nl.ops.to_bf16(t).to_cupy()
+
+
+def test_gpt2_steps_on_cuda_give_the_cpu_runs_losses(gpu):
+    """Three AdamW steps of a tiled 1-layer GPT-2 confined to the GPU, then to the CPU: the
+    same losses within float32 tolerance (every op of the step has a CUDA implementation)."""
+    from nntile_lab.optim import AdamW
+    cfg = nl.GPT2Config(n_layer=1, n_head=4, n_embd=24, n_positions=16, vocab_size=97,
+                        n_inner=40, batch_tile=2, seq_tile=5, embd_tile=10, inner_tile=16,
+                        head_tile=3, vocab_tile=30)
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, cfg.vocab_size, (3, 14))
+    losses = {}
+    for kind in ("cpu", "cuda"):
+        with gpu.on(kind):
+            model = nl.GPT2(cfg, seed=1)
+            opt = AdamW(model, lr=1e-2, weight_decay=0.1)
+            losses[kind] = []
+            for _ in range(3):
+                losses[kind].append(model.forward_backward(ids[:, :-1], ids[:, 1:]))
+                opt.step(clip_norm=1.0)
+            gpu.wait()
+            model.free()
+    np.testing.assert_allclose(losses["cuda"], losses["cpu"], rtol=1e-5)
