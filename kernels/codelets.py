@@ -29,9 +29,12 @@ generates (``nntile_lab/ops/_generated.py``, one task per tile):
 Any row may also carry an OpenCL implementation (the OpenCL worker, docs/accelerators.md):
   opencl   "kernel": kernel ``nl_<name>`` of kernels/opencl/<family>.cl, taking the row's
            args then its buffers, over ``opencl_items`` work items (a C expression of the
-           args, default "n": one per value); "host": a C function ``nl_ocl_<name>`` in
-           kernels/opencl/ with the C kernel's parameters, buffers as ``cl_mem`` (GEMM:
-           CLBlast); "": CPU only.
+           args, default "n": one per value); "axis": the same kernel as an axis launch
+           (kernels/opencl/axis.clh: work-groups reducing along an axis) over
+           ``opencl_axis``, three C expressions of the args (default "m, k, n": the m·n
+           reductions of length k of an (m, k, n) tile); "host": a C function
+           ``nl_ocl_<name>`` in kernels/opencl/ with the C kernel's parameters, buffers as
+           ``cl_mem`` (GEMM: CLBlast); "": CPU only.
 
 The kernel's C signature is ``void nl_<name>(args..., buffers...)``: plain C
 with no StarPU in it, so a kernel can be read and tested on its own.
@@ -60,6 +63,8 @@ class Codelet:
     opencl: str = ""
     # opencl="kernel": how many work items, a C expression of the args (one per value)
     opencl_items: str = "n"
+    # opencl="axis": the launch's (m, k, n), m·n reductions of length k (axis.clh)
+    opencl_axis: str = "m, k, n"
 
 
 CODELETS = [
@@ -105,18 +110,20 @@ CODELETS = [
                 "overwritten dx).", opencl="kernel"),
     # axis.c: reductions and broadcasts along an axis of an (m, k, n) tile
     Codelet("sum_slice", "R x, RW s", "i64 m, i64 k, i64 n, f32 alpha, f32 beta", "m*k*n + 3*m*n",
-            overwrite="beta == 0"),
+            overwrite="beta == 0", opencl="axis"),
     Codelet("sumsq_slice", "R x, RW s", "i64 m, i64 k, i64 n, f32 alpha, f32 beta",
             "2*m*k*n + 3*m*n",
-            overwrite="beta == 0"),
+            overwrite="beta == 0", opencl="axis"),
     Codelet("sumprod_slice", "R a, R b, RW s", "i64 m, i64 k, i64 n, f32 alpha, f32 beta",
             "2*m*k*n + 3*m*n",
-            overwrite="beta == 0"),
-    Codelet("max_slice", "R x, RW s", "i64 m, i64 k, i64 n, i32 accumulate", "m*k*n"),
+            overwrite="beta == 0", opencl="axis"),
+    Codelet("max_slice", "R x, RW s", "i64 m, i64 k, i64 n, i32 accumulate", "m*k*n",
+            opencl="axis"),
     Codelet("sum_fiber", "R x, RW f", "i64 m, i64 k, i64 n, f32 alpha, f32 beta", "m*k*n + 3*k",
-            overwrite="beta == 0"),
+            overwrite="beta == 0",
+            opencl="axis", opencl_axis="n == 1 ? 1 : k, n == 1 ? m : m*n, n == 1 ? k : 1"),
     Codelet("sumsq_all", "R x, RW s", "i64 n, f32 alpha, f32 beta", "2*n + 3",
-            overwrite="beta == 0"),
+            overwrite="beta == 0", opencl="axis", opencl_axis="1, n, 1"),
     Codelet("add_slice", "R s, RW x", "i64 m, i64 k, i64 n, f32 alpha, f32 beta", "3*m*k*n",
             overwrite="beta == 0",
             opencl="kernel", opencl_items="m*k*n"),
@@ -130,37 +137,39 @@ CODELETS = [
     # norm.c: softmax and layer norm (flops count exp, sqrt and a division as one each)
     Codelet("softmax_sumexp", "R x, R mx, RW s", "i64 m, i64 k, i64 n, f32 beta",
             "3*m*k*n + 2*m*n",
-            overwrite="beta == 0"),
-    Codelet("softmax_apply", "R x, R mx, R s, W y", "i64 m, i64 k, i64 n", "3*m*k*n + m*n"),
-    Codelet("softmax_tile", "R x, W y", "i64 m, i64 k, i64 n", "5*m*k*n + m*n"),
+            overwrite="beta == 0", opencl="axis"),
+    Codelet("softmax_apply", "R x, R mx, R s, W y", "i64 m, i64 k, i64 n", "3*m*k*n + m*n",
+            opencl="kernel", opencl_items="m*k*n"),
+    Codelet("softmax_tile", "R x, W y", "i64 m, i64 k, i64 n", "5*m*k*n + m*n", opencl="axis"),
     Codelet("softmax_backward_sums", "R y, R dy, RW sums", "i64 m, i64 k, i64 n, i32 accumulate",
-            "3*m*k*n + 8*m*n"),
+            "3*m*k*n + 8*m*n", opencl="axis"),
     Codelet("softmax_backward", "R y, R dy, R sums, RW dx", "i64 m, i64 k, i64 n, f32 beta",
             "4*m*k*n + 3*m*n",
-            overwrite="beta == 0"),
+            overwrite="beta == 0", opencl="kernel", opencl_items="m*k*n"),
     Codelet("softmax_backward_tile", "R y, R dy, RW dx", "i64 m, i64 k, i64 n, f32 beta",
             "7*m*k*n + m*n",
-            overwrite="beta == 0"),
+            overwrite="beta == 0", opencl="axis"),
     Codelet("layer_norm_invstd", "R x, R mean, RW s",
             "i64 m, i64 k, i64 n, f32 alpha, f32 beta, f32 eps, i32 finish", "3*m*k*n + 6*m*n",
-            overwrite="beta == 0"),
+            overwrite="beta == 0", opencl="axis"),
     Codelet("layer_norm_apply", "R x, R mean, R inv_std, R gamma, R bias, W y",
-            "i64 m, i64 k, i64 n", "4*m*k*n"),
+            "i64 m, i64 k, i64 n", "4*m*k*n", opencl="kernel", opencl_items="m*k*n"),
     Codelet("layer_norm_tile", "R x, R gamma, R bias, W y, W mean, W inv_std",
-            "i64 m, i64 k, i64 n, f32 eps", "8*m*k*n + 6*m*n"),
+            "i64 m, i64 k, i64 n, f32 eps", "8*m*k*n + 6*m*n", opencl="axis"),
     Codelet("layer_norm_backward_sums", "R x, R dy, R gamma, R mean, R inv_std, RW sums",
             "i64 m, i64 k, i64 n, f32 alpha, f32 beta", "6*m*k*n + 6*m*n",
-            overwrite="beta == 0"),
+            overwrite="beta == 0", opencl="axis"),
     Codelet("layer_norm_backward_dx",
             "R x, R dy, R gamma, R mean, R inv_std, R sums, RW dx",
             "i64 m, i64 k, i64 n, f32 beta", "9*m*k*n",
-            overwrite="beta == 0"),
+            overwrite="beta == 0", opencl="kernel", opencl_items="m*k*n"),
     Codelet("layer_norm_backward_tile", "R x, R dy, R gamma, R mean, R inv_std, RW dx",
             "i64 m, i64 k, i64 n, f32 beta", "15*m*k*n + 2*m*n",
-            overwrite="beta == 0"),
+            overwrite="beta == 0", opencl="axis"),
     Codelet("layer_norm_backward_fiber", "R x, R dy, R mean, R inv_std, RW dgamma, RW dbias",
             "i64 m, i64 k, i64 n, f32 beta_gamma, f32 beta_bias", "6*m*k*n + 6*k",
-            overwrite="beta_gamma == 0 && beta_bias == 0"),
+            overwrite="beta_gamma == 0 && beta_bias == 0",
+            opencl="axis", opencl_axis="n == 1 ? 1 : k, n == 1 ? m : m*n, n == 1 ? k : 1"),
     # gemm.c
     Codelet("gemm", "R a, R b, RW c",
             "i64 batch, i64 m, i64 n, i64 k, i32 trans_a, i32 trans_b, f32 alpha, f32 beta",
