@@ -67,7 +67,8 @@ def test_license_file_is_mit():
 
 def test_sdist_has_everything_the_extension_build_needs(tmp_path):
     """The sdist the wheel is built from holds kernels/ whole (build script, codelet table
-    and generator, every C source and header) and setup.py's variant table."""
+    and generator, every C source and header, the OpenCL sources) and setup.py's variant
+    table."""
     proc = subprocess.run([sys.executable, "-m", "build", "--sdist", "--no-isolation",
                            "--outdir", str(tmp_path), str(ROOT)],
                           capture_output=True, text=True, timeout=300)
@@ -76,7 +77,7 @@ def test_sdist_has_everything_the_extension_build_needs(tmp_path):
     with tarfile.open(sdist) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
     needed = {str(p.relative_to(ROOT)) for p in (ROOT / "kernels").rglob("*")
-              if p.suffix in (".py", ".c", ".h") and p.name != "prototypes.h"
+              if p.suffix in (".py", ".c", ".h", ".cl", ".clh") and p.name != "prototypes.h"
               and "__pycache__" not in p.parts}
     assert {"kernels/build.py", "kernels/codegen.py", "kernels/codelets.py"} <= needed
     assert needed - names == set(), f"missing from the sdist: {sorted(needed - names)}"
