@@ -43,7 +43,7 @@ def submit_prototype(row):
     return f"int nl_submit_{row.name}({_submit_params(row)});"
 
 
-OPENCL_KINDS = ("kernel", "host")
+OPENCL_KINDS = ("kernel", "axis", "host")
 
 
 def _opencl_funcs(row):
@@ -57,9 +57,10 @@ def _opencl_funcs(row):
 
 def _opencl_wrapper(row):
     """The OpenCL function of a row: its tiles as cl_mem in the device's memory, then
-    either kernel nl_<name> of kernels/opencl/*.cl over opencl_items work items (opencl="kernel":
-    the row's scalar arguments, then its buffers, as the C kernel takes them) or the host
-    function nl_ocl_<name> (opencl="host": e.g. CLBlast's GEMM, same parameters)."""
+    either kernel nl_<name> of kernels/opencl/*.cl (the row's scalar arguments, then its
+    buffers, as the C kernel takes them) over opencl_items work items (opencl="kernel") or
+    as an axis launch over opencl_axis (opencl="axis": reductions along an axis), or the
+    host function nl_ocl_<name> (opencl="host": e.g. CLBlast's GEMM, same parameters)."""
     if not row.opencl:
         return ""
     if row.opencl not in OPENCL_KINDS:
@@ -79,17 +80,24 @@ def _opencl_wrapper(row):
         call = f"    nl_ocl_{n}({', '.join(params)});\n"
     else:
         names = {a for _, a in args}
-        used = set(re.findall(r"[A-Za-z_]\w*", row.opencl_items))
+        launch = row.opencl_axis if row.opencl == "axis" else row.opencl_items
+        field = "opencl_axis" if row.opencl == "axis" else "opencl_items"
+        used = set(re.findall(r"[A-Za-z_]\w*", launch))
         if not used <= names:
-            raise TableError(f"codelet {n}: opencl_items={row.opencl_items!r} uses "
+            raise TableError(f"codelet {n}: {field}={launch!r} uses "
                              f"{', '.join(sorted(used - names))}, not arguments of the row")
-        items = re.sub(r"[A-Za-z_]\w*", lambda w: f"packed->{w.group(0)}", row.opencl_items)
+        dims = _split_top(launch)
+        if len(dims) != (3 if row.opencl == "axis" else 1):
+            raise TableError(f"codelet {n}: {field}={launch!r} is not "
+                             + ("three C expressions 'm, k, n'" if row.opencl == "axis"
+                                else "one C expression"))
+        dims = ", ".join(f"(int64_t)({_packed(d)})" for d in dims)
         values = [f"&packed->{a}" for _, a in args] + [f"&{b}" for _, _, _, b, _ in bufs]
         sizes = [f"sizeof packed->{a}" for _, a in args] + ["sizeof(cl_mem)"] * len(bufs)
+        func = "nl_ocl_launch_axis" if row.opencl == "axis" else "nl_ocl_launch"
         call = (f"    const void *const values[] = {{{', '.join(values)}}};\n"
                 f"    const size_t sizes[] = {{{', '.join(sizes)}}};\n"
-                f'    nl_ocl_launch("nl_{n}", (int64_t)({items}), {len(values)}, sizes, '
-                "values);\n")
+                f'    {func}("nl_{n}", {dims}, {len(values)}, sizes, values);\n')
     return (f"#ifdef NL_HAVE_OPENCL\nstatic void nl_opencl_{n}(void *buffers[], void *cl_arg)\n"
             f"{{\n    const struct nl_args_{n} *packed = cl_arg;\n{mems}{call}}}\n#endif\n")
 
@@ -140,6 +148,24 @@ def _cuda_wrapper(row):
             f"{{\n    const struct nl_args_{n} *packed = cl_arg;\n"
             f"    const char *err = nl_cu_{n}({', '.join(params)});\n"
             f'    if (err) nl_error("{n} on CUDA: %s", err);\n}}\n#endif\n')
+
+
+def _packed(expr):
+    """a C expression of the row's arguments, read from the task's packed arguments"""
+    return re.sub(r"[A-Za-z_]\w*", lambda w: f"packed->{w.group(0)}", expr)
+
+
+def _split_top(expr):
+    """expr split at its top-level commas (not those inside parentheses), stripped"""
+    parts, depth, cur = [], 0, ""
+    for ch in expr:
+        depth += (ch == "(") - (ch == ")")
+        if ch == "," and depth == 0:
+            parts.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    return parts + [cur.strip()]
 
 
 def _glue(op_id, row):
@@ -249,11 +275,12 @@ def _direct_switch():
 
 
 def opencl_source():
-    """Every kernels/opencl/*.cl file, in name order: the one program the runtime
-    compiles for each OpenCL device."""
+    """Every kernels/opencl/*.clh file (helpers the kernels share), then every *.cl file,
+    each in name order: the one program the runtime compiles for each OpenCL device."""
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "opencl")
     parts = []
-    for path in sorted(glob.glob(os.path.join(here, "*.cl"))):
+    for path in (sorted(glob.glob(os.path.join(here, "*.clh")))
+                 + sorted(glob.glob(os.path.join(here, "*.cl")))):
         with open(path, encoding="utf-8") as f:
             parts.append(f"/* {os.path.basename(path)} */\n" + f.read())
     return "\n".join(parts)

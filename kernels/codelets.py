@@ -29,9 +29,12 @@ generates (``nntile_lab/ops/_generated.py``, one task per tile):
 Any row may also carry an OpenCL implementation (the OpenCL worker, docs/accelerators.md):
   opencl   "kernel": kernel ``nl_<name>`` of kernels/opencl/<family>.cl, taking the row's
            args then its buffers, over ``opencl_items`` work items (a C expression of the
-           args, default "n": one per value); "host": a C function ``nl_ocl_<name>`` in
-           kernels/opencl/ with the C kernel's parameters, buffers as ``cl_mem`` (GEMM:
-           CLBlast); "": CPU only.
+           args, default "n": one per value); "axis": the same kernel as an axis launch
+           (kernels/opencl/axis.clh: work-groups reducing along an axis) over
+           ``opencl_axis``, three C expressions of the args (default "m, k, n": the m·n
+           reductions of length k of an (m, k, n) tile); "host": a C function
+           ``nl_ocl_<name>`` in kernels/opencl/ with the C kernel's parameters, buffers as
+           ``cl_mem`` (GEMM: CLBlast); "": CPU only.
   cuda     the CUDA implementation (kernels/cuda/, docs/accelerators.md): "kernel": a host
            function ``nl_cu_<name>(stream, args..., buffers...)`` of kernels/cuda/<family>.cu
            that launches its kernels on the worker's stream; "cublas": the same with a
@@ -68,6 +71,8 @@ class Codelet:
     # the CUDA implementation, if any: "kernel" (host function nl_cu_<name> in
     # kernels/cuda/<family>.cu, given the worker's stream) or "cublas" (given its handle)
     cuda: str = ""
+    # opencl="axis": the launch's (m, k, n), m·n reductions of length k (axis.clh)
+    opencl_axis: str = "m, k, n"
 
 
 CODELETS = [
@@ -114,19 +119,20 @@ CODELETS = [
                 "overwritten dx).", opencl="kernel", cuda="kernel"),
     # axis.c: reductions and broadcasts along an axis of an (m, k, n) tile
     Codelet("sum_slice", "R x, RW s", "i64 m, i64 k, i64 n, f32 alpha, f32 beta", "m*k*n + 3*m*n",
-            overwrite="beta == 0", cuda="kernel"),
+            overwrite="beta == 0", opencl="axis", cuda="kernel"),
     Codelet("sumsq_slice", "R x, RW s", "i64 m, i64 k, i64 n, f32 alpha, f32 beta",
             "2*m*k*n + 3*m*n",
-            overwrite="beta == 0", cuda="kernel"),
+            overwrite="beta == 0", opencl="axis", cuda="kernel"),
     Codelet("sumprod_slice", "R a, R b, RW s", "i64 m, i64 k, i64 n, f32 alpha, f32 beta",
             "2*m*k*n + 3*m*n",
-            overwrite="beta == 0", cuda="kernel"),
+            overwrite="beta == 0", opencl="axis", cuda="kernel"),
     Codelet("max_slice", "R x, RW s", "i64 m, i64 k, i64 n, i32 accumulate", "m*k*n",
-            cuda="kernel"),
+            opencl="axis", cuda="kernel"),
     Codelet("sum_fiber", "R x, RW f", "i64 m, i64 k, i64 n, f32 alpha, f32 beta", "m*k*n + 3*k",
-            overwrite="beta == 0", cuda="kernel"),
+            overwrite="beta == 0",
+            opencl="axis", opencl_axis="n == 1 ? 1 : k, n == 1 ? m : m*n, n == 1 ? k : 1", cuda="kernel"),
     Codelet("sumsq_all", "R x, RW s", "i64 n, f32 alpha, f32 beta", "2*n + 3",
-            overwrite="beta == 0", cuda="kernel"),
+            overwrite="beta == 0", opencl="axis", opencl_axis="1, n, 1", cuda="kernel"),
     Codelet("add_slice", "R s, RW x", "i64 m, i64 k, i64 n, f32 alpha, f32 beta", "3*m*k*n",
             overwrite="beta == 0",
             opencl="kernel", opencl_items="m*k*n", cuda="kernel"),
@@ -140,38 +146,39 @@ CODELETS = [
     # norm.c: softmax and layer norm (flops count exp, sqrt and a division as one each)
     Codelet("softmax_sumexp", "R x, R mx, RW s", "i64 m, i64 k, i64 n, f32 beta",
             "3*m*k*n + 2*m*n",
-            overwrite="beta == 0", cuda="kernel"),
+            overwrite="beta == 0", opencl="axis", cuda="kernel"),
     Codelet("softmax_apply", "R x, R mx, R s, W y", "i64 m, i64 k, i64 n", "3*m*k*n + m*n",
-            cuda="kernel"),
-    Codelet("softmax_tile", "R x, W y", "i64 m, i64 k, i64 n", "5*m*k*n + m*n", cuda="kernel"),
+            opencl="kernel", opencl_items="m*k*n", cuda="kernel"),
+    Codelet("softmax_tile", "R x, W y", "i64 m, i64 k, i64 n", "5*m*k*n + m*n", opencl="axis", cuda="kernel"),
     Codelet("softmax_backward_sums", "R y, R dy, RW sums", "i64 m, i64 k, i64 n, i32 accumulate",
-            "3*m*k*n + 8*m*n", cuda="kernel"),
+            "3*m*k*n + 8*m*n", opencl="axis", cuda="kernel"),
     Codelet("softmax_backward", "R y, R dy, R sums, RW dx", "i64 m, i64 k, i64 n, f32 beta",
             "4*m*k*n + 3*m*n",
-            overwrite="beta == 0", cuda="kernel"),
+            overwrite="beta == 0", opencl="kernel", opencl_items="m*k*n", cuda="kernel"),
     Codelet("softmax_backward_tile", "R y, R dy, RW dx", "i64 m, i64 k, i64 n, f32 beta",
             "7*m*k*n + m*n",
-            overwrite="beta == 0", cuda="kernel"),
+            overwrite="beta == 0", opencl="axis", cuda="kernel"),
     Codelet("layer_norm_invstd", "R x, R mean, RW s",
             "i64 m, i64 k, i64 n, f32 alpha, f32 beta, f32 eps, i32 finish", "3*m*k*n + 6*m*n",
-            overwrite="beta == 0", cuda="kernel"),
+            overwrite="beta == 0", opencl="axis", cuda="kernel"),
     Codelet("layer_norm_apply", "R x, R mean, R inv_std, R gamma, R bias, W y",
-            "i64 m, i64 k, i64 n", "4*m*k*n", cuda="kernel"),
+            "i64 m, i64 k, i64 n", "4*m*k*n", opencl="kernel", opencl_items="m*k*n", cuda="kernel"),
     Codelet("layer_norm_tile", "R x, R gamma, R bias, W y, W mean, W inv_std",
-            "i64 m, i64 k, i64 n, f32 eps", "8*m*k*n + 6*m*n", cuda="kernel"),
+            "i64 m, i64 k, i64 n, f32 eps", "8*m*k*n + 6*m*n", opencl="axis", cuda="kernel"),
     Codelet("layer_norm_backward_sums", "R x, R dy, R gamma, R mean, R inv_std, RW sums",
             "i64 m, i64 k, i64 n, f32 alpha, f32 beta", "6*m*k*n + 6*m*n",
-            overwrite="beta == 0", cuda="kernel"),
+            overwrite="beta == 0", opencl="axis", cuda="kernel"),
     Codelet("layer_norm_backward_dx",
             "R x, R dy, R gamma, R mean, R inv_std, R sums, RW dx",
             "i64 m, i64 k, i64 n, f32 beta", "9*m*k*n",
-            overwrite="beta == 0", cuda="kernel"),
+            overwrite="beta == 0", opencl="kernel", opencl_items="m*k*n", cuda="kernel"),
     Codelet("layer_norm_backward_tile", "R x, R dy, R gamma, R mean, R inv_std, RW dx",
             "i64 m, i64 k, i64 n, f32 beta", "15*m*k*n + 2*m*n",
-            overwrite="beta == 0", cuda="kernel"),
+            overwrite="beta == 0", opencl="axis", cuda="kernel"),
     Codelet("layer_norm_backward_fiber", "R x, R dy, R mean, R inv_std, RW dgamma, RW dbias",
             "i64 m, i64 k, i64 n, f32 beta_gamma, f32 beta_bias", "6*m*k*n + 6*k",
-            overwrite="beta_gamma == 0 && beta_bias == 0", cuda="kernel"),
+            overwrite="beta_gamma == 0 && beta_bias == 0",
+            opencl="axis", opencl_axis="n == 1 ? 1 : k, n == 1 ? m : m*n, n == 1 ? k : 1", cuda="kernel"),
     # gemm.c
     Codelet("gemm", "R a, R b, RW c",
             "i64 batch, i64 m, i64 n, i64 k, i32 trans_a, i32 trans_b, f32 alpha, f32 beta",

@@ -12,7 +12,10 @@ int nl_ocl_load(const char *source)
     if (loaded) nl_ocl_unload();
     /* StarPU builds the program for each OpenCL device and says the build log on failure.
      * Division and sqrt correctly rounded, as on the CPU (OpenCL allows 2.5 and 3 ulp) */
-    int ret = starpu_opencl_load_opencl_from_string(source, &program, "-cl-std=CL1.2 -cl-fp32-correctly-rounded-divide-sqrt");
+    char options[128];
+    snprintf(options, sizeof options,
+             "-cl-std=CL1.2 -cl-fp32-correctly-rounded-divide-sqrt -DNL_WG=%d", NL_OCL_WG);
+    int ret = starpu_opencl_load_opencl_from_string(source, &program, options);
     if (ret) {
         nl_error("OpenCL: the kernels of kernels/opencl/ did not compile (code %d): see the "
                  "build log above", ret);
@@ -29,10 +32,16 @@ void nl_ocl_unload(void)
     loaded = 0;
 }
 
-void nl_ocl_launch(const char *name, int64_t n, int nargs, const size_t *sizes,
+/* Run kernel `name` over a work_dim NDRange of `global` items in groups of `local` (NULL:
+ * the driver's choice), or with local[] chosen by pick(kernel, device, ...) when pick is
+ * given, and wait for it */
+typedef void (*nl_pick_local)(cl_kernel kernel, cl_device_id device, const int64_t *dims,
+                              size_t *global, size_t *local);
+
+static void launch(const char *name, cl_uint work_dim, size_t *global, nl_pick_local pick,
+                   const int64_t *dims, int nargs, const size_t *sizes,
                    const void *const *values)
 {
-    if (n <= 0) return;
     int devid = starpu_worker_get_devid(starpu_worker_get_id());
     cl_kernel kernel;
     cl_command_queue queue;
@@ -44,14 +53,77 @@ void nl_ocl_launch(const char *name, int64_t n, int nargs, const size_t *sizes,
     }
     for (int i = 0; i < nargs && err == CL_SUCCESS; i++)
         err = clSetKernelArg(kernel, (cl_uint)i, sizes[i], values[i]);
-    size_t global = (size_t)n;
+    size_t local[2] = {1, 1};
+    if (err == CL_SUCCESS && pick) {
+        cl_device_id device;
+        starpu_opencl_get_device(devid, &device);
+        pick(kernel, device, dims, global, local);
+    }
     if (err == CL_SUCCESS)
-        err = clEnqueueNDRangeKernel(queue, kernel, 1, NULL, &global, NULL, 0, NULL, NULL);
+        err = clEnqueueNDRangeKernel(queue, kernel, work_dim, NULL, global, pick ? local : NULL,
+                                     0, NULL, NULL);
     if (err == CL_SUCCESS) err = clFinish(queue);
     if (err != CL_SUCCESS)
         nl_error("OpenCL: kernel %s on device %d failed: %s", name, devid,
                  starpu_opencl_error_string(err));
     starpu_opencl_release_kernel(kernel);
+}
+
+void nl_ocl_launch(const char *name, int64_t n, int nargs, const size_t *sizes,
+                   const void *const *values)
+{
+    if (n <= 0) return;
+    size_t global = (size_t)n;
+    launch(name, 1, &global, NULL, NULL, nargs, sizes, values);
+}
+
+static size_t pow2_floor(size_t v)
+{
+    size_t p = 1;
+    while (p * 2 <= v) p *= 2;
+    return p;
+}
+
+static size_t pow2_ceil(int64_t v)
+{
+    size_t p = 1;
+    while ((int64_t)p < v) p *= 2;
+    return p;
+}
+
+/* The groups of an axis launch over dims = (m, k, n) (axis.clh): nx lanes along l (1 when
+ * n == 1; at most NL_OCL_LANES: a GPU's loads coalesce over them), ny items along the
+ * axis, nx·ny within NL_OCL_WG and what the kernel and the device allow */
+static void pick_axis(cl_kernel kernel, cl_device_id device, const int64_t *dims,
+                      size_t *global, size_t *local)
+{
+    int64_t m = dims[0], k = dims[1], n = dims[2];
+    size_t kernel_wg = NL_OCL_WG, item_sizes[3] = {NL_OCL_WG, NL_OCL_WG, NL_OCL_WG};
+    clGetKernelWorkGroupInfo(kernel, device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kernel_wg,
+                             &kernel_wg, NULL);
+    clGetDeviceInfo(device, CL_DEVICE_MAX_WORK_ITEM_SIZES, sizeof item_sizes, item_sizes,
+                    NULL);
+    size_t wg = pow2_floor(kernel_wg < NL_OCL_WG ? kernel_wg : NL_OCL_WG);
+    size_t nx = n == 1 ? 1 : pow2_ceil(n);
+    nx = nx < NL_OCL_LANES ? nx : NL_OCL_LANES;
+    nx = nx < wg ? nx : wg;
+    nx = nx < pow2_floor(item_sizes[0]) ? nx : pow2_floor(item_sizes[0]);
+    size_t ny = pow2_ceil(k);
+    ny = ny < wg / nx ? ny : wg / nx;
+    ny = ny < pow2_floor(item_sizes[1]) ? ny : pow2_floor(item_sizes[1]);
+    local[0] = nx;
+    local[1] = ny;
+    global[0] = (size_t)m * (((size_t)n + nx - 1) / nx) * nx;
+    global[1] = ny;
+}
+
+void nl_ocl_launch_axis(const char *name, int64_t m, int64_t k, int64_t n, int nargs,
+                        const size_t *sizes, const void *const *values)
+{
+    if (m <= 0 || n <= 0) return;
+    const int64_t dims[3] = {m, k, n};
+    size_t global[2];
+    launch(name, 2, global, pick_axis, dims, nargs, sizes, values);
 }
 
 int nl_ocl_devices(int accelerators_only)

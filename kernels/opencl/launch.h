@@ -22,6 +22,15 @@ int nl_ocl_devices(int accelerators_only);
 void nl_ocl_launch(const char *name, int64_t n, int nargs, const size_t *sizes,
                    const void *const *values);
 
+/* An axis launch (kernels/opencl/axis.clh): kernel `name` over the m·n independent
+ * reductions of length k of an (m, k, n) tile, in work-groups of neighbouring slice
+ * entries × items along the axis, and wait for it. Every kernel of the program may hold
+ * NL_OCL_WG values of local memory per group (the program's NL_WG); a group takes at most
+ * NL_OCL_LANES neighbouring entries. */
+enum { NL_OCL_WG = 256, NL_OCL_LANES = 32 };
+void nl_ocl_launch_axis(const char *name, int64_t m, int64_t k, int64_t n, int nargs,
+                        const size_t *sizes, const void *const *values);
+
 /* The tiles' init codelet on an OpenCL worker: a fresh tile first read there is zeros
  * (kernels/runtime/tiles.c) */
 void nl_ocl_zero_tile(void *buffers[], void *cl_arg);

@@ -76,7 +76,8 @@ def test_sdist_has_everything_the_extension_build_needs(tmp_path):
     with tarfile.open(sdist) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
     needed = {str(p.relative_to(ROOT)) for p in (ROOT / "kernels").rglob("*")
-              if p.suffix in (".py", ".c", ".h", ".cu", ".cuh", ".cl") and p.name != "prototypes.h"
+              if p.suffix in (".py", ".c", ".h", ".cu", ".cuh", ".cl", ".clh")
+              and p.name != "prototypes.h"
               and "__pycache__" not in p.parts}
     assert {"kernels/build.py", "kernels/codegen.py", "kernels/codelets.py"} <= needed
     assert needed - names == set(), f"missing from the sdist: {sorted(needed - names)}"
