@@ -20,7 +20,7 @@ const char *nl_cu_embedding(cudaStream_t stream, int64_t n, int64_t e, int64_t v
                             const float *table, float *out)
 {
     const char *err =
-        check ? nl_cu_check_ids(stream, "embedding: token id", "ids", n, vocab, ids) : NULL;
+        check ? nl_cu_check_ids(stream, "embedding: token id", "token ids", n, vocab, ids) : NULL;
     if (err) return err;
     NL_CU_LAUNCH(embedding, n * e, stream, n, e, voff, vrows, ids, table, out);
 }
@@ -42,7 +42,7 @@ const char *nl_cu_embedding_backward(cudaStream_t stream, int64_t n, int64_t e, 
                                      int64_t vrows, int64_t vocab, int32_t check,
                                      const int64_t *ids, const float *dout, float *dtable)
 {
-    const char *err = check ? nl_cu_check_ids(stream, "embedding_backward: token id", "ids",
+    const char *err = check ? nl_cu_check_ids(stream, "embedding_backward: token id", "token ids",
                                               n, vocab, ids)
                             : NULL;
     if (err) return err;

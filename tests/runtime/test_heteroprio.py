@@ -2,6 +2,7 @@
 workers every task lands in a bucket that the kinds able to run it serve (StarPU 1.3
 aborts otherwise), a task's priority picks its level, and GPT-2 trains with the CPU
 run's losses."""
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -54,17 +55,21 @@ def test_confined_tasks_run_where_they_were_confined_under_heteroprio():
             z = nl.ops.gemm(y, x)              # the CPU-only class, for an op with both
         w = nl.ops.layer_norm(z, nl.from_numpy(np.ones(64, np.float32), (32,)),
                               nl.from_numpy(np.zeros(64, np.float32), (32,)))[0]
+        xb = nl.ops.to_bf16(x)
+        v = nl.ops.gemm(xb, xb)                # gemm_bf16: the CPU-only class (oneDNN)
         rt.wait()
-        got = w.to_numpy()
+        got, got_v = w.to_numpy(), v.to_numpy()
     t = tr.tasks.assign(arch=[arch_of(n) for n in tr.tasks["worker_name"]])
     assert set(t[t["name"] == "gelu"]["arch"]) == {"opencl"}
     assert set(t[t["name"] == "gemm"]["arch"]) == {"cpu"}
-    assert set(t[t["name"] == "layer_norm_apply"]["arch"]) == {"cpu"}   # CPU only
+    assert set(t[t["name"] == "gemm_bf16"]["arch"]) == {"cpu"}   # CPU only
     a64 = a.astype(np.float64)
     g = 0.5 * a64 * (1 + np.tanh(np.sqrt(2 / np.pi) * (a64 + 0.044715 * a64**3)))
     zz = g @ a64
     ref = (zz - zz.mean(-1, keepdims=True)) / np.sqrt(zz.var(-1, keepdims=True) + 1e-5)
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+    ab = a.astype(ml_dtypes.bfloat16).astype(np.float64)
+    np.testing.assert_allclose(got_v, ab @ ab, rtol=1e-4, atol=1e-3)
 
 
 @pytest.fixture(scope="module")
