@@ -54,6 +54,7 @@ def choose_precision(spec: ExperimentSpec, peaks=None) -> tuple[str, str]:
     if spec.precision != "auto":
         return spec.precision, "given"
     if peaks is None:
+        # loads the compiled extension: importing this module must not (--help, readers)
         from nntile_lab.precision_peak import measure as peaks
     entry = peaks()
     ratio = entry["ratio"]
