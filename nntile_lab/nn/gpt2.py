@@ -142,7 +142,8 @@ class GPT2:
         self.params16 = ({n: empty_like(p, BFLOAT16) for n, p in self.params.items()
                           if p.ndim == 2 and n != "transformer.wpe.weight"}
                          if self.casts.gemm_bf16 else {})
-        # the GEMMs' weights by layer: the bf16 copies, the float32 tensors elsewhere
+        # the weights the step reads, by layer: the bf16 copies for the GEMMs, the float32
+        # tensors elsewhere (the step policy's prefetch and wont_use hints follow these)
         self.wg = Weights.of(self.params | self.params16, c.n_layer)
         self.refresh_weight_copies()
 
@@ -154,7 +155,7 @@ class GPT2:
 
         The runtime's memory hints (``Runtime(hints=...)``) change where tiles live, never
         a result (``nn.policy``)."""
-        step = StepPolicy(self.runtime, self.w, self.g, backward=True)
+        step = StepPolicy(self.runtime, self.wg, self.g, backward=True)
         step.start_gradients(accumulate)
         acts = self.forward(input_ids, labels, step)
         loss, dlogits = self._head(acts, step, grad_scale)
@@ -163,7 +164,7 @@ class GPT2:
 
     def loss(self, input_ids, labels) -> float:
         """Mean cross-entropy, forward only (validation)."""
-        step = StepPolicy(self.runtime, self.w, self.g, backward=False)
+        step = StepPolicy(self.runtime, self.wg, self.g, backward=False)
         loss, _ = self._head(self.forward(input_ids, labels, step), step, 1.0)
         return float(loss.to_numpy()[0])
 
@@ -171,7 +172,7 @@ class GPT2:
         """The forward up to the final layer norm; returns what a training step keeps for
         its backward (free it with ``.free()``). Under a ``step`` without backward, the
         blocks' records are freed as the forward goes (``loss``)."""
-        step = step or StepPolicy(self.runtime, self.w, self.g, backward=True)
+        step = step or StepPolicy(self.runtime, self.wg, self.g, backward=True)
         w, c = self.w, self.config
         batch = self._batch(input_ids, labels)
         with step.embedding_forward() as s:
