@@ -11,13 +11,14 @@ of those imports a CLI (so there is no import cycle).
 from __future__ import annotations
 
 import math
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 from nntile_lab.data import load_split, prepare_default_corpus
-from nntile_lab.memory import check
+from nntile_lab.memory import check, estimate
 from nntile_lab.spec import ExperimentSpec
 
 
@@ -27,11 +28,45 @@ def build(spec: ExperimentSpec):
     from nntile_lab.nn import GPT2
     from nntile_lab.optim import SGD, Adam, AdamW
 
-    model = GPT2(spec.gpt2_config(), seed=spec.seed)
+    precision, why = choose_precision(spec)
+    if spec.precision == "auto":
+        print(f"nntile-lab: precision auto -> {precision}: {why}", file=sys.stderr)
+    model = GPT2(spec.gpt2_config(), seed=spec.seed, precision=precision)
+    model.precision_choice = {"asked": spec.precision, "mode": precision, "why": why}
     cls = {"adamw": AdamW, "adam": Adam, "sgd": SGD}[spec.optimizer]
     # the other hyper-parameters (betas, eps, momentum) are the classes' defaults: spec's
     opt = cls(model, lr=spec.lr, weight_decay=spec.weight_decay_resolved)
     return model, opt, spec.schedule()
+
+
+# ``auto`` takes bf16 compute where the bf16 GEMM peak is at least this multiple of the
+# fp32 one: the GEMMs are most of a step's FLOPs but not of its time, and bf16 adds a
+# conversion pass per GEMM operand (docs/precision.md)
+AUTO_BF16_RATIO = 1.5
+
+
+def choose_precision(spec: ExperimentSpec, peaks=None) -> tuple[str, str]:
+    """The precision mode a spec trains in and why: its ``precision``, or for ``auto``
+    ``bf16`` where the measured bf16 GEMM peak is ≥ AUTO_BF16_RATIO × the fp32 one
+    (``peaks()``: ``precision_peak.measure``, a few seconds, inside the running Runtime),
+    else ``bf16-storage`` where the fp32 step does not fit its RAM cap (bf16 storage halves
+    what goes to disk) and ``fp32`` where it does."""
+    if spec.precision != "auto":
+        return spec.precision, "given"
+    if peaks is None:
+        from nntile_lab.precision_peak import measure as peaks
+    entry = peaks()
+    ratio = entry["ratio"]
+    measured = (f"bf16 GEMM peak {entry['bf16_gflops']:.0f} GFLOP/s is {ratio:.2f}x the fp32 "
+                f"one ({entry['fp32_gflops']:.0f})")
+    if ratio >= AUTO_BF16_RATIO:
+        return "bf16", f"{measured}, >= {AUTO_BF16_RATIO}"
+    plan = estimate(spec.replace(precision="fp32"))
+    if spec.memory_limit_mb is not None and plan.peak_bytes > spec.memory_limit_mb * 2**20:
+        return "bf16-storage", (f"{measured}, < {AUTO_BF16_RATIO}; the fp32 step needs "
+                                f"{plan.peak_bytes / 2**20:.0f} MiB, over the "
+                                f"{spec.memory_limit_mb} MiB cap: bf16 storage")
+    return "fp32", f"{measured}, < {AUTO_BF16_RATIO}, and the fp32 step fits in memory"
 
 
 def runtime(spec: ExperimentSpec, **kw):

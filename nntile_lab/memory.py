@@ -18,6 +18,12 @@ V vocab, N parameters, fp32 = 4 bytes):
                     gradient tiles appear; the factor is measured), against one
                     block's backward (2·B·H·T² + 3·BTE, or 2·BTF + 2·BTE): the larger
 
+Under a bf16 precision (``spec.precision``; ``precision_categories``) the same categories
+hold other bytes per element: the saved activations marked bf16 in ``nn.activations``
+take 2 bytes (``bf16``, ``bf16-storage``), and ``bf16`` adds a 2-byte copy of every GEMM
+weight to the parameters (wte and each block's q, k, v, c_proj, c_fc, mlp c_proj);
+gradients and optimizer state stay float32.
+
 The peak is their sum. The largest single task's working set (the tiles of its
 buffers, e.g. the head's gemm: an activation tile, a vocabulary tile of the
 embedding and a logits tile) bounds the cap from below: each worker needs its
@@ -121,8 +127,12 @@ class MemoryPlan:
         return "\n".join(lines)
 
 
-def _resolve(spec, batch, seq_len, optimizer, memory_limit_mb, ooc_dir, ooc_size_mb, ncpu):
+def _resolve(spec, batch, seq_len, optimizer, memory_limit_mb, ooc_dir, ooc_size_mb, ncpu,
+             precision=None):
     """(GPT2Config, settings) from an ExperimentSpec, or a GPT2Config plus keywords."""
+    if precision is None:
+        precision = DEFAULTS.precision if isinstance(spec, GPT2Config) else spec.precision
+    _check_precision(precision)
     if isinstance(spec, GPT2Config):
         if batch is None or seq_len is None:
             raise ValueError("estimate(GPT2Config, ...) needs batch= and seq_len=")
@@ -146,13 +156,16 @@ def _resolve(spec, batch, seq_len, optimizer, memory_limit_mb, ooc_dir, ooc_size
             ncpu = min(ncpu, max_workers())
         except ImportError:
             pass
-    return cfg, dict(batch=batch, seq_len=seq_len, optimizer=opt, ncpu=ncpu,
+    return cfg, dict(batch=batch, seq_len=seq_len, optimizer=opt, ncpu=ncpu, precision=precision,
                      memory_limit_mb=memory_limit_mb, ooc_dir=ooc_dir,
                      ooc_size_mb=DEFAULTS.ooc_size_mb if ooc_size_mb is None else ooc_size_mb)
 
 
-def categories(cfg: GPT2Config, batch: int, seq_len: int, optimizer: str = "adamw") -> dict:
+def categories(cfg: GPT2Config, batch: int, seq_len: int, optimizer: str = "adamw",
+               precision: str = "fp32") -> dict:
     """Bytes per category at the peak of a training step (see the module docstring)."""
+    if precision != "fp32":
+        return precision_categories(cfg, batch, seq_len, optimizer, precision)
     B, T, E, F, H, V = batch, seq_len, cfg.n_embd, cfg.n_inner, cfg.n_head, cfg.vocab_size
     n = cfg.num_params(with_positions=True)
     BT, BTE, BTF, BHTT = B * T, B * T * E, B * T * F, B * H * T * T
@@ -188,13 +201,14 @@ def largest_task(cfg: GPT2Config, batch: int, seq_len: int) -> tuple[int, str]:
 def estimate(spec, batch: int | None = None, seq_len: int | None = None, *,
              optimizer: str | None = None, memory_limit_mb: int | None = None,
              ooc_dir: str | None = None, ooc_size_mb: int | None = None,
-             ncpu: int | None = None) -> MemoryPlan:
+             ncpu: int | None = None, precision: str | None = None) -> MemoryPlan:
     """The memory plan of one training run: an ``ExperimentSpec`` (its runtime fields
     give the cap and disk), or a ``GPT2Config`` with ``batch`` and ``seq_len``;
-    keywords override the spec's."""
+    keywords override the spec's. ``precision`` ``auto`` plans for the mode that needs
+    the most bytes (fp32), as the mode is chosen only when the run starts."""
     cfg, s = _resolve(spec, batch, seq_len, optimizer, memory_limit_mb, ooc_dir,
-                      ooc_size_mb, ncpu)
-    cats = categories(cfg, s["batch"], s["seq_len"], s["optimizer"])
+                      ooc_size_mb, ncpu, precision)
+    cats = categories(cfg, s["batch"], s["seq_len"], s["optimizer"], s["precision"])
     peak = sum(cats.values())
     task_bytes, task_name = largest_task(cfg, s["batch"], s["seq_len"])
     cap_mb = s["memory_limit_mb"]
@@ -303,3 +317,54 @@ def _disk_problem(ooc_dir: str, need: int) -> str:
         return (f"the out-of-core directory {ooc_dir!r} has {free // MIB} MiB free, the "
                 f"overflow needs {need // MIB} MiB: free space or pick another --ooc-dir")
     return ""
+
+
+# ---- bytes per precision (spec.precision, nn.precision) --------------------------------
+BF16 = 2
+PRECISION_MODES = ("fp32", "bf16", "bf16-storage")
+
+
+def _check_precision(precision: str) -> None:
+    if precision not in (*PRECISION_MODES, "auto"):
+        raise ValueError(f"precision={precision!r} is unknown; valid ones: "
+                         f"{', '.join((*PRECISION_MODES, 'auto'))}")
+
+
+def gemm_weight_elements(cfg: GPT2Config) -> int:
+    """Elements of the weights the GEMMs read, which have a bf16 copy under ``bf16``: the
+    tied embedding (the head) and each block's q, k, v, c_proj, c_fc and mlp c_proj."""
+    E, F = cfg.n_embd, cfg.n_inner
+    return cfg.vocab_size * E + cfg.n_layer * (4 * E * E + 2 * E * F)
+
+
+def bytes_per_element(precision: str) -> dict:
+    """What each category stores per element under ``precision`` (``auto``: as fp32)."""
+    _check_precision(precision)
+    bf16 = precision in ("bf16", "bf16-storage")
+    return {"parameters": "4 (fp32 master)" + (" + 2 (bf16 copy, GEMM weights)"
+                                                if precision == "bf16" else ""),
+            "gradients": "4", "optimizer_state": "4 per slot",
+            "activations": "2 (GEMM inputs, attention probabilities, GELU input) and 4 "
+                           "(residual stream, layer-norm statistics), 8 (token ids)" if bf16
+                           else "4, 8 (token ids)",
+            "temporaries": "4, plus the bf16 operand copies" if bf16 else "4"}
+
+
+def precision_categories(cfg: GPT2Config, batch: int, seq_len: int, optimizer: str,
+                         precision: str) -> dict:
+    """``categories`` under a precision mode: the saved activations sized by their
+    declared bf16 fields, the parameters with their bf16 copies under ``bf16``, and the
+    temporaries with the conversion copies a block's backward holds at once (under
+    ``bf16`` the bf16 attention-score gradient and GELU-output gradient copies, under
+    ``bf16-storage`` the widened attention probabilities and GELU input)."""
+    _check_precision(precision)
+    mode = "fp32" if precision == "auto" else precision
+    cats = categories(cfg, batch, seq_len, optimizer)
+    B, T, H, F = batch, seq_len, cfg.n_head, cfg.n_inner
+    if mode == "bf16":
+        cats["parameters"] += BF16 * gemm_weight_elements(cfg)
+    if mode != "fp32":
+        cats["activations"] = Activations.nbytes(cfg, B, T, mode)
+        width = BF16 if mode == "bf16" else F32
+        cats["temporaries"] += width * (B * H * T * T + B * T * F)
+    return cats

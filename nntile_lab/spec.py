@@ -31,6 +31,11 @@ from nntile_lab.errors import UsageError
 from nntile_lab.nn.config import TILE_FIELDS, GPT2Config
 
 OPTIMIZERS = ("adamw", "adam", "sgd")
+# What the training step computes and stores in (docs/precision.md): fp32 everything;
+# bf16 GEMM inputs (fp32 sums) with activations saved in bf16, master weights and optimizer
+# state fp32; bf16-storage the saved activations only (compute fp32: CPUs whose bf16 GEMM
+# is not faster than sgemm); auto one of those, chosen from the measured GEMM peaks
+PRECISIONS = ("fp32", "bf16", "bf16-storage", "auto")
 # The optimizers' hyper-parameters that are not options (torch's names and meanings): the
 # optimizer classes' defaults, so every optimizer, built from a spec or not, uses these
 ADAM_BETAS = (0.9, 0.95)
@@ -129,6 +134,10 @@ class ExperimentSpec:
     vocab_size: int = _f(_MODEL["vocab_size"], "model", "vocabulary size", int)
     n_inner: int | None = _f(None, "model", "MLP width (default 4·n_embd)", int)
     n_positions: int | None = _f(None, "model", "position table size (default seq_len)", int)
+    precision: str = _f("fp32", "model", "what the step computes and stores in: fp32, bf16 "
+                        "(bf16 GEMMs, fp32 sums and master weights), bf16-storage (bf16 saved "
+                        "activations, fp32 compute), auto (by the measured bf16/fp32 GEMM "
+                        "peaks; docs/precision.md)", str, PRECISIONS)
     # data
     seq_len: int = _f(_MODEL["n_positions"], "data", "tokens per sequence", int)
     batch: int = _f(8, "data", "sequences per micro-batch", int)
@@ -228,6 +237,9 @@ class ExperimentSpec:
         if self.opencl_memory_limit_mb is not None and not self.nopencl:
             raise ValueError(f"opencl_memory_limit_mb={self.opencl_memory_limit_mb} "
                              "(--opencl-memory-limit-mb) needs OpenCL workers: --nopencl N")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision={self.precision!r} (--precision) is unknown; valid "
+                             f"ones: {', '.join(PRECISIONS)}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer={self.optimizer!r} is unknown; valid ones: "
                              f"{', '.join(OPTIMIZERS)}")

@@ -137,6 +137,8 @@ def test_default_tiles_stay_default_through_replace():
     ({"batch": 0}, r"batch=0 \(--batch\) must be ≥ 1"),
     ({"seq_len": 64, "n_positions": 32}, r"seq_len=64 exceeds n_positions=32"),
     ({"optimizer": "lion"}, r"optimizer='lion' is unknown; valid ones: adamw, adam, sgd"),
+    ({"precision": "fp16"}, r"precision='fp16' \(--precision\) is unknown; valid ones: fp32, "
+                            r"bf16, bf16-storage, auto"),
     ({"lr": "fast"}, r"lr='fast' \(--lr\) must be float"),
     ({"batch_tile": 2.5}, r"batch_tile=2.5 \(--batch-tile\) must be int"),
 ])

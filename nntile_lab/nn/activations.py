@@ -1,10 +1,12 @@
 """What a training step keeps from the forward for the backward, as typed records.
 
 Each field declares its shape in the model's letters (B batch, T sequence, E n_embd,
-H heads, D head size, F n_inner) and its dtype. The model fills these records; the
-memory planner (``nntile_lab.memory``) sizes them from the same declarations with
-``nbytes``, so the planner and the model cannot disagree about what is saved
-(tests/nn/test_activations.py checks both against StarPU's own memory accounting).
+H heads, D head size, F n_inner) and its dtype; a field marked ``bf16`` is kept in
+bfloat16 under the precision modes that store activations in bf16 (``bf16``,
+``bf16-storage``: ``nn.precision``), in its declared dtype under ``fp32``. The model
+fills these records; the memory planner (``nntile_lab.memory``) sizes them from the
+same declarations with ``nbytes``, so the planner and the model cannot disagree about
+what is saved (tests/nn/test_activations.py checks both against StarPU's own memory accounting).
 
 This module imports no compiled code: the planner runs without StarPU.
 """
@@ -14,6 +16,7 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
+import ml_dtypes
 import numpy as np
 
 if TYPE_CHECKING:
@@ -21,26 +24,42 @@ if TYPE_CHECKING:
     from nntile_lab.tensor import TiledTensor
 
 
-def _saved(shape: str, dtype=np.float32):
-    return field(metadata={"shape": tuple(shape.split()), "dtype": np.dtype(dtype)})
+BF16 = np.dtype(ml_dtypes.bfloat16)
+# the modes that keep the ``bf16`` fields in bfloat16 (spec.PRECISIONS; "auto" is resolved
+# before anything is sized)
+STORE_BF16 = ("bf16", "bf16-storage")
+
+
+def _saved(shape: str, dtype=np.float32, bf16: bool = False):
+    return field(metadata={"shape": tuple(shape.split()), "dtype": np.dtype(dtype),
+                           "bf16": bf16})
+
+
+def _dtype(f, precision: str) -> np.dtype:
+    if precision == "auto":
+        raise ValueError("precision='auto' must be resolved to a mode before sizing what a "
+                         "step keeps")
+    return BF16 if f.metadata["bf16"] and precision in STORE_BF16 else f.metadata["dtype"]
 
 
 class _Record:
     """Shared behaviour of the records below (dataclasses of tiled tensors)."""
 
     @classmethod
-    def shapes(cls, config: GPT2Config, batch: int, seq_len: int) -> dict:
+    def shapes(cls, config: GPT2Config, batch: int, seq_len: int,
+               precision: str = "fp32") -> dict:
         """``{field: (shape, dtype)}`` of a step of ``batch × seq_len`` tokens."""
         dims = {"B": batch, "T": seq_len, "E": config.n_embd, "H": config.n_head,
                 "D": config.head_size, "F": config.n_inner}
-        return {f.name: (tuple(dims[d] for d in f.metadata["shape"]), f.metadata["dtype"])
+        return {f.name: (tuple(dims[d] for d in f.metadata["shape"]), _dtype(f, precision))
                 for f in fields(cls)}
 
     @classmethod
-    def nbytes(cls, config: GPT2Config, batch: int, seq_len: int) -> int:
+    def nbytes(cls, config: GPT2Config, batch: int, seq_len: int,
+               precision: str = "fp32") -> int:
         """Bytes of one record of a step of ``batch × seq_len`` tokens."""
         return sum(math.prod(shape) * dtype.itemsize
-                   for shape, dtype in cls.shapes(config, batch, seq_len).values())
+                   for shape, dtype in cls.shapes(config, batch, seq_len, precision).values())
 
     def tensors(self) -> list[TiledTensor]:
         return [getattr(self, f.name) for f in fields(self)]
@@ -67,21 +86,24 @@ class BlockActivations(_Record):
     """One block's forward, kept for its backward:
     h = x + c_proj(attention(ln_1(x))),  out = h + c_proj(gelu(c_fc(ln_2(h))))."""
 
+    # bf16 where a GEMM reads it (the copy the GEMM takes anyway), the attention
+    # probabilities and the GELU input (widened where softmax/GELU backward read them);
+    # the residual stream (x, h: layer norm inputs) and the statistics stay float32
     x: TiledTensor = _saved("B T E")             # the block's input
-    ln1: TiledTensor = _saved("B T E")           # ln_1(x)
+    ln1: TiledTensor = _saved("B T E", bf16=True)    # ln_1(x)
     ln1_mean: TiledTensor = _saved("B T")
     ln1_inv_std: TiledTensor = _saved("B T")     # 1/√(var + eps)
-    q: TiledTensor = _saved("B H T D")
-    k: TiledTensor = _saved("B H T D")
-    v: TiledTensor = _saved("B H T D")
-    att: TiledTensor = _saved("B H T T")         # softmax(mask(q·kᵀ/√D))
-    y: TiledTensor = _saved("B T E")             # att·v, heads merged: c_proj's input
+    q: TiledTensor = _saved("B H T D", bf16=True)
+    k: TiledTensor = _saved("B H T D", bf16=True)
+    v: TiledTensor = _saved("B H T D", bf16=True)
+    att: TiledTensor = _saved("B H T T", bf16=True)  # softmax(mask(q·kᵀ/√D))
+    y: TiledTensor = _saved("B T E", bf16=True)  # att·v, heads merged: c_proj's input
     h: TiledTensor = _saved("B T E")             # x + c_proj(y)
-    ln2: TiledTensor = _saved("B T E")           # ln_2(h)
+    ln2: TiledTensor = _saved("B T E", bf16=True)    # ln_2(h)
     ln2_mean: TiledTensor = _saved("B T")
     ln2_inv_std: TiledTensor = _saved("B T")
-    fc: TiledTensor = _saved("B T F")            # c_fc(ln2)
-    gelu: TiledTensor = _saved("B T F")          # gelu(fc): the MLP's c_proj input
+    fc: TiledTensor = _saved("B T F", bf16=True)     # c_fc(ln2)
+    gelu: TiledTensor = _saved("B T F", bf16=True)   # gelu(fc): the MLP's c_proj input
 
 
 @dataclass
@@ -89,7 +111,7 @@ class HeadActivations(_Record):
     """The final layer norm's input and output, kept for the tied head's backward."""
 
     x: TiledTensor = _saved("B T E")             # the last block's output
-    xf: TiledTensor = _saved("B T E")            # ln_f(x)
+    xf: TiledTensor = _saved("B T E", bf16=True)     # ln_f(x): the head GEMMs' input
     mean: TiledTensor = _saved("B T")
     inv_std: TiledTensor = _saved("B T")
 
@@ -103,11 +125,11 @@ class Activations:
     head: HeadActivations
 
     @staticmethod
-    def nbytes(config: GPT2Config, batch: int, seq_len: int) -> int:
+    def nbytes(config: GPT2Config, batch: int, seq_len: int, precision: str = "fp32") -> int:
         """Bytes kept by the forward of a step of ``batch × seq_len`` tokens."""
-        return (Batch.nbytes(config, batch, seq_len)
-                + config.n_layer * BlockActivations.nbytes(config, batch, seq_len)
-                + HeadActivations.nbytes(config, batch, seq_len))
+        return (Batch.nbytes(config, batch, seq_len, precision)
+                + config.n_layer * BlockActivations.nbytes(config, batch, seq_len, precision)
+                + HeadActivations.nbytes(config, batch, seq_len, precision))
 
     def tensors(self) -> list[TiledTensor]:
         return [*self.batch.tensors(), *(t for b in self.blocks for t in b.tensors()),

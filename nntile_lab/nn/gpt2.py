@@ -13,6 +13,9 @@ one comment. Where tensors are freed, which stage and priority a task gets and w
 memory hints fire is ``nn.policy``'s (every stage runs inside a ``StepPolicy`` stage,
 whose ``temp`` frees a temporary when the stage ends); what the forward keeps for the
 backward is the typed records of ``nn.activations``, which the memory planner sizes.
+Which tensors are bf16 under a precision mode (GEMM operands, saved activations) is
+``nn.precision``'s ``Casts``: here every GEMM operand passes through ``c.operand`` and
+every saved activation through ``c.keep``, which are identities under ``fp32``.
 """
 from __future__ import annotations
 
@@ -25,9 +28,10 @@ from nntile_lab import ops
 from nntile_lab.nn.activations import Activations, Batch, BlockActivations, HeadActivations
 from nntile_lab.nn.config import GPT2Config
 from nntile_lab.nn.policy import Stage, StepPolicy
+from nntile_lab.nn.precision import Casts
 from nntile_lab.nn.state import from_hf, from_hf_entry, hf_shapes, iter_init_chunks, to_hf
 from nntile_lab.runtime import Runtime
-from nntile_lab.tensor import TiledTensor, empty, empty_like, from_numpy
+from nntile_lab.tensor import BFLOAT16, TiledTensor, empty, empty_like, from_numpy
 
 HEADS_FIRST = (0, 2, 1, 3)  # (B, T, H, D) ↔ (B, H, T, D)
 
@@ -100,8 +104,16 @@ class Weights:
 
 
 class GPT2:
-    def __init__(self, config: GPT2Config, seed: int = 0):
+    """``precision`` (``nn.precision``): ``fp32``, ``bf16`` or ``bf16-storage``. Under
+    ``bf16`` each GEMM weight has a bf16 copy (``params16``), made from the float32
+    master weight at construction, by ``load_state_dict`` and, after each optimizer
+    update, by ``param_updated`` (the optimizers call it): whoever writes ``params``
+    otherwise calls ``refresh_weight_copies``."""
+
+    def __init__(self, config: GPT2Config, seed: int = 0, precision: str = "fp32"):
         self.config = c = config
+        self.casts = Casts(precision)
+        self.precision = precision
         self.runtime = Runtime.current()
         E, F, V, P = c.n_embd, c.n_inner, c.vocab_size, c.n_positions
         et, it = c.tile("embd_tile", E), c.tile("inner_tile", F)
@@ -126,6 +138,13 @@ class GPT2:
         for name, row0, chunk in iter_init_chunks(c, seed):   # whole tile bands in numpy
             for n, part in from_hf_entry(name, chunk).items():
                 self.params[n].copy_rows_from_numpy(part, row0)
+        # bf16 copies of the weights the GEMMs read (not wpe: an embedding lookup only)
+        self.params16 = ({n: empty_like(p, BFLOAT16) for n, p in self.params.items()
+                          if p.ndim == 2 and n != "transformer.wpe.weight"}
+                         if self.casts.gemm_bf16 else {})
+        # the GEMMs' weights by layer: the bf16 copies, the float32 tensors elsewhere
+        self.wg = Weights.of(self.params | self.params16, c.n_layer)
+        self.refresh_weight_copies()
 
     # ---- public API ------------------------------------------------------------
     def forward_backward(self, input_ids, labels, *, accumulate: bool = False,
@@ -159,14 +178,15 @@ class GPT2:
             x = ops.embedding(batch.ids, w.wte)                          # (B, T, E)
             ops.add(s.temp(ops.embedding(batch.pos, w.wpe)), x)          # x = wte[ids] + wpe[pos]
         blocks = []
-        for i, p in enumerate(w.blocks):
+        for i, p in enumerate(self.wg.blocks):
             with step.block_forward(i, x) as s:
                 a, x = self._block_forward(p, x, s)
                 s.save(a, after=x)
             blocks.append(a)
-        with step.head_forward():
+        with step.head_forward() as s:
             xf, mean, inv_std = ops.layer_norm(x, w.ln_f.weight, w.ln_f.bias, axis=2,
                                                eps=c.layer_norm_epsilon)
+            xf = self.casts.keep(xf, s)
         return Activations(batch, blocks, HeadActivations(x, xf, mean, inv_std))
 
     def state_dict(self) -> dict[str, np.ndarray]:
@@ -180,55 +200,80 @@ class GPT2:
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
         for n, array in from_hf(state, self.config).items():
             self.params[n].copy_from_numpy(array)
+        self.refresh_weight_copies()
+
+    def param_updated(self, name: str) -> None:
+        """The optimizer has updated ``params[name]``: remake its bf16 copy (one task per
+        tile, each after that tile's update)."""
+        if name in self.params16:
+            ops.to_bf16(self.params[name], out=self.params16[name])
+
+    def refresh_weight_copies(self) -> None:
+        """Remake every bf16 weight copy from the float32 parameters (none under fp32)."""
+        for name in self.params16:
+            self.param_updated(name)
 
     def flops_per_token(self, seq_len: int) -> float:
         return self.config.flops_per_token(seq_len)
 
     def free(self) -> None:
-        for t in (*self.params.values(), *self.grads.values()):
+        for t in (*self.params.values(), *self.grads.values(), *self.params16.values()):
             t.free()
 
     # ---- a block: h = x + c_proj(attention(ln_1(x))), out = h + c_proj(gelu(c_fc(ln_2(h))))
     def _block_forward(self, p: Block, x: TiledTensor, s: Stage):
-        D, eps = self.config.head_size, self.config.layer_norm_epsilon
+        """``p``: the block's parameters (bf16 copies for its GEMM weights under bf16)."""
+        D, eps, c = self.config.head_size, self.config.layer_norm_epsilon, self.casts
         ln1, ln1_mean, ln1_inv_std = ops.layer_norm(x, p.ln_1.weight, p.ln_1.bias, axis=2,
                                                     eps=eps)
-        q, k, v = (_heads(s.temp(_linear(ln1, lin)), D) for lin in (p.q, p.k, p.v))
+        ln1k = c.keep(ln1, s)
+        ln1g = c.operand(ln1k, s, fp32=ln1)
+        qkv = [_heads(s.temp(_linear(ln1g, lin)), D) for lin in (p.q, p.k, p.v)]
+        qk, kk, vk = (c.keep(t, s) for t in qkv)
+        q, k, v = (c.operand(tk, s, fp32=t) for tk, t in zip((qk, kk, vk), qkv))
         att = _attention(q, k, s)                                        # (B, H, T, T)
-        y = ops.permute(s.temp(ops.gemm(att, v, batch_ndim=2)),          # (B, T, E)
-                        HEADS_FIRST).merge_axes(2)
-        h = _linear(y, p.attn_proj)
+        attk = c.keep(att, s)
+        y = ops.permute(s.temp(ops.gemm(c.operand(attk, s, fp32=att), v, batch_ndim=2)),
+                        HEADS_FIRST).merge_axes(2)                      # (B, T, E)
+        yk = c.keep(y, s)
+        h = _linear(c.operand(yk, s, fp32=y), p.attn_proj)
         ops.add(x, h)                                                    # h = x + c_proj(y)
         ln2, ln2_mean, ln2_inv_std = ops.layer_norm(h, p.ln_2.weight, p.ln_2.bias, axis=2,
                                                     eps=eps)
-        fc = _linear(ln2, p.fc)                                          # (B, T, F)
+        ln2k = c.keep(ln2, s)
+        fc = _linear(c.operand(ln2k, s, fp32=ln2), p.fc)                # (B, T, F)
         gelu = ops.gelu(fc)
-        out = _linear(gelu, p.mlp_proj)
+        fck, gk = c.keep(fc, s), c.keep(gelu, s)
+        out = _linear(c.operand(gk, s, fp32=gelu), p.mlp_proj)
         ops.add(h, out)                                                  # out = h + mlp
-        return BlockActivations(x, ln1, ln1_mean, ln1_inv_std, q, k, v, att, y, h,
-                                ln2, ln2_mean, ln2_inv_std, fc, gelu), out
+        return BlockActivations(x, ln1k, ln1_mean, ln1_inv_std, qk, kk, vk, attk, yk, h,
+                                ln2k, ln2_mean, ln2_inv_std, fck, gk), out
 
     def _block_backward(self, p: Block, g: Block, a: BlockActivations, dx: TiledTensor,
                         s: Stage) -> None:
         """``dx``: ∂loss/∂out in, ∂loss/∂x out (in place: the residual passes it through,
-        each branch adds to it); ``g`` gets the block's weight gradients."""
-        D = self.config.head_size
+        each branch adds to it); ``g`` gets the block's weight gradients; ``p`` as in
+        ``_block_forward``."""
+        D, c = self.config.head_size, self.casts
         # MLP: out = h + c_proj(gelu(c_fc(ln_2(h))))
-        dgelu = s.temp(_linear_backward(a.gelu, dx, p.mlp_proj, g.mlp_proj, s))
-        dfc = s.temp(ops.gelu_backward(a.fc, dgelu))
-        dln2 = s.temp(_linear_backward(a.ln2, dfc, p.fc, g.fc, s))
+        dgelu = s.temp(_linear_backward(c, a.gelu, dx, p.mlp_proj, g.mlp_proj, s))
+        dfc = s.temp(ops.gelu_backward(c.widened(a.fc, s), dgelu))
+        dln2 = s.temp(_linear_backward(c, a.ln2, dfc, p.fc, g.fc, s))
         ops.layer_norm_backward(a.h, dln2, p.ln_2.weight, a.ln2_mean, a.ln2_inv_std, axis=2,
                                 dx=dx, dgamma=g.ln_2.weight, dbeta=g.ln_2.bias)  # dh += ∂ln_2
         # attention: h = x + c_proj(softmax(mask(q·kᵀ/√D))·v)
-        dy = s.temp(_linear_backward(a.y, dx, p.attn_proj, g.attn_proj, s))
-        dheads = s.temp(_heads(dy, D))                                   # (B, H, T, D)
-        datt = s.temp(ops.gemm(dheads, a.v, trans_b=True, batch_ndim=2))  # datt = dheads·vᵀ
-        dv = ops.gemm(a.att, dheads, trans_a=True, batch_ndim=2)          # dv = attᵀ·dheads
-        dq, dk = _attention_backward(a.q, a.k, a.att, datt, s)
-        dln1 = None
+        dy = s.temp(_linear_backward(c, a.y, dx, p.attn_proj, g.attn_proj, s))
+        dheads = c.operand(s.temp(_heads(dy, D)), s)                    # (B, H, T, D)
+        att = c.widened(a.att, s)                                        # softmax' reads it
+        datt = s.temp(ops.gemm(dheads, c.operand(a.v, s), trans_b=True,
+                               batch_ndim=2))                            # datt = dheads·vᵀ
+        dv = ops.gemm(c.operand(a.att, s, fp32=att), dheads, trans_a=True,
+                      batch_ndim=2)                                      # dv = attᵀ·dheads
+        dq, dk = _attention_backward(c, a.q, a.k, att, datt, s)
+        dln1, ln1 = None, c.operand(a.ln1, s)                            # widened once
         for d, lin, glin in ((dq, p.q, g.q), (dk, p.k, g.k), (dv, p.v, g.v)):
             dlin = s.temp(ops.permute(s.temp(d), HEADS_FIRST).merge_axes(2))   # (B, T, E)
-            dln1 = _linear_backward(a.ln1, dlin, lin, glin, s, dx=dln1)
+            dln1 = _linear_backward(c, ln1, dlin, lin, glin, s, dx=dln1)
         ops.layer_norm_backward(a.x, s.temp(dln1), p.ln_1.weight, a.ln1_mean, a.ln1_inv_std,
                                 axis=2, dx=dx, dgamma=g.ln_1.weight,
                                 dbeta=g.ln_1.bias)                       # dx += ∂ln_1
@@ -237,7 +282,8 @@ class GPT2:
     def _head(self, acts: Activations, step: StepPolicy, grad_scale: float):
         """The loss and, in a step with a backward, ∂loss/∂logits (times ``grad_scale``)."""
         with step.head_forward() as s:
-            logits = s.temp(ops.gemm(acts.head.xf, self.w.wte, trans_b=True))  # (B, T, V)
+            xf = self.casts.operand(acts.head.xf, s)
+            logits = s.temp(ops.gemm(xf, self.wg.wte, trans_b=True))     # (B, T, V)
             loss, dlogits = ops.cross_entropy(logits, acts.batch.labels, grad=step.backward,
                                               grad_scale=grad_scale)
             s.save(acts.head, after=loss)
@@ -245,17 +291,19 @@ class GPT2:
         return loss, dlogits
 
     def _backward(self, acts: Activations, dlogits: TiledTensor, step: StepPolicy) -> None:
-        w, g, top = self.w, self.g, acts.head
+        w, g, top, c = self.w, self.g, acts.head, self.casts
         with step.head_backward(dlogits, top) as s:
-            dxf = s.temp(ops.gemm(dlogits, w.wte))                       # dxf = dlogits·wte
+            dlogits = c.operand(dlogits, s)
+            dxf = s.temp(ops.gemm(dlogits, self.wg.wte))                 # dxf = dlogits·wte
             with s.weight_grads():                                       # dwte += dlogitsᵀ·xf
-                ops.gemm(dlogits, top.xf, trans_a=True, ndim=2, beta=1.0, out=g.wte)
+                ops.gemm(dlogits, c.operand(top.xf, s), trans_a=True, ndim=2, beta=1.0,
+                         out=g.wte)
             dx, _, _ = ops.layer_norm_backward(top.x, dxf, w.ln_f.weight, top.mean,
                                                top.inv_std, axis=2, dgamma=g.ln_f.weight,
                                                dbeta=g.ln_f.bias)        # dx = ∂ln_f
         for i in reversed(range(self.config.n_layer)):
             with step.block_backward(i, dx, acts.blocks[i]) as s:
-                self._block_backward(w.blocks[i], g.blocks[i], acts.blocks[i], dx, s)
+                self._block_backward(self.wg.blocks[i], g.blocks[i], acts.blocks[i], dx, s)
         with step.embedding_backward(dx, acts.batch):                    # weight grads only
             ops.embedding_backward(acts.batch.ids, dx, g.wte)            # dwte[ids] += dx
             ops.embedding_backward(acts.batch.pos, dx, g.wpe)            # dwpe[pos] += dx
@@ -284,12 +332,14 @@ def _linear(x: TiledTensor, p: Linear) -> TiledTensor:
     return y
 
 
-def _linear_backward(x, dy, p: Linear, g: Linear, s: Stage, dx=None) -> TiledTensor:
-    """dw += xᵀ·dy; db += Σ dy; returns dx (+)= dy·wᵀ."""
+def _linear_backward(c: Casts, x, dy, p: Linear, g: Linear, s: Stage, dx=None) -> TiledTensor:
+    """dw += xᵀ·dy; db += Σ dy; returns dx (+)= dy·wᵀ (``x`` as saved, ``dy`` float32,
+    both passed to the GEMMs as ``c`` says; the sums and ``dx`` float32)."""
+    dyg = c.operand(dy, s)
     with s.weight_grads():
-        ops.gemm(x, dy, trans_a=True, ndim=x.ndim - 1, beta=1.0, out=g.weight)
+        ops.gemm(c.operand(x, s), dyg, trans_a=True, ndim=x.ndim - 1, beta=1.0, out=g.weight)
         ops.sum_fiber(dy, axis=dy.ndim - 1, out=g.bias, beta=1.0)
-    return ops.gemm(dy, p.weight, trans_b=True, out=dx, beta=0.0 if dx is None else 1.0)
+    return ops.gemm(dyg, p.weight, trans_b=True, out=dx, beta=0.0 if dx is None else 1.0)
 
 
 def _heads(y: TiledTensor, D: int) -> TiledTensor:
@@ -304,10 +354,12 @@ def _attention(q, k, s: Stage) -> TiledTensor:
     return ops.softmax(scores, axis=3)
 
 
-def _attention_backward(q, k, att, datt, s: Stage):
-    """dscores = softmax'(att)·datt; dq = dscores·k/√D; dk = dscoresᵀ·q/√D."""
-    dscores = s.temp(ops.softmax_backward(att, datt, axis=3))
+def _attention_backward(c: Casts, q, k, att, datt, s: Stage):
+    """dscores = softmax'(att)·datt; dq = dscores·k/√D; dk = dscoresᵀ·q/√D (softmax's
+    backward in float32 from a float32 ``att``, the GEMMs' operands as ``c`` says)."""
+    dscores = c.operand(s.temp(ops.softmax_backward(att, datt, axis=3)), s)
     scale = 1 / math.sqrt(q.shape[3])
+    q, k = c.operand(q, s), c.operand(k, s)
     return (ops.gemm(dscores, k, batch_ndim=2, alpha=scale),
             ops.gemm(dscores, q, trans_a=True, batch_ndim=2, alpha=scale))
 

@@ -20,7 +20,9 @@ from nntile_lab.tensor import empty_like
 
 
 class Optimizer:
-    """Base: ``step(lr, clip_norm)`` updates every parameter from ``model.grads``."""
+    """Base: ``step(lr, clip_norm)`` updates every parameter from ``model.grads``, and
+    calls ``model.param_updated(name)`` after each one's update where the model has it
+    (GPT2 remakes the parameter's bf16 copy there)."""
 
     slots: tuple[str, ...] = ()   # per-parameter state tensors
 
@@ -54,11 +56,14 @@ class Optimizer:
         lr = self.lr if lr is None else lr
         hints = self.model.runtime.hints
         names = list(self.model.params)
+        updated = getattr(self.model, "param_updated", None)
         with self.model.runtime.scope(phase="optimizer"):
             for j, name in enumerate(names):
                 p, g = self.model.params[name], self.model.grads[name]
                 wd = self.weight_decay if p.ndim >= 2 else 0.0
                 self._update(name, p, g, lr, wd, scale)
+                if updated is not None:   # e.g. GPT2's bf16 weight copies, tile by tile
+                    updated(name)
                 if "prefetch" in hints and j + 1 < len(names):   # the next update's tiles,
                     nxt = names[j + 1]                           # once this one is done
                     state = [s[nxt] for s in self.state.values()] if self.steps > 1 else []

@@ -53,9 +53,10 @@ def register_cli(subparsers) -> None:
     t.set_defaults(func=_trace)
     p = subparsers.add_parser("peak", help="the machine's sgemm peak (MFU denominator)")
     p.add_argument("--refresh", action="store_true", help="measure again")
-    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+    # default None, as every option named like a spec field (the spec's is a training mode)
+    p.add_argument("--precision", choices=("fp32", "bf16"), default=None,
                    help="bf16: also measure the bf16 GEMM (oneDNN) beside fp32, both through "
-                        "the tiled kernels on every core (not cached)")
+                        "the tiled kernels on every core (not cached; default fp32)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_peak)
 

@@ -183,6 +183,7 @@ def run_cli(args: argparse.Namespace) -> int:
     write_record(Path(args.out) / "run.json", spec,
                  {k: v for k, v in summary.items() if k != "summary"}, kind="train",
                  config={"model": model_config, "options": options, "data": str(data),
+                         "precision": getattr(model, "precision_choice", None),
                          "runtime": {"scheduler": spec.scheduler, "ncpu": ncpu}})
     if not args.json and not getattr(args, "quiet_rank", False):
         print(_report(summary))

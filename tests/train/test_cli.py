@@ -62,6 +62,11 @@ def test_bad_option_is_rejected(capsys):
     with pytest.raises(SystemExit):
         parse("--optimizer", "lion")
     assert "invalid choice: 'lion'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse("--precision", "fp16")
+    assert "invalid choice: 'fp16' (choose from 'fp32', 'bf16', 'bf16-storage', 'auto')" in \
+        capsys.readouterr().err
+    assert cli.resolve(parse("--precision", "bf16")).spec.precision == "bf16"
     with pytest.raises(ValueError, match=r"batch_tile=9 \(--batch-tile\) must be from 1 to "
                        r"batch=8"):
         cli.resolve(parse("--batch-tile", "9"))

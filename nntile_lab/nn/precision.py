@@ -1,0 +1,80 @@
+"""What a training step computes and keeps in bf16, by precision mode (docs/precision.md).
+
+The modes (``spec.PRECISIONS`` less ``auto``, which resolves to one of them):
+
+- ``fp32``: everything float32.
+- ``bf16``: every GEMM takes bf16 operands and sums in float32 (``gemm_bf16``); the
+  activations a GEMM consumes are saved as the bf16 copy it reads anyway, and so are the
+  GELU input and the attention probabilities; softmax, layer norm, GELU, the loss and
+  every GEMM output are float32; master weights, gradients and optimizer state float32,
+  with a bf16 copy of each GEMM weight made after the optimizer updates it.
+- ``bf16-storage``: the same activations saved in bf16, every computation float32 (each
+  saved tensor widened, exactly, where the backward reads it): for CPUs whose bf16 GEMM
+  is not faster than sgemm, where bf16 still halves what the step keeps.
+
+The residual stream (each block's input and its mid-block sum, the layer norms' inputs) and
+the layer norms' statistics stay float32 in every mode, as under PyTorch's autocast.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from nntile_lab import ops
+from nntile_lab.spec import PRECISIONS
+from nntile_lab.tensor import BFLOAT16
+
+if TYPE_CHECKING:
+    from nntile_lab.nn.policy import Stage
+    from nntile_lab.tensor import TiledTensor
+
+MODES = tuple(p for p in PRECISIONS if p != "auto")
+F32 = np.dtype(np.float32)
+
+
+def check_mode(mode: str) -> str:
+    """``mode`` if it is a resolved precision mode; else one clear error."""
+    if mode == "auto":
+        raise ValueError("precision='auto' is resolved before a model is built "
+                         "(nntile_lab.precision_peak.choose_precision): give the model one of "
+                         f"{', '.join(MODES)}")
+    if mode not in MODES:
+        raise ValueError(f"precision={mode!r} is unknown; valid ones: {', '.join(MODES)} "
+                         "(and 'auto' in a spec)")
+    return mode
+
+
+class Casts:
+    """The conversions a step makes under one mode; every converted tensor is a
+    temporary of the stage that asks for it (or, ``keep``, the saved form)."""
+
+    def __init__(self, mode: str):
+        self.mode = check_mode(mode)
+        self.gemm_bf16 = mode == "bf16"
+        self.store_bf16 = mode != "fp32"
+
+    def keep(self, t: TiledTensor, s: Stage) -> TiledTensor:
+        """The form of the float32 ``t`` that the step saves for its backward: a bf16
+        copy under a bf16 mode (then ``t`` is a temporary of ``s``, usable until the stage
+        ends), else ``t``."""
+        if not self.store_bf16:
+            return t
+        out = ops.to_bf16(t)
+        s.temp(t)
+        return out
+
+    def operand(self, t: TiledTensor, s: Stage, fp32: TiledTensor | None = None) -> TiledTensor:
+        """``t`` as a GEMM operand: bf16 in mode ``bf16``, else float32. ``fp32`` is the
+        float32 tensor a bf16 ``t`` was kept from, when it is still alive (no widening)."""
+        want = BFLOAT16 if self.gemm_bf16 else F32
+        if t.dtype == want:
+            return t
+        if want == F32 and fp32 is not None:
+            return fp32
+        return s.temp(ops.to_bf16(t) if want == BFLOAT16 else ops.to_f32(t))
+
+    def widened(self, t: TiledTensor, s: Stage) -> TiledTensor:
+        """``t`` in float32 (a saved bf16 tensor widened exactly, a temporary of ``s``),
+        for the ops that compute in float32 only (softmax, GELU backward)."""
+        return t if t.dtype == F32 else s.temp(ops.to_f32(t))
