@@ -16,7 +16,7 @@ from nntile_lab.bench import depth, kernels, memory, schedulers, submit_cost, tr
 from nntile_lab.errors import UsageError
 from nntile_lab.options import float_range, int_list, int_range
 from nntile_lab.record import json_safe, write_record
-from nntile_lab.spec import DEFAULTS, add_arguments, from_args, parse_hints
+from nntile_lab.spec import DEFAULTS, add_arguments, from_args, given, parse_hints
 
 # The spec fields ``bench train`` takes (no training schedule: it times a few steps).
 BENCH_GROUPS = ("model", "data", "tiles", "runtime", "bench")
@@ -137,8 +137,9 @@ def register_cli(subparsers) -> None:
                         "(default %(default)s)")
     p.add_argument("--json", action="store_true",
                    help="progress to stderr, JSON Lines: one object per point, the result last")
-    add_arguments(p, HINT_GROUPS, titles={"model": "model (--hints only; default the main "
-                                          "job)"}, skip=HINT_SKIP)
+    add_arguments(p, HINT_GROUPS, titles={"model": "model (--hints: default the main job; "
+                                          "several --precision: changes to the family's, "
+                                          "--n-embd pins one model)"}, skip=HINT_SKIP)
     p.set_defaults(func=_memory)
 
     d = bsub.add_parser("depth", help="throughput per FLOP of a deeper model against a "
@@ -322,6 +323,13 @@ def _memory_precisions(args, precisions: list[str], progress) -> int:
             parse_hints(args.hint_set)
         except ValueError as exc:
             raise UsageError(f"--hint-set {args.hint_set!r}: {exc}") from None
+    # the model options given change the family's (e.g. --seq-len, --batch); --n-embd pins
+    # the model instead of the one nearest each multiple of the cap
+    fields = given(args, HINT_GROUPS)
+    if "n_embd" in fields:
+        widths = (fields.pop("n_embd"),)
+    kw |= fields
+    from_args(args, HINT_GROUPS, base=memory.BASE)   # a refused combination: exit 2 now
     res = memory.run_precisions(caps, tuple(precisions), ooc_dir=args.ooc_dir, widths=widths,
                                 speeds=tuple(_ints("--speeds", args.speeds)),
                                 repeats=args.repeats, progress=progress, **kw)
