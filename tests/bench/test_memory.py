@@ -60,6 +60,11 @@ def test_cli_precision_list(monkeypatch, capsys):
     assert got["speeds"] == (2,) and got["repeats"] == 3
     assert json.loads(capsys.readouterr().out.splitlines()[-1])["precisions"] == ["fp32",
                                                                                "bf16"]
+    # model options change the family's; --n-embd pins the model
+    assert cli.main(argv + ["--seq-len", "512", "--batch", "8", "--n-embd", "256"]) == 0
+    assert got["widths"] == (256,) and (got["seq_len"], got["batch"]) == (512, 8)
+    assert "n_embd" not in got
+    capsys.readouterr()
     # one precision: the capacity experiment in it, for both systems
     monkeypatch.setattr(memory, "run", lambda caps, **kw: got.update(one=kw) or {
         "rows": [{}], "summary": {}})
