@@ -325,7 +325,8 @@ def _memory_precisions(args, precisions: list[str], progress) -> int:
             raise UsageError(f"--hint-set {args.hint_set!r}: {exc}") from None
     # the model options given change the family's (e.g. --seq-len, --batch); --n-embd pins
     # the model instead of the one nearest each multiple of the cap
-    fields = given(args, HINT_GROUPS)
+    # (not the fields bench memory sets itself, whose options share their names)
+    fields = {k: v for k, v in given(args, HINT_GROUPS).items() if k not in HINT_SKIP}
     if "n_embd" in fields:
         widths = (fields.pop("n_embd"),)
     kw |= fields

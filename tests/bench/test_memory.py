@@ -54,10 +54,10 @@ def test_cli_precision_list(monkeypatch, capsys):
         caps=caps, precs=precs, **kw) or {"rows": [], "table": [{"precision": "fp32"}],
                                           "caps_mb": caps, "precisions": list(precs)})
     argv = ["bench", "memory", "--precision", "fp32,bf16", "--caps", "256", "--speeds", "2",
-            "--repeats", "3", "--json"]
+            "--repeats", "3", "--ooc-dir", "/tmp/x", "--json"]
     assert cli.main(argv) == 0
     assert got["caps"] == [256] and got["precs"] == ("fp32", "bf16")
-    assert got["speeds"] == (2,) and got["repeats"] == 3
+    assert got["speeds"] == (2,) and got["repeats"] == 3 and got["ooc_dir"] == "/tmp/x"
     assert json.loads(capsys.readouterr().out.splitlines()[-1])["precisions"] == ["fp32",
                                                                                "bf16"]
     # model options change the family's; --n-embd pins the model
