@@ -9,17 +9,23 @@ instructions, and the one nntile_lab's ``precision="bf16"`` is compared with.
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 TORCH_PRECISIONS = ("fp32", "bf16")
 
 
 def autocast(precision: str = "fp32"):
-    """The context a PyTorch forward runs in for ``precision`` (``fp32``: autocast off)."""
+    """The context a PyTorch forward runs in for ``precision``. ``fp32`` changes nothing (a
+    null context, not ``autocast(enabled=False)``: a caller's own ``torch.autocast`` around
+    the call still applies)."""
     if precision not in TORCH_PRECISIONS:
         raise ValueError(f"precision={precision!r}: PyTorch's peers run in "
                          f"{' or '.join(TORCH_PRECISIONS)}")
-    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast("cpu", dtype=torch.bfloat16)
 
 
 def peer_precision(precision: str) -> str:

@@ -55,6 +55,10 @@ def test_autocast_names_and_peers():
         assert (torch.ones(4, 4) @ torch.ones(4, 4)).dtype == torch.bfloat16
     with autocast("fp32"):
         assert (torch.ones(4, 4) @ torch.ones(4, 4)).dtype == torch.float32
+    # fp32 leaves a caller's own autocast on (the forward then runs in bf16)
+    m = TorchGPT2(CFG, dtype=torch.float32)
+    with torch.autocast("cpu", dtype=torch.bfloat16), autocast("fp32"):
+        assert m(np.zeros((1, 4), dtype=np.int64)).dtype == torch.bfloat16
     with pytest.raises(ValueError, match="fp16.*fp32 or bf16"):
         autocast("fp16")
     assert [peer_precision(p) for p in ("fp32", "bf16", "bf16-storage")] == [
