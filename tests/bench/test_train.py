@@ -91,3 +91,16 @@ def test_pytorch_bf16_needs_bf16_hardware(monkeypatch, capsys):
     assert code == 2 and not called
     err = capsys.readouterr().err
     assert "avx512_bf16" in err and "--precision fp32 or bf16-storage" in err
+
+
+def test_auto_is_resolved_once_and_recorded(monkeypatch):
+    seen, chosen = [], []
+    monkeypatch.setattr(train.experiment, "choose_precision",
+                        lambda spec: chosen.append(spec.precision) or ("bf16", "peaks 3x"))
+    monkeypatch.setattr(train, "_nntile_step_times",
+                        lambda spec: seen.append(spec.precision) or ([1.0], 2))
+    monkeypatch.setattr(train.sgemm_peak, "gflops", lambda at_least=None: 100.0)
+    res = train.run(TINY.replace(precision="auto"), vs_torch=False, with_fp32=True, rounds=2)
+    assert chosen == ["auto"] and seen == ["bf16", "fp32"] * 2
+    assert (res["precision"], res["precision_asked"]) == ("bf16", "auto")
+    assert "auto: peaks 3x" in train.report(res)
