@@ -174,6 +174,11 @@ CODELETS = [
             "i64 batch, i64 m, i64 n, i64 k, i32 trans_a, i32 trans_b, f32 alpha, f32 beta",
             "2.0*batch*m*n*k",
             overwrite="beta == 0"),
+    # gelu_bf16.c: GELU with bf16 storage (the bf16 precision modes' MLP): the forward
+    # writes the bf16 copy of its input and its bf16 output, the backward reads the bf16 input
+    Codelet("gelu_bf16", "R x, W:bf16 xk, W:bf16 out", "i64 n", "15*n"),
+    Codelet("gelu_backward_bf16", "R:bf16 x, R dy, RW dx", "i64 n, f32 beta", "25*n",
+            overwrite="beta == 0"),
     # embedding.c
     Codelet("embedding", "R:i64 ids, R table, RWC out",
             "i64 n, i64 e, i64 voff, i64 vrows, i64 vocab, i32 check", "0"),

@@ -115,6 +115,9 @@ class MemoryPlan:
     def report(self) -> str:
         rows = [f"  {k:<16} {v / MIB:10.1f} MiB" for k, v in self.categories.items()]
         cap = "no cap" if self.memory_limit_mb is None else f"cap {self.memory_limit_mb} MiB"
+        precision = self.details.get("precision", "fp32")
+        if precision != "fp32":
+            cap += f", precision {precision}"
         lines = [f"memory plan ({cap}):", *rows,
                  f"  {'peak (StarPU)':<16} {self.peak_bytes / MIB:10.1f} MiB",
                  f"  {'process RSS':<16} {self.rss_bytes / MIB:10.1f} MiB (estimated)",
@@ -355,8 +358,8 @@ def precision_categories(cfg: GPT2Config, batch: int, seq_len: int, optimizer: s
     """``categories`` under a precision mode: the saved activations sized by their
     declared bf16 fields, the parameters with their bf16 copies under ``bf16``, and the
     temporaries with the conversion copies a block's backward holds at once (under
-    ``bf16`` the bf16 attention-score gradient and GELU-output gradient copies, under
-    ``bf16-storage`` the widened attention probabilities and GELU input)."""
+    ``bf16`` the bf16 copies of the attention probabilities and of the MLP's hidden
+    gradient, under ``bf16-storage`` the widened GELU output)."""
     _check_precision(precision)
     mode = "fp32" if precision == "auto" else precision
     cats = categories(cfg, batch, seq_len, optimizer)
@@ -365,6 +368,6 @@ def precision_categories(cfg: GPT2Config, batch: int, seq_len: int, optimizer: s
         cats["parameters"] += BF16 * gemm_weight_elements(cfg)
     if mode != "fp32":
         cats["activations"] = Activations.nbytes(cfg, B, T, mode)
-        width = BF16 if mode == "bf16" else F32
-        cats["temporaries"] += width * (B * H * T * T + B * T * F)
+        cats["temporaries"] += (BF16 * (B * H * T * T + B * T * F) if mode == "bf16"
+                                else F32 * B * T * F)
     return cats

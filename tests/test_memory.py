@@ -3,6 +3,7 @@ process's RSS, each config in a fresh process), verdicts, and clear errors befor
 any task for settings that cannot run."""
 import json
 
+import numpy as np
 import pytest
 
 from nntile_lab import cli, memory
@@ -95,3 +96,30 @@ def test_plan_cli(tmp_path, capsys):
     assert cli.main(args + ["--ooc-dir", str(tmp_path), "--ooc-size-mb", "1024"]) == 0
     text = capsys.readouterr().out
     assert "verdict: fits_with_disk" in text and "optimizer_state" in text
+
+
+def test_bytes_per_precision():
+    """bf16 modes: the bf16-marked activations at 2 bytes, the GEMM weights' bf16 copies
+    under bf16 only; gradients and optimizer state float32 in every mode; auto plans as
+    fp32 (its mode is chosen when the run starts)."""
+    from nntile_lab.nn.activations import BF16, BlockActivations
+    spec = ExperimentSpec(n_layer=2, n_embd=64, n_head=2, vocab_size=500, seq_len=32, batch=2)
+    cats = {p: memory.estimate(spec.replace(precision=p)).categories
+            for p in ("fp32", "bf16", "bf16-storage", "auto")}
+    cfg = spec.gpt2_config()
+    E, F = cfg.n_embd, cfg.n_inner
+    assert memory.gemm_weight_elements(cfg) == 500 * E + 2 * (4 * E * E + 2 * E * F)
+    assert cats["bf16"]["parameters"] == (cats["fp32"]["parameters"]
+                                          + 2 * memory.gemm_weight_elements(cfg))
+    assert cats["bf16-storage"]["parameters"] == cats["fp32"]["parameters"]
+    assert cats["auto"] == cats["fp32"]
+    halved = sum(2 * np.prod(shape) for name, (shape, dtype)
+                 in BlockActivations.shapes(cfg, 2, 32, "bf16").items() if dtype == BF16)
+    head = 2 * 2 * 32 * E                                 # ln_f's output, in bf16
+    for p in ("bf16", "bf16-storage"):
+        assert cats[p]["activations"] == cats["fp32"]["activations"] - 2 * halved - head
+        for k in ("gradients", "optimizer_state"):
+            assert cats[p][k] == cats["fp32"][k]
+    with pytest.raises(ValueError, match=r"precision='fp8' is unknown; valid ones: fp32, bf16, "
+                                         r"bf16-storage, auto"):
+        memory.estimate(cfg, batch=2, seq_len=32, precision="fp8")

@@ -4,6 +4,7 @@
 #include <stdint.h>
 
 #include "fastexp.h"
+#include "gelu.h"
 
 /* y[i] = value */
 void nl_fill(int64_t n, float value, float *y)
@@ -54,38 +55,17 @@ void nl_mul(int64_t n, float alpha, const float *a, const float *b, float *y)
     for (int64_t i = 0; i < n; i++) y[i] = alpha * a[i] * b[i];
 }
 
-/* GELU, tanh approximation (GPT-2), in the sigmoid form that keeps its tiny
- * negative tail accurate (1 + tanh u = 2σ(2u), no cancellation):
- *   y  = x/2 · (1 + tanh u) = x · σ(2u),   u = √(2/π)·(x + 0.044715·x³)
- *   dy/dx = σ(2u) + 2x · σ(2u)·(1 − σ(2u)) · √(2/π)·(1 + 3·0.044715·x²)
+/* GELU: gelu.h (its formulas, shared with gelu_bf16.c)
  * backward: dx[i] = dy[i]·gelu'(x[i]) + beta·dx[i] */
-static const float k_sqrt_2_pi = 0.7978845608028654f, k_c = 0.044715f;
-
-/* s = σ(2u) and 1 − s, each without overflow or cancellation */
-static inline void sigmoid2(float u, float *s, float *one_minus_s)
-{
-    float e = nl_expf(-2.0f * fabsf(u)), r = 1.0f / (1.0f + e);
-    *s = u >= 0 ? r : e * r;
-    *one_minus_s = u >= 0 ? e * r : r;
-}
-
 void nl_gelu(int64_t n, const float *x, float *y)
 {
-    for (int64_t i = 0; i < n; i++) {
-        float v = x[i], s, q;
-        sigmoid2(k_sqrt_2_pi * (v + k_c * v * v * v), &s, &q);
-        y[i] = v * s;
-    }
+    for (int64_t i = 0; i < n; i++) y[i] = nl_gelu_value(x[i]);
 }
 
 void nl_gelu_backward(int64_t n, float beta, const float *x, const float *dy, float *dx)
 {
-    for (int64_t i = 0; i < n; i++) {
-        float v = x[i], s, q;
-        sigmoid2(k_sqrt_2_pi * (v + k_c * v * v * v), &s, &q);
-        float g = s + 2.0f * v * s * q * k_sqrt_2_pi * (1.0f + 3.0f * k_c * v * v);
-        dx[i] = dy[i] * g + (beta == 0.0f ? 0.0f : beta * dx[i]);
-    }
+    for (int64_t i = 0; i < n; i++)
+        dx[i] = dy[i] * nl_gelu_derivative(x[i]) + (beta == 0.0f ? 0.0f : beta * dx[i]);
 }
 
 /* ReLU: out = x < 0 ? 0 : x (NaN stays NaN: the comparison is false for it)

@@ -170,6 +170,10 @@ def cases(d: dict) -> list[Case]:
         Case("bf16_to_f32", dict(n=act), {"x": act, "y": act}),
         Case("gemm_bf16", dict(batch=1, m=t, n=h, k=e, trans_a=0, trans_b=0, alpha=1.0,
                                beta=0.0), {"a": t * e, "b": e * h, "c": t * h}),
+        # the bf16 modes' GELU on an MLP tile (bf16 storage in, out or both)
+        Case("gelu_bf16", dict(n=t * h), {"x": t * h, "xk": t * h, "out": t * h}, exps=t * h),
+        Case("gelu_backward_bf16", dict(n=t * h, beta=0.0), {"x": t * h, "dy": t * h,
+                                                             "dx": t * h}, exps=t * h),
         # every id in the vocabulary tile: each token copies (adds) one row of e values
         Case("embedding", emb, {"ids": t, "table": vt * e, "out": act}, init={"ids": _ids(vt)},
              bytes=t * I64 + 2 * act * F32, elements=act),

@@ -86,9 +86,12 @@ class BlockActivations(_Record):
     """One block's forward, kept for its backward:
     h = x + c_proj(attention(ln_1(x))),  out = h + c_proj(gelu(c_fc(ln_2(h))))."""
 
-    # bf16 where a GEMM reads it (the copy the GEMM takes anyway), the attention
-    # probabilities and the GELU input (widened where softmax/GELU backward read them);
-    # the residual stream (x, h: layer norm inputs) and the statistics stay float32
+    # bf16 where a GEMM reads it (the copy the GEMM takes anyway) and the GELU input (read
+    # by the fused bf16 GELU backward); float32: the residual stream (x, h: layer norm
+    # inputs), the statistics, and the attention probabilities, which softmax's backward
+    # reads: rounded, a row no longer sums to 1, and dscores = att·(datt − Σ att·datt)
+    # then no longer sums to 0 — an error along each row's constant that dq = dscores·k
+    # turns into a bias, not noise (PyTorch's autocast keeps them float32 as well)
     x: TiledTensor = _saved("B T E")             # the block's input
     ln1: TiledTensor = _saved("B T E", bf16=True)    # ln_1(x)
     ln1_mean: TiledTensor = _saved("B T")
@@ -96,7 +99,7 @@ class BlockActivations(_Record):
     q: TiledTensor = _saved("B H T D", bf16=True)
     k: TiledTensor = _saved("B H T D", bf16=True)
     v: TiledTensor = _saved("B H T D", bf16=True)
-    att: TiledTensor = _saved("B H T T", bf16=True)  # softmax(mask(q·kᵀ/√D))
+    att: TiledTensor = _saved("B H T T")         # softmax(mask(q·kᵀ/√D))
     y: TiledTensor = _saved("B T E", bf16=True)  # att·v, heads merged: c_proj's input
     h: TiledTensor = _saved("B T E")             # x + c_proj(y)
     ln2: TiledTensor = _saved("B T E", bf16=True)    # ln_2(h)

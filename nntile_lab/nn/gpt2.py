@@ -232,8 +232,7 @@ class GPT2:
         qk, kk, vk = (c.keep(t, s) for t in qkv)
         q, k, v = (c.operand(tk, s, fp32=t) for tk, t in zip((qk, kk, vk), qkv))
         att = _attention(q, k, s)                                        # (B, H, T, T)
-        attk = c.keep(att, s)
-        y = ops.permute(s.temp(ops.gemm(c.operand(attk, s, fp32=att), v, batch_ndim=2)),
+        y = ops.permute(s.temp(ops.gemm(c.operand(att, s), v, batch_ndim=2)),
                         HEADS_FIRST).merge_axes(2)                      # (B, T, E)
         yk = c.keep(y, s)
         h = _linear(c.operand(yk, s, fp32=y), p.attn_proj)
@@ -242,11 +241,10 @@ class GPT2:
                                                     eps=eps)
         ln2k = c.keep(ln2, s)
         fc = _linear(c.operand(ln2k, s, fp32=ln2), p.fc)                # (B, T, F)
-        gelu = ops.gelu(fc)
-        fck, gk = c.keep(fc, s), c.keep(gelu, s)
-        out = _linear(c.operand(gk, s, fp32=gelu), p.mlp_proj)
+        fck, gk, gelu = c.gelu(fc, s)
+        out = _linear(gelu, p.mlp_proj)
         ops.add(h, out)                                                  # out = h + mlp
-        return BlockActivations(x, ln1k, ln1_mean, ln1_inv_std, qk, kk, vk, attk, yk, h,
+        return BlockActivations(x, ln1k, ln1_mean, ln1_inv_std, qk, kk, vk, att, yk, h,
                                 ln2k, ln2_mean, ln2_inv_std, fck, gk), out
 
     def _block_backward(self, p: Block, g: Block, a: BlockActivations, dx: TiledTensor,
@@ -257,19 +255,18 @@ class GPT2:
         D, c = self.config.head_size, self.casts
         # MLP: out = h + c_proj(gelu(c_fc(ln_2(h))))
         dgelu = s.temp(_linear_backward(c, a.gelu, dx, p.mlp_proj, g.mlp_proj, s))
-        dfc = s.temp(ops.gelu_backward(c.widened(a.fc, s), dgelu))
+        dfc = s.temp(c.gelu_backward(a.fc, dgelu))
         dln2 = s.temp(_linear_backward(c, a.ln2, dfc, p.fc, g.fc, s))
         ops.layer_norm_backward(a.h, dln2, p.ln_2.weight, a.ln2_mean, a.ln2_inv_std, axis=2,
                                 dx=dx, dgamma=g.ln_2.weight, dbeta=g.ln_2.bias)  # dh += ∂ln_2
         # attention: h = x + c_proj(softmax(mask(q·kᵀ/√D))·v)
         dy = s.temp(_linear_backward(c, a.y, dx, p.attn_proj, g.attn_proj, s))
         dheads = c.operand(s.temp(_heads(dy, D)), s)                    # (B, H, T, D)
-        att = c.widened(a.att, s)                                        # softmax' reads it
         datt = s.temp(ops.gemm(dheads, c.operand(a.v, s), trans_b=True,
                                batch_ndim=2))                            # datt = dheads·vᵀ
-        dv = ops.gemm(c.operand(a.att, s, fp32=att), dheads, trans_a=True,
+        dv = ops.gemm(c.operand(a.att, s), dheads, trans_a=True,
                       batch_ndim=2)                                      # dv = attᵀ·dheads
-        dq, dk = _attention_backward(c, a.q, a.k, att, datt, s)
+        dq, dk = _attention_backward(c, a.q, a.k, a.att, datt, s)
         dln1, ln1 = None, c.operand(a.ln1, s)                            # widened once
         for d, lin, glin in ((dq, p.q, g.q), (dk, p.k, g.k), (dv, p.v, g.v)):
             dlin = s.temp(ops.permute(s.temp(d), HEADS_FIRST).merge_axes(2))   # (B, T, E)
@@ -356,7 +353,8 @@ def _attention(q, k, s: Stage) -> TiledTensor:
 
 def _attention_backward(c: Casts, q, k, att, datt, s: Stage):
     """dscores = softmax'(att)·datt; dq = dscores·k/√D; dk = dscoresᵀ·q/√D (softmax's
-    backward in float32 from a float32 ``att``, the GEMMs' operands as ``c`` says)."""
+    backward in float32, ``att`` float32 in every mode; the GEMMs' operands as ``c``
+    says)."""
     dscores = c.operand(s.temp(ops.softmax_backward(att, datt, axis=3)), s)
     scale = 1 / math.sqrt(q.shape[3])
     q, k = c.operand(q, s), c.operand(k, s)

@@ -4,16 +4,17 @@ The modes (``spec.PRECISIONS`` less ``auto``, which resolves to one of them):
 
 - ``fp32``: everything float32.
 - ``bf16``: every GEMM takes bf16 operands and sums in float32 (``gemm_bf16``); the
-  activations a GEMM consumes are saved as the bf16 copy it reads anyway, and so are the
-  GELU input and the attention probabilities; softmax, layer norm, GELU, the loss and
+  activations a GEMM consumes are saved as the bf16 copy it reads anyway, and so is the
+  GELU input; softmax, layer norm, GELU, the loss and
   every GEMM output are float32; master weights, gradients and optimizer state float32,
   with a bf16 copy of each GEMM weight made after the optimizer updates it.
 - ``bf16-storage``: the same activations saved in bf16, every computation float32 (each
   saved tensor widened, exactly, where the backward reads it): for CPUs whose bf16 GEMM
   is not faster than sgemm, where bf16 still halves what the step keeps.
 
-The residual stream (each block's input and its mid-block sum, the layer norms' inputs) and
-the layer norms' statistics stay float32 in every mode, as under PyTorch's autocast.
+The residual stream (each block's input and its mid-block sum, the layer norms' inputs),
+the layer norms' statistics and the attention probabilities (softmax's backward reads
+them: ``nn.activations`` says why) stay float32 in every mode, as under PyTorch's autocast.
 """
 from __future__ import annotations
 
@@ -74,7 +75,21 @@ class Casts:
             return fp32
         return s.temp(ops.to_bf16(t) if want == BFLOAT16 else ops.to_f32(t))
 
-    def widened(self, t: TiledTensor, s: Stage) -> TiledTensor:
-        """``t`` in float32 (a saved bf16 tensor widened exactly, a temporary of ``s``),
-        for the ops that compute in float32 only (softmax, GELU backward)."""
-        return t if t.dtype == F32 else s.temp(ops.to_f32(t))
+    def gelu(self, fc: TiledTensor, s: Stage) -> tuple[TiledTensor, TiledTensor, TiledTensor]:
+        """GELU of the MLP's float32 hidden tile ``fc``: ``(fc as kept, gelu as kept, gelu
+        as the next GEMM's operand)``. Under ``bf16`` one fused pass writes both bf16
+        tensors (``ops.gelu_bf16``) and no float32 GELU exists."""
+        if self.gemm_bf16:
+            fck, gk = ops.gelu_bf16(fc)
+            s.temp(fc)
+            return fck, gk, gk
+        gelu = ops.gelu(fc)
+        fck, gk = self.keep(fc, s), self.keep(gelu, s)
+        return fck, gk, self.operand(gk, s, fp32=gelu)
+
+    @staticmethod
+    def gelu_backward(fc: TiledTensor, dy: TiledTensor) -> TiledTensor:
+        """dfc = dy·gelu'(fc) from ``fc`` as kept (a bf16 one read by the fused kernel)."""
+        if fc.dtype == BFLOAT16:
+            return ops.gelu_backward_bf16(fc, dy)
+        return ops.gelu_backward(fc, dy)

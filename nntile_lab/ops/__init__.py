@@ -12,7 +12,7 @@ from nntile_lab.ops.layernorm import layer_norm, layer_norm_backward
 from nntile_lab.ops.layout import mask_causal, permute
 from nntile_lab.ops.loss import cross_entropy
 from nntile_lab.ops.optim import adamw, sgd
-from nntile_lab.ops.precision import to_bf16, to_f32
+from nntile_lab.ops.precision import gelu_backward_bf16, gelu_bf16, to_bf16, to_f32
 from nntile_lab.ops.reduce import (
     add_fiber,
     add_slice,
@@ -28,7 +28,8 @@ from nntile_lab.ops.reduce import (
 from nntile_lab.ops.softmax import softmax, softmax_backward
 
 __all__ = ["SubmitError", "adamw", "add_fiber", "add_slice", "axpy", "copy", "cross_entropy",
-           "embedding", "embedding_backward", "fill", "gemm", "layer_norm",
+           "embedding", "embedding_backward", "fill", "gelu_backward_bf16", "gelu_bf16", "gemm",
+           "layer_norm",
            "layer_norm_backward", "mask_causal", "max_slice", "mul_fiber", "mul_slice",
            "permute", "sgd", "softmax", "softmax_backward", "sum_fiber", "sum_slice",
            "sumprod_slice", "sumsq_all", "sumsq_slice", "to_bf16", "to_f32"]

@@ -1,4 +1,5 @@
-"""float32 <-> bfloat16 conversions of tiled tensors, one task per tile (kernels/cpu/bf16.c).
+"""float32 <-> bfloat16 conversions of tiled tensors, one task per tile (kernels/cpu/bf16.c),
+and GELU with bf16 storage (kernels/cpu/gelu_bf16.c), the bf16 precision modes' MLP.
 
 A bf16 value is a float32 with its mantissa cut to 7 bits: ``to_bf16`` rounds to nearest,
 ties to even (as PyTorch and ml_dtypes do; NaN stays NaN, values beyond bf16's largest,
@@ -10,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from nntile_lab._lib import lib
-from nntile_lab.ops._common import check, need_dtype, same_layout
+from nntile_lab.ops._common import check, need_dtype, no_alias, same_layout
 from nntile_lab.tensor import BFLOAT16, TiledTensor, empty
 
 
@@ -41,3 +42,45 @@ def to_f32(x: TiledTensor, out: TiledTensor | None = None) -> TiledTensor:
 
     ``out`` (float32, shaped and tiled like ``x``) or None for a new tensor. Returns out."""
     return _convert(x, out, BFLOAT16, np.float32, lib.nl_submit_bf16_to_f32, "to_f32")
+
+
+def _tensor(x, what: str) -> None:
+    if not isinstance(x, TiledTensor):
+        raise TypeError(f"{what} must be a TiledTensor, got {type(x).__name__}")
+
+
+def gelu_bf16(x: TiledTensor) -> tuple[TiledTensor, TiledTensor]:
+    """``(bf16(x), bf16(gelu(x)))`` from a float32 ``x`` in one pass, no float32 output:
+    the MLP's hidden tile as the bf16 modes keep it and its GELU as the next GEMM reads
+    it (the GELU of ``ops.gelu``, rounded to nearest even). Two new bfloat16 tensors
+    shaped and tiled like ``x``."""
+    _tensor(x, "gelu_bf16: x")
+    need_dtype(x, np.float32, "gelu_bf16: x")
+    xk, out = empty(x.shape, x.tile_shape, BFLOAT16), empty(x.shape, x.tile_shape, BFLOAT16)
+    hx, hk, ho, sizes = x.handles, xk.handles, out.handles, x.traits.tile_sizes
+    for i in range(x.ntiles):
+        check(lib.nl_submit_gelu_bf16(hx[i], hk[i], ho[i], sizes[i]))
+    return xk, out
+
+
+def gelu_backward_bf16(x: TiledTensor, dy: TiledTensor, dx: TiledTensor | None = None,
+                       beta: float = 0.0) -> TiledTensor:
+    """dx[i] = dy[i]·gelu'(x[i]) + β·dx[i] with ``x`` bfloat16 (as ``gelu_bf16`` kept it,
+    widened exactly in the kernel), ``dy`` and ``dx`` float32 (β = 0: a new or overwritten
+    dx). ``ops.gelu_backward`` of ``to_f32(x)`` without the float32 copy. Returns dx."""
+    for t, what in ((x, "x"), (dy, "dy")):
+        _tensor(t, f"gelu_backward_bf16: {what}")
+    need_dtype(x, BFLOAT16, "gelu_backward_bf16: x")
+    need_dtype(dy, np.float32, "gelu_backward_bf16: dy")
+    same_layout(x, dy, names="gelu_backward_bf16: dy")
+    if dx is None:
+        dx, beta = empty(x.shape, x.tile_shape), 0.0
+    else:
+        _tensor(dx, "gelu_backward_bf16: dx")
+        need_dtype(dx, np.float32, "gelu_backward_bf16: dx")
+        same_layout(x, dx, names="gelu_backward_bf16: dx")
+        no_alias("gelu_backward_bf16", {"dx": dx}, {"dy": dy}, in_place=("dy",))
+    hx, hdy, hdx, sizes = x.handles, dy.handles, dx.handles, x.traits.tile_sizes
+    for i in range(x.ntiles):
+        check(lib.nl_submit_gelu_backward_bf16(hx[i], hdy[i], hdx[i], sizes[i], float(beta)))
+    return dx

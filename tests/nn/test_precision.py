@@ -1,13 +1,13 @@
 """GPT-2 under the bf16 precision modes against PyTorch's bf16 autocast, float64 and fp32.
 
-Tolerances in units of bf16's rounding, u = 2⁻⁹ (round to nearest with 8 significant
+Tolerances in units of bf16's rounding, u = 2⁻⁸ (round to nearest with 8 significant
 bits: a value moves by at most u of itself). A step rounds every GEMM operand once (bf16)
 or every saved activation once (bf16-storage); the gradients of a small GPT-2 then carry
-a norm-wise error of a few u against float64 — measured 3u for ``bf16`` and PyTorch's
-autocast alike, 1u for ``bf16-storage``. The bounds below allow 2–4× that; a wrong term
-(a missing transpose, a stale weight copy) moves a gradient by O(1), hundreds of u. The
-lower bounds catch the opposite bug: a mode that silently computes in float32 errs by
-~1e-7 (u/10⁴), below them.
+a norm-wise error of about 1.5u against float64 for ``bf16`` and PyTorch's autocast alike,
+0.5u for ``bf16-storage`` (docs/precision.md has the measured table). The bounds below
+allow 2–4× that; a wrong term (a missing transpose, a stale weight copy) moves a gradient
+by O(1), hundreds of u. The lower bounds catch the opposite bug: a mode that silently
+computes in float32 errs by ~1e-7 (u/10⁴), below them.
 """
 import dataclasses
 
@@ -22,7 +22,7 @@ from tests.conftest import rel_err, require
 torch = require("torch")
 from nntile_lab.reference.torch_gpt2 import TorchGPT2  # noqa: E402
 
-U = 2.0**-9
+U = 2.0**-8
 BASE = nl.GPT2Config(n_layer=2, n_head=4, n_embd=64, n_positions=16, vocab_size=97,
                      n_inner=128)
 TILINGS = {
@@ -62,14 +62,14 @@ def test_bf16_matches_torch_autocast(rt1, tiling):
     state, loss, grads = run(cfg, "bf16", ids, labels)
     ac_loss, ac_grads = torch_grads(cfg, state, ids, labels, autocast=True)
     exact_loss, exact = torch_grads(cfg, state, ids, labels, autocast=False)
-    assert abs(loss - ac_loss) <= U * abs(ac_loss) and abs(loss - exact_loss) <= U * exact_loss
+    assert abs(loss - ac_loss) <= U / 2 * ac_loss and abs(loss - exact_loss) <= U / 2 * exact_loss
     for name, g in grads.items():
         # autocast rounds the same GEMM operands (and also the GEMM outputs): two bf16
         # computations, each a few u from float64, so within twice that of each other
-        assert rel_err(g, ac_grads[name]) <= 12 * U, name
-        assert rel_err(g, exact[name]) <= 8 * U, name
+        assert rel_err(g, ac_grads[name]) <= 6 * U, name
+        assert rel_err(g, exact[name]) <= 4 * U, name
     # in bf16 for real: the matrices' gradients carry bf16's error, not float32's
-    assert max(rel_err(grads[n], exact[n]) for n in grads if grads[n].ndim == 2) >= U / 4
+    assert max(rel_err(grads[n], exact[n]) for n in grads if grads[n].ndim == 2) >= U / 8
 
 
 def test_bf16_storage_matches_fp32(rt1):
@@ -80,10 +80,10 @@ def test_bf16_storage_matches_fp32(rt1):
     exact_loss, exact = torch_grads(cfg, state, ids, labels, autocast=False)
     # the forward computes in float32; only the head reads ln_f's output as saved (bf16):
     # the loss moves by far less than u (measured 5e-6 of it)
-    assert abs(loss - loss32) <= U / 16 * loss32 and abs(loss - exact_loss) <= U / 16 * exact_loss
+    assert abs(loss - loss32) <= U / 32 * loss32 and abs(loss - exact_loss) <= U / 32 * exact_loss
     for name, g in grads.items():
-        assert rel_err(g, grads32[name]) <= 4 * U, name     # one rounding of what is saved
-    assert max(rel_err(grads[n], exact[n]) for n in grads) >= U / 8
+        assert rel_err(g, grads32[name]) <= 2 * U, name     # one rounding of what is saved
+    assert max(rel_err(grads[n], exact[n]) for n in grads) >= U / 16
 
 
 def test_weight_copies_follow_every_update(rt1):

@@ -1,6 +1,6 @@
-"""bf16: the float32 <-> bfloat16 conversions and the bf16 gemm (oneDNN; sgemm on widened
-copies where the CPU has no bf16 matmul) against float64 references, over random shapes
-and tilings."""
+"""bf16: the float32 <-> bfloat16 conversions, the bf16 gemm (oneDNN; sgemm on widened
+copies where the CPU has no bf16 matmul) and GELU with bf16 storage against float64
+references, over random shapes and tilings."""
 import os
 import re
 import shutil
@@ -194,3 +194,65 @@ def test_conversions_are_vectorised(march, reg):
     for fn in ("nl_f32_to_bf16", "nl_bf16_to_f32"):
         body = re.search(rf"^{fn}:\n(.*?)\.size\s+{fn}", asm, re.M | re.S).group(1)
         assert len(re.findall(rf"%{reg}", body)) >= 8, f"{fn} is not vectorised for {march}"
+
+
+def _gelu64(x):
+    x = x.astype(np.float64)
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
+
+
+def _gelu64_derivative(x):
+    x = x.astype(np.float64)
+    u = np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)
+    t = np.tanh(u)
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t**2) * np.sqrt(2 / np.pi) * (1 + 3 * 0.044715 * x**2)
+
+
+@given(shape_and_tiles())
+def test_gelu_bf16_keeps_its_input_and_rounds_its_output(rt, st_):
+    """The fused forward: the input's bf16 copy bit for bit as to_bf16 makes it, and GELU
+    within one bf16 rounding (2⁻⁸ of the value) plus float32's own GELU error (1e-5,
+    test_elementwise) of float64's."""
+    shape, tiles = st_
+    # |x| ≤ 5 as in test_elementwise (beyond, GELU's tail is ill-conditioned in float32);
+    # ±0 and exact ties of the input's rounding included
+    x = np.clip(RNG.standard_normal(shape) * 2, -5, 5).astype(np.float32)
+    u = x.reshape(-1).view(np.uint32)
+    u[::5] = (u[::5] & 0xFFFF0000) | 0x8000
+    x.reshape(-1)[::7] = 0.0
+    xk, out = nl.ops.gelu_bf16(nl.from_numpy(x, tiles))
+    assert xk.dtype == out.dtype == BF16 and xk.tile_shape == out.tile_shape == tiles
+    assert np.array_equal(_bits(xk.to_numpy()), _rne_reference(x.ravel()).reshape(shape))
+    want = _gelu64(x)
+    got = out.to_numpy().astype(np.float64)
+    assert np.all(np.abs(got - want) <= (UNIT + 1e-5) * np.abs(want) + 1e-30)
+
+
+@given(shape_and_tiles(), st.sampled_from([0.0, 1.0, -0.5]))
+def test_gelu_backward_bf16_reads_bf16_input(rt, st_, beta):
+    """dx = dy·gelu'(x) + β·dx from a bf16 x: float32's accuracy (1e-5) against float64 of
+    the same bf16 values: the widening is exact, no rounding is added."""
+    shape, tiles = st_
+    x = np.clip(RNG.standard_normal(shape) * 2, -5, 5).astype(BF16)
+    dy = RNG.standard_normal(shape).astype(np.float32)
+    dx0 = RNG.standard_normal(shape).astype(np.float32)
+    g = dy * _gelu64_derivative(x.astype(np.float32))
+    tdx = nl.from_numpy(dx0, tiles)
+    nl.ops.gelu_backward_bf16(nl.from_numpy(x, tiles), nl.from_numpy(dy, tiles), tdx, beta=beta)
+    want = g + np.float32(beta) * dx0
+    assert cond_err(tdx.to_numpy(), want, abs(g) + abs(np.float32(beta) * dx0)) <= 1e-5
+    new = nl.ops.gelu_backward_bf16(nl.from_numpy(x, tiles), nl.from_numpy(dy, tiles))
+    assert new.dtype == np.float32 and cond_err(new.to_numpy(), g, abs(g)) <= 1e-5
+
+
+def test_gelu_bf16_ops_refuse_wrong_dtypes(rt1):
+    x = nl.from_numpy(np.ones((4, 3), np.float32), (2, 3))
+    x16 = nl.ops.to_bf16(x)
+    with pytest.raises(TypeError, match="gelu_bf16: x must be float32, got bfloat16"):
+        nl.ops.gelu_bf16(x16)
+    with pytest.raises(TypeError, match="gelu_backward_bf16: x must be bfloat16, got float32"):
+        nl.ops.gelu_backward_bf16(x, x)
+    with pytest.raises(TypeError, match="gelu_backward_bf16: dy must be float32, got bfloat16"):
+        nl.ops.gelu_backward_bf16(x16, x16)
+    with pytest.raises(ValueError, match="gelu_backward_bf16: dy: shapes/tiles differ"):
+        nl.ops.gelu_backward_bf16(x16, nl.from_numpy(np.ones((4, 3), np.float32), (1, 3)))
