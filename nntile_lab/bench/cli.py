@@ -16,7 +16,7 @@ from nntile_lab.bench import depth, kernels, memory, schedulers, submit_cost, tr
 from nntile_lab.errors import UsageError
 from nntile_lab.options import float_range, int_list, int_range
 from nntile_lab.record import json_safe, write_record
-from nntile_lab.spec import DEFAULTS, add_arguments, from_args, parse_hints
+from nntile_lab.spec import DEFAULTS, add_arguments, from_args, given, parse_hints
 
 # The spec fields ``bench train`` takes (no training schedule: it times a few steps).
 BENCH_GROUPS = ("model", "data", "tiles", "runtime", "bench")
@@ -26,7 +26,8 @@ SCHEDULER_VARIED = ("scheduler", "priorities", "memory_limit_mb", "ooc_dir", "oo
 DEPTH_GROUPS = ("model", "data", "tiles", "runtime", "bench")
 # ``bench memory --hints``
 HINT_GROUPS = ("model", "data", "tiles", "runtime", "bench")
-HINT_SKIP = ("memory_limit_mb", "ooc_dir", "ooc_size_mb", "hints")
+# (``precision`` is bench memory's own option there: a comma list of precisions)
+HINT_SKIP = ("memory_limit_mb", "ooc_dir", "ooc_size_mb", "hints", "precision")
 
 
 def _ints(option: str, text: str, count: int | None = None) -> list[int]:
@@ -66,6 +67,12 @@ def register_cli(subparsers) -> None:
                         "ratio is against the faster)")
     t.add_argument("--no-torch-compile", action="store_false", dest="torch_compile",
                    help="with --vs-torch: eager PyTorch only (compiling takes ~30 s)")
+    t.add_argument("--with-fp32", action="store_true",
+                   help="with a --precision other than fp32: also the fp32 pair (nntile_lab "
+                        "fp32, PyTorch fp32) in the same run, and the speed-up over own fp32")
+    t.add_argument("--rounds", type=int_range(), default=1, metavar="N",
+                   help="measure every series N times, interleaved (shared machines; "
+                        "default 1)")
     t.add_argument("--json", action="store_true", help="print one JSON object")
     t.add_argument("--record", metavar="FILE", help="also write the run's record (spec, "
                    "versions, machine, results: nntile_lab.record) to FILE")
@@ -115,6 +122,13 @@ def register_cli(subparsers) -> None:
                    "cap (in-memory peak), comma list (default %(default)s)")
     p.add_argument("--hint-set", default=None, help="memory hints of every nntile_lab point "
                    f"(default {DEFAULTS.hints})")
+    p.add_argument("--precision", default=None, metavar="LIST", dest="precisions",
+                   help="one precision (fp32, bf16, bf16-storage): the experiment in it, for "
+                        "both systems (PyTorch: bf16 autocast for bf16, else fp32); several, "
+                        "e.g. fp32,bf16: instead, the models at the --speeds multiples of each "
+                        "cap out of core under one RAM cap in each precision (interleaved, "
+                        "--repeats rounds): disk bytes per step and throughput, against the "
+                        "first (default fp32)")
     p.add_argument("--hints", action="store_true", dest="hints_table",
                    help="instead: out of core under --fraction of the planned peak, disk "
                         "traffic and step time with no hints, all, and all but each one "
@@ -123,7 +137,8 @@ def register_cli(subparsers) -> None:
                    help="with --hints: StarPU's RAM cap as a fraction of the planned peak "
                         "(default %(default)s)")
     p.add_argument("--repeats", type=int_range(), default=1,
-                   help="with --hints: runs per hint set (default %(default)s)")
+                   help="with --hints: runs per hint set; with several --precision: rounds "
+                        "(default %(default)s)")
     p.add_argument("--device", action="store_true",
                    help="instead: the paper's setting in miniature — an OpenCL device (PoCL "
                         "without a GPU) capped at --device-cap-mb, RAM as its overflow: "
@@ -136,8 +151,9 @@ def register_cli(subparsers) -> None:
                         "device cap, comma list (default %(default)s)")
     p.add_argument("--json", action="store_true",
                    help="progress to stderr, JSON Lines: one object per point, the result last")
-    add_arguments(p, HINT_GROUPS, titles={"model": "model (--hints only; default the main "
-                                          "job)"}, skip=HINT_SKIP)
+    add_arguments(p, HINT_GROUPS, titles={"model": "model (--hints: default the main job; "
+                                          "several --precision: changes to the family's, "
+                                          "--n-embd pins one model)"}, skip=HINT_SKIP)
     p.set_defaults(func=_memory)
 
     d = bsub.add_parser("depth", help="throughput per FLOP of a deeper model against a "
@@ -187,7 +203,14 @@ def _scheduler(name: str) -> None:
 def _train(args) -> int:
     spec = from_args(args, BENCH_GROUPS)
     _scheduler(spec.scheduler)
-    res = train.run(spec, vs_torch=args.vs_torch, torch_compile=args.torch_compile)
+    if args.vs_torch:
+        try:   # before minutes of measuring nntile_lab
+            train.check_torch_precision(spec.precision)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    res = train.run(spec, vs_torch=args.vs_torch, torch_compile=args.torch_compile,
+                    with_fp32=args.with_fp32, rounds=args.rounds,
+                    progress=lambda m: print(m, file=sys.stderr, flush=True))
     if args.record:
         write_record(args.record, spec, res, kind="bench-train")
     print(json.dumps(res) if args.json else train.report(res))
@@ -259,8 +282,15 @@ def _memory(args) -> int:
         else:
             print(memory.report_device(res))
         return 0 if any("error" not in r for r in res["rows"]) else 1
+    precisions = _precisions(args.precisions)
+    if len(precisions) > 1:
+        if args.hints_table:
+            raise UsageError(f"--precision {args.precisions} with --hints: give one precision "
+                             "(the hints table is of one model in one precision)")
+        return _memory_precisions(args, precisions, progress)
+    prec = {"precision": precisions[0]} if precisions else {}
     if args.hints_table:
-        res = memory.run_hints(from_args(args, HINT_GROUPS), fraction=args.fraction,
+        res = memory.run_hints(from_args(args, HINT_GROUPS, base=prec), fraction=args.fraction,
                                ooc_dir=args.ooc_dir, repeats=args.repeats, progress=progress)
         if args.json:
             for row in res["table"]:
@@ -276,7 +306,7 @@ def _memory(args) -> int:
             parse_hints(args.hint_set)
         except ValueError as exc:
             raise UsageError(f"--hint-set {args.hint_set!r}: {exc}") from None
-    kw = {"hints": args.hint_set} if args.hint_set is not None else {}
+    kw = ({"hints": args.hint_set} if args.hint_set is not None else {}) | prec
     res = memory.run(caps, ooc_dir=args.ooc_dir, widths=widths, progress=progress,
                      max_width=args.max_width, speeds=tuple(_ints("--speeds", args.speeds)),
                      **kw)
@@ -294,6 +324,51 @@ def _memory(args) -> int:
         print(memory.report(res))
     # a point that did not fit is a result; not one point run is a failure
     return 0 if any("error" not in r for r in res["rows"]) else 1
+
+
+def _precisions(text: str | None) -> list[str]:
+    """``--precision`` of bench memory: a comma list of the spec's precisions (not auto: a
+    comparison names what it compares)."""
+    if text is None:
+        return []
+    from nntile_lab.spec import PRECISIONS
+    valid = [p for p in PRECISIONS if p != "auto"]
+    got = [p.strip() for p in text.split(",") if p.strip()]
+    bad = [p for p in got if p not in valid]
+    if not got or bad or len(set(got)) != len(got):
+        raise UsageError(f"--precision {text!r}: give distinct precisions from "
+                         f"{', '.join(valid)}, a comma list (e.g. fp32,bf16)")
+    return got
+
+
+def _memory_precisions(args, precisions: list[str], progress) -> int:
+    """``bench memory --precision A,B``: disk bytes and throughput out of core per precision."""
+    caps = _ints("--caps", args.caps)
+    widths = tuple(_ints("--widths", args.widths)) if args.widths else memory.WIDTHS
+    kw = {"hints": args.hint_set} if args.hint_set is not None else {}
+    if args.hint_set is not None:
+        try:
+            parse_hints(args.hint_set)
+        except ValueError as exc:
+            raise UsageError(f"--hint-set {args.hint_set!r}: {exc}") from None
+    # the model options given change the family's (e.g. --seq-len, --batch); --n-embd pins
+    # the model instead of the one nearest each multiple of the cap
+    # (not the fields bench memory sets itself, whose options share their names)
+    fields = {k: v for k, v in given(args, HINT_GROUPS).items() if k not in HINT_SKIP}
+    if "n_embd" in fields:
+        widths = (fields.pop("n_embd"),)
+    kw |= fields
+    from_args(args, HINT_GROUPS, base=memory.BASE)   # a refused combination: exit 2 now
+    res = memory.run_precisions(caps, tuple(precisions), ooc_dir=args.ooc_dir, widths=widths,
+                                speeds=tuple(_ints("--speeds", args.speeds)),
+                                repeats=args.repeats, progress=progress, **kw)
+    if args.json:
+        for row in res["rows"]:
+            print(json.dumps(json_safe(row)))
+        print(json.dumps(json_safe({k: v for k, v in res.items() if k != "rows"})))
+    else:
+        print(memory.report_precisions(res))
+    return 0 if any("error" not in t for t in res["table"]) else 1
 
 
 def _depth(args) -> int:

@@ -13,6 +13,12 @@ each process cap (the same for both systems):
 
 Every point runs in a fresh subprocess (peak RSS is per process): ``measure(spec)``.
 The JSON's last line holds capacity_ratio, throughput_at_2x and the caps.
+
+Precision (``precision`` spec field, e.g. ``kw={"precision": "bf16"}``): the experiment in
+that precision for both systems — nntile_lab's mode, PyTorch's peer (bf16 autocast for bf16,
+``reference.autocast``). ``run_precisions`` instead compares precisions on one model and
+one RAM cap: the disk bytes each moves per step out of core, and its throughput against
+the same model in memory (``bench memory --precision fp32,bf16``).
 """
 from __future__ import annotations
 
@@ -110,11 +116,14 @@ def measure_point(spec: ExperimentSpec, device_first: bool = False) -> dict:
 
 
 def torch_point(spec: ExperimentSpec) -> dict:
-    """PyTorch fp32 AdamW on ``spec``'s model in this process: step time, peak RSS."""
+    """PyTorch AdamW (fp32 weights and state) on ``spec``'s model in this process, in the
+    spec's precision's peer (fp32, or bf16 autocast): step time, peak RSS."""
     # torch and the PyTorch models: optional heavy dependencies, loaded where they are used
     import torch
 
+    from nntile_lab.reference.autocast import peer_precision
     from nntile_lab.reference.torch_gpt2 import TorchGPT2
+    precision = peer_precision(spec.precision)
     torch.set_num_threads(spec.ncpu or os.cpu_count() or 1)
     model = TorchGPT2(spec.gpt2_config(), dtype=torch.float32)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1)
@@ -123,14 +132,14 @@ def torch_point(spec: ExperimentSpec) -> dict:
     for k in range(spec.warmup_steps + spec.measure_steps):
         ids = rng.integers(0, spec.vocab_size, (spec.batch, spec.seq_len + 1))
         t0 = time.perf_counter()
-        model.forward_backward(ids[:, :-1], ids[:, 1:])
+        model.forward_backward(ids[:, :-1], ids[:, 1:], precision=precision)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         if k >= spec.warmup_steps:
             times.append(time.perf_counter() - t0)
     t = statistics.median(times)
     return {"step_time_s": t, "tokens_per_s": spec.tokens_per_step() / t,
-            "peak_rss_bytes": memory.peak_rss_bytes()}
+            "peak_rss_bytes": memory.peak_rss_bytes(), "precision": precision}
 
 
 def measure(spec: ExperimentSpec, system: str = "nntile", timeout: float = 1800) -> dict:
@@ -296,75 +305,109 @@ def report(res: dict) -> str:
     return "\n".join(lines)
 
 
-# ---- the paper's setting: an accelerator's capped memory, RAM as its overflow ---------
-DEVICE_SETTINGS = (("cpu", "RAM only (CPU workers)"),
-                   ("device", "device, uncapped"),
-                   ("device_capped", "device capped → RAM"))
+# ---- precisions: disk traffic and speed out of core, same model and cap -------------
+def run_precisions(caps_mb=(2048,), precisions=("fp32", "bf16"), *, ooc_dir: str | None = None,
+                   widths=WIDTHS, speeds=(2,), repeats: int = 1, progress=print,
+                   **kw) -> dict:
+    """For each cap and each multiple ``k`` of ``speeds``: the model of the family whose
+    fp32 in-memory peak is nearest ``k``·cap, run out of core under the same StarPU RAM cap
+    (the fp32 model's, so the cap is one number) in every precision, and in memory in every
+    precision; ``repeats`` rounds, the precisions interleaved within each. Per precision:
+    disk bytes read + written per step, step times in memory and out of core, and against
+    the first precision (``precisions[0]``, normally fp32) the disk bytes' and out-of-core
+    speed's ratios. ``kw``: spec fields for every point (not ``precision``)."""
+    if "precision" in kw:
+        raise ValueError("run_precisions: give the precisions as `precisions`, not a spec "
+                         "field")
+    if not precisions or len(set(precisions)) != len(precisions):
+        raise ValueError(f"precisions={precisions!r}: give distinct precisions, e.g. "
+                         "('fp32', 'bf16')")
+    ooc_dir = ooc_dir or tempfile.mkdtemp(prefix="nntile_lab_ooc_")
+    rows, table = [], []
+
+    def fam(e, prec):
+        return family(e, **kw, precision=prec)
+
+    for cap in caps_mb:
+        for k in speeds:
+            e = min(widths, key=lambda w: abs(memory.estimate(fam(w, "fp32")).peak_bytes
+                                              + memory.process_base_bytes() - k * cap * MIB))
+            ref = fam(e, "fp32")
+            limit = memory.starpu_limit_mb(cap, ref, ooc=True)
+            size = max(64, 2 * max(memory.estimate(fam(e, p)).peak_bytes
+                                   for p in precisions) // MIB)
+            for r in range(repeats):
+                for prec in precisions:
+                    for where, spec in (("in_memory", fam(e, prec)),
+                                        ("out_of_core", fam(e, prec).replace(
+                                            memory_limit_mb=limit, ooc_dir=ooc_dir,
+                                            ooc_size_mb=size))):
+                        res = measure(spec)
+                        rows.append({"cap_mb": cap, "at": k, "n_embd": e, "precision": prec,
+                                     "where": where, "repeat": r, "memory_limit_mb": limit,
+                                     "params": ref.num_params(), **res})
+                        progress(f"cap {cap} MiB at {k}x (E={e}), {prec} {where} "
+                                 f"(round {r + 1}/{repeats}): {_short(res)}")
+            table += _precision_table(rows, cap, k, precisions)
+    return {"rows": rows, "table": table, "caps_mb": list(caps_mb),
+            "precisions": list(precisions), "speeds": list(speeds), "repeats": repeats}
 
 
-def run_device(cap_mb: int = 256, multiples=(1, 2, 4), *, widths=WIDTHS, progress=print,
-               **kw) -> dict:
-    """For the family's models whose planned peak is nearest each multiple of ``cap_mb``:
-    one row per setting (``DEVICE_SETTINGS``: CPU workers only; one OpenCL device with
-    the ops that have an OpenCL implementation on it, uncapped; the same with the device
-    capped at ``cap_mb``, RAM as its overflow), each in a fresh process: step time, the
-    device's and RAM's peaks, bytes and transfers per step RAM → device and device → RAM.
-    ``kw``: spec fields for every point. PoCL's device shares the CPU cores: the step
-    times say what the mechanism costs there, nothing of a GPU's speed."""
-    rows = []
-    for k in multiples:
-        e = min(widths, key=lambda w: abs(memory.estimate(family(w, **kw)).peak_bytes
-                                          - k * cap_mb * MIB))
-        base = family(e, **kw)
-        specs = {"cpu": (base, "nntile"),
-                 "device": (base.replace(nopencl=1), "nntile-device"),
-                 "device_capped": (base.replace(nopencl=1, opencl_memory_limit_mb=cap_mb),
-                                   "nntile-device")}
-        plan = memory.estimate(specs["device_capped"][0])
-        for setting, label in DEVICE_SETTINGS:
-            spec, system = specs[setting]
-            refused = setting == "device_capped" and plan.verdict == "cannot_run"
-            res = {"error": plan.reason} if refused else measure(spec, system)
-            row = {"multiple": k, "setting": setting, "label": label, "n_embd": e,
-                   "params": base.num_params(), "planned_peak_bytes": plan.peak_bytes,
-                   "device_cap_mb": cap_mb if setting == "device_capped" else None, **res}
-            rows.append(row)
-            progress(f"{k}x the cap (E={e}), {label}: {_short_device(res)}")
-    return {"cap_mb": cap_mb, "multiples": list(multiples), "rows": rows}
-
-
-def report_device(res: dict) -> str:
-    lines = [f"device cap {res['cap_mb']} MiB (the paper's GPU memory), RAM as its overflow; "
-             "per measured step",
-             f"{'model':<16}{'setting':<26}{'step s':>8}{'RAM→dev MiB':>13}{'n':>7}"
-             f"{'dev→RAM MiB':>13}{'n':>7}{'dev peak':>10}{'RAM peak':>10}"]
-    for r in res["rows"]:
-        model = f"{r['multiple']}x E={r['n_embd']}"
-        if "error" in r:
-            lines.append(f"{model:<16}{r['label']:<26}error: {r['error']}")
+def _precision_table(rows, cap, k, precisions) -> list[dict]:
+    """Medians per precision of one (cap, k) and the ratios against ``precisions[0]``."""
+    out = []
+    for prec in precisions:
+        sel = {w: [x for x in rows if (x["cap_mb"], x["at"], x["precision"], x["where"])
+                   == (cap, k, prec, w) and "error" not in x]
+               for w in ("in_memory", "out_of_core")}
+        base = {"cap_mb": cap, "at": k, "precision": prec,
+                "n_embd": next(x["n_embd"] for x in rows if x["at"] == k
+                               and x["cap_mb"] == cap)}
+        if not sel["out_of_core"] or not sel["in_memory"]:
+            errors = [x["error"] for x in rows if (x["cap_mb"], x["at"], x["precision"]) ==
+                      (cap, k, prec) and "error" in x]
+            out.append(base | {"error": errors[0] if errors else "no run"})
             continue
-        dev = r.get("device_peak_bytes")
-        lines.append(
-            f"{model:<16}{r['label']:<26}{r['step_time_s']:8.2f}"
-            f"{r.get('ram_to_device_per_step', 0) / MIB:13.0f}"
-            f"{r.get('ram_to_device_transfers_per_step', 0):7.0f}"
-            f"{r.get('device_to_ram_per_step', 0) / MIB:13.0f}"
-            f"{r.get('device_to_ram_transfers_per_step', 0):7.0f}"
-            f"{(dev / MIB if dev is not None else math.nan):10.0f}"
-            f"{r['starpu_peak_bytes'] / MIB:10.0f}")
+        ooc, ram = sel["out_of_core"], sel["in_memory"]
+        med = lambda xs, key: statistics.median(x[key] for x in xs)  # noqa: E731
+        t_ooc = [t for x in ooc for t in x["step_times_s"]]
+        row = base | {"memory_limit_mb": ooc[0]["memory_limit_mb"],
+                      "disk_bytes_per_step": med(ooc, "disk_bytes_per_step"),
+                      "disk_read_per_step": med(ooc, "disk_read_per_step"),
+                      "disk_written_per_step": med(ooc, "disk_written_per_step"),
+                      "ooc_step_s": statistics.median(t_ooc), "ooc_step_min_s": min(t_ooc),
+                      "ooc_step_max_s": max(t_ooc), "ram_step_s": med(ram, "step_time_s"),
+                      "ooc_peak_rss_bytes": med(ooc, "peak_rss_bytes"),
+                      "ram_starpu_peak_bytes": med(ram, "starpu_peak_bytes"), "runs": len(ooc)}
+        row["throughput_vs_in_memory"] = row["ram_step_s"] / row["ooc_step_s"]
+        first = out[0] if out and "error" not in out[0] else None
+        if first is not None:
+            row["disk_vs_first"] = row["disk_bytes_per_step"] / max(1.0, first[
+                "disk_bytes_per_step"])
+            row["ooc_speed_vs_first"] = first["ooc_step_s"] / row["ooc_step_s"]
+        out.append(row)
+    return out
+
+
+def report_precisions(res: dict) -> str:
+    first = res["precisions"][0]
+    lines = [f"out of core under one StarPU RAM cap per model, precisions interleaved, "
+             f"medians of {res['repeats']} round(s); ratios against {first}",
+             f"{'cap MiB':>8}{'at':>4}{'E':>6}{'precision':>14}{'limit':>7}{'disk MiB':>10}"
+             f"{'read':>8}{'written':>9}{'ooc s':>8}{'min–max s':>13}{'RAM s':>8}"
+             f"{'vs RAM':>8}{'disk/' + first:>11}{'speed/' + first:>12}"]
+    for t in res["table"]:
+        head = f"{t['cap_mb']:8d}{t['at']:>3}x{t['n_embd']:6d}{t['precision']:>14}"
+        if "error" in t:
+            lines.append(f"{head}  error: {t['error']}")
+            continue
+        lines.append(f"{head}{t['memory_limit_mb']:7d}{t['disk_bytes_per_step'] / MIB:10.0f}"
+                     f"{t['disk_read_per_step'] / MIB:8.0f}{t['disk_written_per_step'] / MIB:9.0f}"
+                     f"{t['ooc_step_s']:8.2f}{t['ooc_step_min_s']:6.2f}–{t['ooc_step_max_s']:<6.2f}"
+                     f"{t['ram_step_s']:8.2f}{t['throughput_vs_in_memory']:8.2f}"
+                     f"{t.get('disk_vs_first', math.nan):11.2f}"
+                     f"{t.get('ooc_speed_vs_first', math.nan):12.2f}")
     return "\n".join(lines)
-
-
-def _short_device(res: dict) -> str:
-    if "error" in res:
-        return f"error: {res['error']}"
-    if "device_peak_bytes" not in res:   # the CPU workers alone: nothing moves
-        return (f"step {res['step_time_s']:.2f} s, StarPU RAM peak "
-                f"{res['starpu_peak_bytes'] / MIB:.0f} MiB")
-    return (f"step {res['step_time_s']:.2f} s, RAM → device "
-            f"{res.get('ram_to_device_per_step', 0) / MIB:.0f} MiB, device → RAM "
-            f"{res.get('device_to_ram_per_step', 0) / MIB:.0f} MiB per step, device peak "
-            f"{res.get('device_peak_bytes', 0) / MIB:.0f} MiB")
 
 
 # ---- the hints: each one's effect out of core ---------------------------------------

@@ -96,6 +96,7 @@ def measure(cfg, batch: int | None = None, seq_len: int | None = None, *,
     # torch and the PyTorch models: optional heavy dependencies, loaded where they are used
     import torch
 
+    from nntile_lab.reference.autocast import autocast
     from nntile_lab.reference.nanogpt import NanoGPT
     cfg, batch, seq_len, steps, warmup = _resolve(cfg, batch, seq_len, steps, warmup)
     if bf16 and not cpu_has_bf16():
@@ -117,7 +118,7 @@ def measure(cfg, batch: int | None = None, seq_len: int | None = None, *,
 
     def step(i):
         model.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        with autocast("bf16" if bf16 else "fp32"):
             loss = fwd_bwd(data[i, :, :-1], data[i, :, 1:])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
@@ -130,7 +131,8 @@ def measure(cfg, batch: int | None = None, seq_len: int | None = None, *,
     times = timed_steps(step, warmup, steps, first=1)
     med = statistics.median(times)
     flops = cfg.flops_per_token(seq_len) * batch * seq_len
-    return {"model": "nanogpt", "compile": compile, "bf16": bf16, "adamw": impl,
+    return {"model": "nanogpt", "compile": compile, "bf16": bf16,
+            "precision": "bf16" if bf16 else "fp32", "adamw": impl,
             "threads": threads, "batch": batch, "seq_len": seq_len, "steps": steps,
             "warmup": warmup, "flops_per_step": flops, "step_time_s": med,
             "step_time_min_s": min(times), "step_time_max_s": max(times),

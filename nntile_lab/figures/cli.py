@@ -10,6 +10,7 @@ from pathlib import Path
 
 from nntile_lab.errors import writable_dir
 from nntile_lab.figures import FULL, SMOKE, point, redraw, run_figures
+from nntile_lab.figures.family import PRECISIONS, cpu_has_bf16, systems_for
 from nntile_lab.figures.records import failed
 from nntile_lab.options import int_range
 from nntile_lab.record import json_safe
@@ -38,6 +39,10 @@ def _run(args) -> int:
         overrides["bf16"] = False
     if args.device:
         overrides["device"] = True
+    if args.precision is not None:
+        precisions = [p.strip() for p in args.precision.split(",") if p.strip()]
+        overrides["systems"] = systems_for(precisions)
+        overrides["bf16"] = "bf16" in precisions
     plan = dataclasses.replace(plan, **{k: tuple(v) if isinstance(v, list) else v
                                         for k, v in overrides.items()})
     out = args.out or ("runs/figures_smoke" if args.smoke else "runs/figures")
@@ -86,6 +91,19 @@ def _check_options(args) -> None:
     if args.ncpu is not None and not 1 <= args.ncpu <= max_workers():
         raise ValueError(f"--ncpu {args.ncpu}: must be from 1 to {max_workers()} (this "
                          "StarPU build's STARPU_MAXCPUS)")
+    if args.precision is not None:
+        precisions = [p.strip() for p in args.precision.split(",") if p.strip()]
+        try:
+            systems_for(precisions)
+        except ValueError as exc:
+            raise ValueError(f"--{exc}") from None
+        if "bf16" in precisions and args.no_bf16:
+            raise ValueError(f"--precision {args.precision} asks for the bf16 series that "
+                             "--no-bf16 leaves out: give one of them")
+        if "bf16" in precisions and not cpu_has_bf16():
+            raise ValueError(f"--precision {args.precision}: the bf16 series need a CPU with "
+                             "avx512_bf16 or amx_bf16 (PyTorch's bf16 autocast would be "
+                             "emulated here, not a baseline); use --precision fp32")
     if args.scheduler is not None and args.scheduler not in scheduler_names():
         raise ValueError(f"--scheduler {args.scheduler!r}: unknown; choose from "
                          f"{', '.join(scheduler_names())}")
@@ -111,7 +129,13 @@ def register_cli(sub) -> None:
     p.add_argument("--scheduler", help="nntile_lab's StarPU scheduler (default lws)")
     p.add_argument("--no-ooc", action="store_true",
                    help="no out-of-core runs: nntile_lab beyond the cap shows as 0 too")
-    p.add_argument("--no-bf16", action="store_true", help="leave out PyTorch bf16 autocast")
+    p.add_argument("--precision", metavar="LIST",
+                   help=f"the series' precisions, a comma list of {', '.join(PRECISIONS)}: "
+                   "fp32 = nntile_lab fp32 and PyTorch fp32, bf16 = nntile_lab bf16 and "
+                   "PyTorch bf16 autocast (default: both where the CPU has avx512_bf16 or "
+                   "amx_bf16, else fp32)")
+    p.add_argument("--no-bf16", action="store_true",
+                   help="leave out the bf16 series (same as --precision fp32)")
     p.add_argument("--device", action="store_true",
                    help="add the paper's setting: nntile_lab on an OpenCL device (PoCL without "
                         "a GPU) with its memory capped at --cap-mb, RAM as the overflow")

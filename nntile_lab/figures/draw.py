@@ -14,18 +14,20 @@ from pathlib import Path
 
 import pandas as pd
 
-from nntile_lab.figures.family import SYSTEMS
+from nntile_lab.figures.family import SYSTEMS, is_nntile
 from nntile_lab.figures.paper import SETUPS
 from nntile_lab.figures.records import CATEGORIES, OOC_CATEGORY, failed
 from nntile_lab.jupyter_figure import Figure
 
 COLORS = {"nntile_lab": "#1f77b4", "torch_fp32": "#ff7f0e", "torch_bf16": "#2ca02c",
-          "nntile_lab_device": "#9467bd",
+          "nntile_lab_bf16": "#9467bd", "nntile_lab_device": "#8c564b",
           "NNTile tf32": "#1f77b4", "PyTorch FSDP tf32": "#ff7f0e",
           "PyTorch FSDP bf16": "#2ca02c"}
 CATEGORY_LABELS = {"activations": "activations & temporaries"}
 BARS = (*CATEGORIES, OOC_CATEGORY)
 CATEGORY_COLORS = dict(zip(BARS, ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8c8c8c")))
+# the label over each memory bar (nl = nntile_lab, pt = PyTorch; 16 = the bf16 series)
+SHORT = {"nntile_lab": "nl", "torch_fp32": "pt", "nntile_lab_bf16": "nl16", "torch_bf16": "pt16"}
 
 
 def size_label(params: float) -> str:
@@ -109,7 +111,7 @@ def mark_failed(ax, df: pd.DataFrame, systems: list, sizes: list) -> bool:
 
 def memory_table(df: pd.DataFrame, n_layer: int) -> pd.DataFrame:
     """MiB by category for each (size, system); zeros where the run did not fit."""
-    sub = df[(df.n_layer == n_layer) & df.system.isin(["nntile_lab", "torch_fp32"])]
+    sub = df[(df.n_layer == n_layer) & df.system.isin(list(SYSTEMS))]
     cols = [f"{c}_mb" for c in BARS]
     t = sub.set_index(["params", "system"])[cols + ["status"]].sort_index()
     t.columns = [*BARS, "status"]
@@ -117,18 +119,19 @@ def memory_table(df: pd.DataFrame, n_layer: int) -> pd.DataFrame:
 
 
 def memory_figure(df: pd.DataFrame, n_layer: int, cap_mb: float, panel: str = ""):
-    """Stacked bars by category, nntile_lab and PyTorch side by side for each size."""
+    """Stacked bars by category, nntile_lab and PyTorch (each series) side by side for each
+    size."""
     t = memory_table(df, n_layer)
     sizes = sorted({p for p, _ in t.index})
-    systems = [s for s in ("nntile_lab", "torch_fp32") if s in {s for _, s in t.index}]
-    fig = Figure(figsize=(9, 3.8))
+    systems = [s for s in SYSTEMS if s in {s for _, s in t.index}]
+    fig = Figure(figsize=(9 + 1.5 * (len(systems) > 2), 3.8))
     ax = fig.subplots()
     width = 0.8 / max(1, len(systems))
     for j, system in enumerate(systems):
         bottom = [0.0] * len(sizes)
         xs = [i - 0.4 + width * (j + 0.5) for i in range(len(sizes))]
         for c in BARS:
-            if system != "nntile_lab" and c == OOC_CATEGORY:
+            if not is_nntile(system) and c == OOC_CATEGORY:
                 continue
             vals = [float(t.loc[(p, system), c]) if (p, system) in t.index else 0.0
                     for p in sizes]
@@ -136,18 +139,20 @@ def memory_figure(df: pd.DataFrame, n_layer: int, cap_mb: float, panel: str = ""
                    edgecolor="white", linewidth=0.5,
                    label=(CATEGORY_LABELS.get(c, c) if j == 0 and (
                        c != OOC_CATEGORY or t[c].any()) else None),
-                   hatch="//" if system != "nntile_lab" else None)
+                   hatch=None if is_nntile(system) else "//")
             bottom = [b + v for b, v in zip(bottom, vals)]
         no_fit = [x for x, p in zip(xs, sizes) if (p, system) in t.index and t.loc[
             (p, system), "status"] != "ok" and not failed(t.loc[(p, system), "status"])]
         ax.plot(no_fit, [0] * len(no_fit), "x", color="k", ms=7, mew=2, clip_on=False)
         for x, b in zip(xs, bottom):
-            ax.text(x, b, "nl" if system == "nntile_lab" else "pt", ha="center",
-                    va="bottom", fontsize=7)
+            ax.text(x, b, SHORT.get(system, system), ha="center", va="bottom",
+                    fontsize=6 if len(systems) > 2 else 7)
     ax.axhline(cap_mb, color="k", ls="--", lw=1, label=f"cap {cap_mb:.0f} MiB")
     ax.set_xticks(range(len(sizes)))
     ax.set_xticklabels([size_label(p) for p in sizes])
-    ax.set_xlabel("model size (parameters); nl = nntile_lab, pt = PyTorch fp32 (hatched)")
+    ax.set_xlabel("model size (parameters); nl = nntile_lab, pt = PyTorch (hatched)"
+                  + ("; 16 = bf16" if any(SHORT.get(s, "").endswith("16") for s in systems)
+                     else " fp32"))
     ax.set_ylabel("peak MiB above start")
     ax.set_ylim(bottom=0)
     ax.grid(axis="y", alpha=0.3)

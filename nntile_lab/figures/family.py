@@ -41,14 +41,18 @@ class FigurePlan:
     measure_steps: int = DEFAULTS.measure_steps
     scheduler: str = DEFAULTS.scheduler
     ncpu: int | None = DEFAULTS.ncpu  # None: every core (StarPU workers and torch threads)
-    bf16: bool | None = None      # PyTorch bf16 autocast series; None: if the CPU has avx512_bf16
+    # the bf16 series (nntile_lab bf16 and PyTorch bf16 autocast); None: where the CPU has
+    # bf16 instructions (avx512_bf16 / amx_bf16: elsewhere PyTorch's would be emulated)
+    bf16: bool | None = None
     ooc: bool = True              # nntile_lab beyond the cap out of core (disk node), not 0
     # the paper's setting: nntile_lab on an OpenCL device whose memory is capped at cap_mb
     # ("the GPU"), RAM as its overflow (docs/accelerators.md)
     device: bool = False
     point_timeout_s: int = 900
-    systems: tuple[str, ...] = field(default=("nntile_lab", "torch_fp32", "torch_bf16",
-                                              "nntile_lab_device"))
+    # the series measured (SYSTEMS' keys); the bf16 ones only where ``bf16`` resolves True,
+    # the device one only where ``device`` is set
+    systems: tuple[str, ...] = field(default=("nntile_lab", "torch_fp32", "nntile_lab_bf16",
+                                              "torch_bf16", "nntile_lab_device"))
 
     def __post_init__(self):
         for name in ("batch", "seq_len", "cap_mb", "measure_steps", "point_timeout_s"):
@@ -80,9 +84,30 @@ class FigurePlan:
         return replace(self, bf16=cpu_has_bf16())
 
 
+# A series is a system in a precision: nntile_lab's ``precision`` (spec field) or PyTorch's
+# (fp32, or bf16 autocast: ``reference.autocast``). The fp32 ids predate the bf16 series
+# (records named by them keep working); the order is the figures' and tables' order.
 SYSTEMS = {"nntile_lab": "nntile_lab fp32", "torch_fp32": "PyTorch fp32",
-           "torch_bf16": "PyTorch bf16 autocast",
+           "nntile_lab_bf16": "nntile_lab bf16", "torch_bf16": "PyTorch bf16 autocast",
            "nntile_lab_device": "nntile_lab, device capped → RAM"}
+PRECISION = {"nntile_lab": "fp32", "torch_fp32": "fp32", "nntile_lab_bf16": "bf16",
+             "torch_bf16": "bf16", "nntile_lab_device": "fp32"}
+PRECISIONS = ("fp32", "bf16")
+
+
+def is_nntile(system: str) -> bool:
+    """A series of nntile_lab (the other system is PyTorch)."""
+    return system.startswith("nntile_lab")
+
+
+def systems_for(precisions) -> tuple[str, ...]:
+    """The series of both systems in these precisions (``--precision fp32,bf16``)."""
+    bad = [p for p in precisions if p not in PRECISIONS]
+    if bad or not precisions:
+        raise ValueError(f"precision {','.join(precisions)!r}: choose from "
+                         f"{', '.join(PRECISIONS)} (a comma list, e.g. fp32,bf16)")
+    return tuple(s for s in SYSTEMS if PRECISION[s] in precisions)
+
 
 # Full size: E from 256 to 1536 spans 2.2 to 4.8 GB of fp32 Adam state at 8 layers against a
 # 2 GiB cap.  Smoke: small E under a 512 MiB cap; the same shape of result in minutes.
@@ -94,7 +119,8 @@ SMOKE = FigurePlan(embds=(64, 128, 256, 384, 512), batch=2, seq_len=64, cap_mb=5
 def point_spec(n_layer: int, n_embd: int, plan: FigurePlan, **runtime):
     """The family member as the ExperimentSpec both systems run: heads of 64, tiles of
     about 1–10 ms tasks, the plan's batch, sequence, scheduler, workers and steps
-    (``runtime``: memory_limit_mb / ooc_dir of an out-of-core run)."""
+    (``runtime``: memory_limit_mb / ooc_dir of an out-of-core run, or ``precision``: a bf16
+    series')."""
     n_head = n_embd // HEAD_SIZE
     spec = ExperimentSpec(n_layer=n_layer, n_head=n_head, n_embd=n_embd,
                           vocab_size=plan.vocab_size, seq_len=plan.seq_len,
@@ -104,6 +130,14 @@ def point_spec(n_layer: int, n_embd: int, plan: FigurePlan, **runtime):
                           measure_steps=plan.measure_steps, **runtime)
     # n_inner stated (the family's, recorded with every point) by GPT-2's rule, 4·E
     return spec.replace(n_inner=spec.inner, inner_tile=min(spec.inner, 1024))
+
+
+def series_spec(system: str, n_layer: int, n_embd: int, plan: FigurePlan, **runtime):
+    """``point_spec`` in the series' precision (fp32 series: the spec's default, so that
+    records measured before the bf16 series compare equal)."""
+    if PRECISION[system] != "fp32":
+        runtime["precision"] = PRECISION[system]
+    return point_spec(n_layer, n_embd, plan, **runtime)
 
 
 def model_config(n_layer: int, n_embd: int, plan: FigurePlan):

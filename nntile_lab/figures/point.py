@@ -26,7 +26,7 @@ import numpy as np
 from nntile_lab import experiment
 from nntile_lab.bench.torch_baseline import pick_adamw
 from nntile_lab.experiment import timed_steps
-from nntile_lab.figures.family import FigurePlan, point_spec
+from nntile_lab.figures.family import PRECISION, FigurePlan, is_nntile, series_spec
 from nntile_lab.orphans import die_with_parent
 from nntile_lab.rss import peak_rss_bytes, reset_peak_rss, rss_bytes
 
@@ -131,19 +131,22 @@ def _nntile(spec, cap: MemoryCap, traffic: dict | None = None) -> tuple[list, di
                                      "transfers_per_step": b["transfers"] / n}
                                 for b in rt.bus_traffic()]
         state = [t for slot in opt.state.values() for t in slot.values()]
-        static = {"parameters": tensor_bytes(model.params.values()),
+        # parameters: the float32 master weights and, under bf16, the GEMMs' bf16 copies
+        weights = [*model.params.values(), *getattr(model, "params16", {}).values()]
+        static = {"parameters": tensor_bytes(weights),
                   "gradients": tensor_bytes(model.grads.values()),
                   "optimizer state": tensor_bytes(state)}
         return times, static
 
 
-def _torch(spec, cap: MemoryCap, bf16: bool) -> tuple[list, dict]:
+def _torch(spec, cap: MemoryCap, precision: str) -> tuple[list, dict]:
     """The strongest PyTorch CPU baseline (``bench.torch_baseline``'s: nanoGPT with scaled
     dot-product attention, the faster AdamW implementation, clipping at 1.0) on the same
-    config, batches and cores (all of them)."""
+    config, batches and cores (all of them), in ``precision`` (fp32 or bf16 autocast)."""
     # torch and the PyTorch models: optional heavy dependencies, loaded where they are used
     import torch
 
+    from nntile_lab.reference.autocast import autocast
     from nntile_lab.reference.nanogpt import NanoGPT
     torch.set_num_threads(spec.ncpu or len(os.sched_getaffinity(0)))
 
@@ -159,7 +162,7 @@ def _torch(spec, cap: MemoryCap, bf16: bool) -> tuple[list, dict]:
         def step(k):
             model.zero_grad(set_to_none=True)
             # bf16 autocast: matmuls in bf16, fp32 master weights and Adam state (FSDP bf16's)
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            with autocast(precision):
                 loss = model.loss_tensor(*next(batches))
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), spec.clip, foreach=True)
@@ -179,9 +182,10 @@ def measure(system: str, n_layer: int, n_embd: int, plan: FigurePlan,
             out_of_core: bool = False) -> dict:
     """Train ``plan.warmup_steps + plan.measure_steps`` steps of the family member; the result
     (step times, model GFLOP/s, memory by category) — or how it failed."""
-    spec = point_spec(n_layer, n_embd, plan)
+    spec = series_spec(system, n_layer, n_embd, plan)
     flops = spec.flops_per_step()
-    result = {"system": system, "n_layer": n_layer, "n_embd": n_embd,
+    result = {"system": system, "precision": PRECISION[system], "n_layer": n_layer,
+              "n_embd": n_embd,
               "flops_per_step": flops, "out_of_core": out_of_core, "status": "ok", "error": None,
               "spec": spec.to_dict()}
     cap = MemoryCap(plan.cap_mb * 2**20, result)
@@ -190,7 +194,7 @@ def measure(system: str, n_layer: int, n_embd: int, plan: FigurePlan,
         result["spec"] = spec.to_dict()
         cap = MemoryCap(1 << 62, result)   # the process's RAM is not capped: only measured
         times, static = _nntile(spec, cap, result)
-    elif system == "nntile_lab":
+    elif is_nntile(system):
         with tempfile.TemporaryDirectory(prefix="nntile_lab_ooc_") as d:
             if out_of_core:   # StarPU's tiles get a share of the cap; the rest is for what
                 # StarPU does not allocate (Python, BLAS buffers, the batches)
@@ -199,7 +203,7 @@ def measure(system: str, n_layer: int, n_embd: int, plan: FigurePlan,
                 result["spec"] = spec.to_dict() | {"ooc_dir": "(a temporary directory)"}
             times, static = _nntile(spec, cap)
     else:
-        times, static = _torch(spec, cap, bf16=system == "torch_bf16")
+        times, static = _torch(spec, cap, PRECISION[system])
     peak = cap.stop()
     if peak > cap.cap:  # over between two samples: over is over
         return result | {"status": "out_of_memory", "gflops": 0.0, "peak_mb": peak / 2**20,
@@ -219,8 +223,9 @@ def main(argv: list[str]) -> int:
     die_with_parent()   # a killed figures run leaves no orphan point
     args = json.loads(argv[0])
     plan = FigurePlan.from_dict(args.pop("plan"))
+    args["precision"] = PRECISION.get(args["system"])
     try:
-        emit(measure(plan=plan, **args))
+        emit(measure(plan=plan, **{k: v for k, v in args.items() if k != "precision"}))
     except MemoryError as exc:  # nl.OutOfMemory, or Python's: the point did not fit
         emit({**args, "status": "out_of_memory", "gflops": 0.0,
               "error": f"{type(exc).__name__}: {exc}"})

@@ -10,7 +10,12 @@ from pathlib import Path
 import pandas as pd
 
 from nntile_lab.data.bins import atomic_write_bytes
-from nntile_lab.figures.family import ADAM_BYTES_PER_PARAM, FigurePlan, family_params
+from nntile_lab.figures.family import (
+    ADAM_BYTES_PER_PARAM,
+    PRECISION,
+    FigurePlan,
+    family_params,
+)
 from nntile_lab.record import environment as shared_environment
 from nntile_lab.record import json_safe
 
@@ -127,14 +132,18 @@ def read_records(out_dir: Path) -> list[dict]:
 
 
 def points_frame(records: list[dict]) -> pd.DataFrame:
-    """One row per point: system, n_layer, n_embd, params (the family's count), status,
+    """One row per point: system, precision (a record without one, measured before the
+    bf16 series, is its series' — fp32 but for torch_bf16), n_layer, n_embd, params (the
+    family's count), status,
     gflops (0 for a run that did not fit, NaN for one that failed: it measured nothing), step
     time, peak and memory by category."""
     rows = []
     for rec in records:
         r, plan = rec["result"], rec["plan"]
         vocab = plan.get("vocab_size")
-        row = {"system": r["system"], "n_layer": r["n_layer"], "n_embd": r["n_embd"],
+        row = {"system": r["system"],
+               "precision": r.get("precision") or PRECISION.get(r["system"], "fp32"),
+               "n_layer": r["n_layer"], "n_embd": r["n_embd"],
                "params": family_params(r["n_layer"], r["n_embd"], vocab),
                "status": r["status"],
                "gflops": float("nan") if failed(r["status"]) else float(r.get("gflops") or 0.0),

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from nntile_lab.figures import draw
-from nntile_lab.figures.family import SYSTEMS, FigurePlan, point_spec
+from nntile_lab.figures.family import PRECISION, SYSTEMS, FigurePlan, is_nntile, series_spec
 from nntile_lab.figures.paper import reference_points
 from nntile_lab.figures.point import RESULT_MARK
 from nntile_lab.figures.records import (
@@ -36,7 +36,7 @@ PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent.parent)
 def point_list(plan: FigurePlan) -> list[tuple[str, int, int]]:
     """(system, n_layer, n_embd) for every point; the bf16 series only where plan.bf16, the
     device series only where plan.device."""
-    systems = [s for s in plan.systems if (s != "torch_bf16" or plan.bf16)
+    systems = [s for s in plan.systems if (PRECISION[s] != "bf16" or plan.bf16)
                and (s != "nntile_lab_device" or plan.device)]
     return [(s, L, e) for L in plan.layers for e in plan.embds for s in systems]
 
@@ -45,13 +45,14 @@ def run_point(plan: FigurePlan, system: str, n_layer: int, n_embd: int) -> dict:
     """One point: a 0 without running when it cannot fit, else a subprocess bounded by
     ``plan.point_timeout_s``.  With ``plan.ooc``, nntile_lab goes out of core where it cannot
     fit in memory — known beforehand, or found by running over the cap in memory."""
-    base = {"system": system, "n_layer": n_layer, "n_embd": n_embd, "gflops": 0.0,
-            "out_of_core": False, "spec": point_spec(n_layer, n_embd, plan).to_dict()}
+    base = {"system": system, "precision": PRECISION[system], "n_layer": n_layer,
+            "n_embd": n_embd, "gflops": 0.0, "out_of_core": False,
+            "spec": series_spec(system, n_layer, n_embd, plan).to_dict()}
     # the device series caps the device, not RAM: its overflow is RAM; a 0 only where a
     # task cannot fit on the device (the planner's verdict)
     reason = (_device_does_not_fit(plan, n_layer, n_embd) if system == "nntile_lab_device"
               else does_not_fit(plan, n_layer, n_embd))
-    ooc_allowed = system == "nntile_lab" and plan.ooc
+    ooc_allowed = is_nntile(system) and system != "nntile_lab_device" and plan.ooc
     if reason and not ooc_allowed:
         return base | {"status": "does_not_fit", "error": reason}
     res = _run_process(plan, system, n_layer, n_embd, base, out_of_core=bool(reason))
@@ -65,7 +66,7 @@ def _device_does_not_fit(plan: FigurePlan, n_layer: int, n_embd: int) -> str | N
     task's tiles do not fit there), or None."""
     # the planner sizes tasks from the model's shapes; measuring needs it, redrawing not
     from nntile_lab import memory
-    spec = point_spec(n_layer, n_embd, plan, nopencl=1, opencl_memory_limit_mb=plan.cap_mb)
+    spec = series_spec("nntile_lab_device", n_layer, n_embd, plan, nopencl=1, opencl_memory_limit_mb=plan.cap_mb)
     verdict = memory.estimate(spec)
     return verdict.reason if verdict.verdict == "cannot_run" else None
 

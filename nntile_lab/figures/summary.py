@@ -11,6 +11,12 @@ from nntile_lab.figures.family import SYSTEMS
 from nntile_lab.figures.paper import reference_points
 from nntile_lab.figures.records import failed
 
+# the ratios the summary gives per size: each system against PyTorch in its precision,
+# and nntile_lab bf16 against its own fp32
+RATIOS = {("nntile_lab", "torch_fp32"): "nntile_lab / PyTorch fp32",
+          ("nntile_lab_bf16", "torch_bf16"): "nntile_lab bf16 / PyTorch bf16",
+          ("nntile_lab_bf16", "nntile_lab"): "nntile_lab bf16 / fp32"}
+
 
 def _largest_fitting(df: pd.DataFrame, system: str, n_layer: int) -> float | None:
     ok = df[(df.system == system) & (df.n_layer == n_layer) & (df.status == "ok")]
@@ -46,17 +52,20 @@ def summary_markdown(df: pd.DataFrame, records: list[dict]) -> str:
              f"{plan['warmup_steps']} warm-up; both systems under one {plan['cap_mb']} MiB cap "
              "(RAM above each run's start); 0 = did not fit (memory); failed = the run "
              "failed for another reason (listed below).", "",
-             "| L | size | " + " | ".join(SYSTEMS.values()) + " | nntile_lab / PyTorch fp32 |",
-             "|---|---|" + "---|" * (len(SYSTEMS) + 1)]
+             "| L | size | " + " | ".join(SYSTEMS.values()) + " | "
+             + " | ".join(RATIOS.values()) + " |",
+             "|---|---|" + "---|" * (len(SYSTEMS) + len(RATIOS))]
     for (n_layer, params), g in df.groupby(["n_layer", "params"]):
         by = g.set_index("system").gflops
         status = g.set_index("system").status
         cells = [("failed" if failed(status[s]) else f"{by[s]:.1f}") if s in by else "–"
                  for s in SYSTEMS]
-        nl, pt = by.get("nntile_lab", 0.0), by.get("torch_fp32", 0.0)
-        ratio = f"{nl / pt:.2f}" if nl > 0 and pt > 0 else "–"
+        ratios = []
+        for a, b in RATIOS:
+            x, y = by.get(a, 0.0), by.get(b, 0.0)
+            ratios.append(f"{x / y:.2f}" if x > 0 and y > 0 else "–")
         lines.append(f"| {n_layer} | {size_label(params)} | " + " | ".join(cells)
-                     + f" | {ratio} |")
+                     + " | " + " | ".join(ratios) + " |")
     lines += ["", "Largest model that ran under the cap:", ""]
     for n_layer in sorted(df.n_layer.unique()):
         sizes = {s: _largest_fitting(df, s, n_layer) for s in SYSTEMS if s in set(df.system)}

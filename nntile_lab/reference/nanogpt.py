@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nntile_lab.reference.autocast import autocast
 from nntile_lab.reference.torch_gpt2 import Block, torch_dtype
 
 # HF's Conv1D stores (in, out); nn.Linear stores (out, in): these weights are transposed.
@@ -99,12 +100,14 @@ class NanoGPT(nn.Module):
         logits = self(ids)
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
 
-    def forward_backward(self, input_ids, labels) -> float:
-        """Mean next-token loss; its gradient is written to the parameters' ``.grad``."""
+    def forward_backward(self, input_ids, labels, precision: str = "fp32") -> float:
+        """Mean next-token loss; its gradient is written to the parameters' ``.grad``.
+        ``precision="bf16"``: the forward under bf16 autocast (``reference.autocast``)."""
         self.zero_grad(set_to_none=True)
         ids = torch.as_tensor(np.asarray(input_ids), dtype=torch.int64)
         lab = torch.as_tensor(np.asarray(labels), dtype=torch.int64)
-        loss = self.loss_tensor(ids, lab)
+        with autocast(precision):
+            loss = self.loss_tensor(ids, lab)
         loss.backward()
         return float(loss.detach())
 

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from nntile_lab.flops import inner_size
+from nntile_lab.reference.autocast import autocast
 
 # Entries a Hugging Face state dict may hold that carry no parameters here: the tied head
 # and the causal-mask buffers of older ``transformers`` versions.
@@ -173,12 +174,14 @@ class TorchGPT2(nn.Module):
             return float(self._loss(input_ids, labels))
 
     def forward_backward(self, input_ids, labels, *, accumulate: bool = False,
-                         grad_scale: float = 1.0) -> float:
+                         grad_scale: float = 1.0, precision: str = "fp32") -> float:
         """Mean loss; its gradient times ``grad_scale`` is written to (``accumulate=False``)
-        or added to (``accumulate=True``) the parameters' ``.grad``."""
+        or added to (``accumulate=True``) the parameters' ``.grad``. ``precision="bf16"``:
+        the forward under bf16 autocast (``reference.autocast``; float32 models only)."""
         if not accumulate:
             self.zero_grad(set_to_none=False)
-        loss = self._loss(input_ids, labels)
+        with autocast(precision):
+            loss = self._loss(input_ids, labels)
         (loss * grad_scale).backward()
         return float(loss.detach())
 

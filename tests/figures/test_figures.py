@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from nntile_lab.figures import SMOKE, FigurePlan, family_params
+from nntile_lab.figures import SMOKE, FigurePlan, family_params, redraw
 from nntile_lab.figures.family import model_config, point_spec
 from nntile_lab.figures.paper import reference_points
 from nntile_lab.figures.records import read_records, write_point_record
@@ -114,12 +114,12 @@ def test_cli_redraws_and_bad_records_are_named(tmp_path):
     cli = [sys.executable, "-m", "nntile_lab.cli", "figures", "--from", str(tmp_path)]
     out = subprocess.run(cli, capture_output=True, text=True, cwd=REPO, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert "redrew 12 points" in out.stdout
+    assert "redrew 16 points" in out.stdout
     out = subprocess.run(cli + ["--json"], capture_output=True, text=True, cwd=REPO,
                          timeout=120)
     (line,) = out.stdout.splitlines()            # one JSON document
     res = json.loads(line)
-    assert out.returncode == 0 and res["points"] == 12 == len(res["rows"])
+    assert out.returncode == 0 and res["points"] == 16 == len(res["rows"])
     assert res["out"] == str(tmp_path) and any(f.endswith(".png") for f in res["files"])
     bad = tmp_path / "records" / "torch_fp32_L4_E64.json"
     bad.write_text("{not json")
@@ -168,14 +168,17 @@ def test_nntile_beyond_the_cap_runs_out_of_core_under_it():
     assert run_point(replace(plan, ooc=False), "nntile_lab", 4, 192)["status"] == "does_not_fit"
 
 
-@pytest.mark.parametrize("system", ["nntile_lab", "torch_fp32"])
+@pytest.mark.parametrize("system", ["nntile_lab", "torch_fp32", "nntile_lab_bf16"])
 def test_one_tiny_real_point(system):
+    from nntile_lab.figures.family import PRECISION, series_spec
     plan = replace(PLAN, cap_mb=2048)
     res = run_point(plan, system, 4, 64)
     assert res["status"] == "ok", res.get("error")
+    assert res["precision"] == PRECISION[system]
     cfg = model_config(4, 64, plan)
-    spec = point_spec(4, 64, plan)     # both systems run the same ExperimentSpec
+    spec = series_spec(system, 4, 64, plan)     # both systems run the same ExperimentSpec
     assert res["spec"] == spec.to_dict() and spec.gpt2_config() == cfg
+    assert spec.precision == PRECISION[system]
     assert (spec.batch, spec.seq_len, spec.measure_steps) == (plan.batch, plan.seq_len,
                                                               plan.measure_steps)
     assert res["gflops"] > 0.1
@@ -184,7 +187,9 @@ def test_one_tiny_real_point(system):
     mem = res["memory"]
     # fp32: weights (positions included) 4 B each, gradients the same, Adam 2 moments
     n = cfg.num_params(with_positions=True)
-    assert mem["parameters"] == 4 * n and mem["gradients"] == 4 * n
+    # bf16: the GEMM weights' bf16 copies (2 B each: every weight matrix but the positions)
+    copies = 2 * (4 * 12 * 64 * 64 + plan.vocab_size * 64) if system.endswith("bf16") else 0
+    assert mem["parameters"] == 4 * n + copies and mem["gradients"] == 4 * n
     assert mem["optimizer state"] == 8 * n
     assert res["peak_mb"] * 2**20 >= mem["parameters"]
 
@@ -256,3 +261,73 @@ def test_redraw_draws_the_device_series_and_its_transfers(tmp_path):
         assert (tmp_path / f"device_transfers_L{n_layer}.png").stat().st_size > 1000
     tput = _table(tmp_path / "throughput_L4.csv")
     assert all(float(r["nntile_lab_device"]) == 5.0 for r in tput)
+
+
+def test_bf16_series_of_both_systems_are_drawn_and_ratioed(tmp_path):
+    gf = _synthetic(tmp_path)
+    assert {s for s, _, _ in point_list(PLAN)} == {"nntile_lab", "torch_fp32",
+                                                   "nntile_lab_bf16", "torch_bf16"}
+    df = redraw(tmp_path)
+    # records keyed by precision: each series' own
+    prec = df.groupby("system").precision.unique().to_dict()
+    assert {k: list(v) for k, v in prec.items()} == {
+        "nntile_lab": ["fp32"], "torch_fp32": ["fp32"], "nntile_lab_bf16": ["bf16"],
+        "torch_bf16": ["bf16"]}
+    rows = _table(tmp_path / "throughput_L4.csv")
+    assert float(rows[0]["nntile_lab_bf16"]) == gf["nntile_lab_bf16", 4, 64]
+    mem = _table(tmp_path / "memory_L4.csv")
+    assert {r["system"] for r in mem} == set(prec)
+    summary = (tmp_path / "summary.md").read_text()
+    assert "nntile_lab bf16 / PyTorch bf16" in summary and "nntile_lab bf16 / fp32" in summary
+    bf = gf["nntile_lab_bf16", 4, 64] / gf["torch_bf16", 4, 64]
+    own = gf["nntile_lab_bf16", 4, 64] / gf["nntile_lab", 4, 64]
+    line = next(x for x in summary.splitlines() if x.startswith("| 4 | 3.4M |"))
+    assert line.endswith(f"| {bf:.2f} | {own:.2f} |"), line
+
+
+def test_records_from_before_the_bf16_series_still_draw(tmp_path):
+    """Records measured before the bf16 series (no precision field, three systems, a plan
+    without nntile_lab_bf16) are fp32 but for torch_bf16's, and redraw as they did."""
+    old = replace(PLAN, systems=("nntile_lab", "torch_fp32", "torch_bf16"))
+    for system in old.systems:
+        write_point_record(tmp_path, old, {
+            "system": system, "n_layer": 4, "n_embd": 64, "gflops": 5.0, "status": "ok",
+            "error": None, "step_time_s": 0.5, "tokens_per_s": 64.0, "peak_mb": 7.0,
+            "memory": {"parameters": 1 << 20}, "out_of_core": False})
+    df = redraw(tmp_path)
+    assert dict(zip(df.system, df.precision)) == {"nntile_lab": "fp32", "torch_fp32": "fp32",
+                                                  "torch_bf16": "bf16"}
+    assert "nntile_lab_bf16" not in _table(tmp_path / "throughput_L4.csv")[0]
+
+
+def test_precision_selects_the_series(monkeypatch, tmp_path):
+    from nntile_lab.figures import cli as fcli
+    from nntile_lab.figures import family
+    plans = []
+    monkeypatch.setattr(fcli, "run_figures", lambda plan, out, resume: plans.append(plan) or
+                        __import__("pandas").DataFrame({"status": []}))
+    monkeypatch.setattr(fcli, "cpu_has_bf16", lambda: True)
+    base = ["figures", "--smoke", "--out", str(tmp_path)]
+    from nntile_lab import cli
+    assert cli.main(base + ["--precision", "bf16"]) == 0
+    assert plans[-1].systems == ("nntile_lab_bf16", "torch_bf16") and plans[-1].bf16
+    assert cli.main(base + ["--precision", "fp32"]) == 0
+    assert plans[-1].systems == ("nntile_lab", "torch_fp32") and plans[-1].bf16 is False
+    assert cli.main(base + ["--precision", "fp32,bf16"]) == 0
+    assert plans[-1].systems == tuple(family.SYSTEMS)
+    assert cli.main(base + ["--precision", "fp16"]) == 2
+    assert cli.main(base + ["--precision", "bf16", "--no-bf16"]) == 2
+    monkeypatch.setattr(fcli, "cpu_has_bf16", lambda: False)
+    assert cli.main(base + ["--precision", "bf16"]) == 2
+    assert len(plans) == 3
+
+
+def test_bf16_point_runs_in_bf16_and_says_so():
+    """A bf16 series' point runs the same model with precision bf16 (the spec it records);
+    fp32 series' specs are the spec's default, as before."""
+    from nntile_lab.figures.family import series_spec
+    assert series_spec("nntile_lab", 4, 64, PLAN) == point_spec(4, 64, PLAN)
+    assert series_spec("torch_bf16", 4, 64, PLAN).precision == "bf16"
+    res = run_point(replace(PLAN, cap_mb=1, ooc=False), "nntile_lab_bf16", 4, 128)
+    assert res["status"] == "does_not_fit"
+    assert res["precision"] == "bf16" and res["spec"]["precision"] == "bf16"
