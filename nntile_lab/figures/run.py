@@ -66,7 +66,8 @@ def _device_does_not_fit(plan: FigurePlan, n_layer: int, n_embd: int) -> str | N
     task's tiles do not fit there), or None."""
     # the planner sizes tasks from the model's shapes; measuring needs it, redrawing not
     from nntile_lab import memory
-    spec = series_spec("nntile_lab_device", n_layer, n_embd, plan, nopencl=1, opencl_memory_limit_mb=plan.cap_mb)
+    spec = series_spec("nntile_lab_device", n_layer, n_embd, plan, nopencl=1,
+                       opencl_memory_limit_mb=plan.cap_mb)
     verdict = memory.estimate(spec)
     return verdict.reason if verdict.verdict == "cannot_run" else None
 
