@@ -305,6 +305,77 @@ def report(res: dict) -> str:
     return "\n".join(lines)
 
 
+# ---- the paper's setting: an accelerator's capped memory, RAM as its overflow ---------
+DEVICE_SETTINGS = (("cpu", "RAM only (CPU workers)"),
+                   ("device", "device, uncapped"),
+                   ("device_capped", "device capped → RAM"))
+
+
+def run_device(cap_mb: int = 256, multiples=(1, 2, 4), *, widths=WIDTHS, progress=print,
+               **kw) -> dict:
+    """For the family's models whose planned peak is nearest each multiple of ``cap_mb``:
+    one row per setting (``DEVICE_SETTINGS``: CPU workers only; one OpenCL device with
+    the ops that have an OpenCL implementation on it, uncapped; the same with the device
+    capped at ``cap_mb``, RAM as its overflow), each in a fresh process: step time, the
+    device's and RAM's peaks, bytes and transfers per step RAM → device and device → RAM.
+    ``kw``: spec fields for every point. PoCL's device shares the CPU cores: the step
+    times say what the mechanism costs there, nothing of a GPU's speed."""
+    rows = []
+    for k in multiples:
+        e = min(widths, key=lambda w: abs(memory.estimate(family(w, **kw)).peak_bytes
+                                          - k * cap_mb * MIB))
+        base = family(e, **kw)
+        specs = {"cpu": (base, "nntile"),
+                 "device": (base.replace(nopencl=1), "nntile-device"),
+                 "device_capped": (base.replace(nopencl=1, opencl_memory_limit_mb=cap_mb),
+                                   "nntile-device")}
+        plan = memory.estimate(specs["device_capped"][0])
+        for setting, label in DEVICE_SETTINGS:
+            spec, system = specs[setting]
+            refused = setting == "device_capped" and plan.verdict == "cannot_run"
+            res = {"error": plan.reason} if refused else measure(spec, system)
+            row = {"multiple": k, "setting": setting, "label": label, "n_embd": e,
+                   "params": base.num_params(), "planned_peak_bytes": plan.peak_bytes,
+                   "device_cap_mb": cap_mb if setting == "device_capped" else None, **res}
+            rows.append(row)
+            progress(f"{k}x the cap (E={e}), {label}: {_short_device(res)}")
+    return {"cap_mb": cap_mb, "multiples": list(multiples), "rows": rows}
+
+
+def report_device(res: dict) -> str:
+    lines = [f"device cap {res['cap_mb']} MiB (the paper's GPU memory), RAM as its overflow; "
+             "per measured step",
+             f"{'model':<16}{'setting':<26}{'step s':>8}{'RAM→dev MiB':>13}{'n':>7}"
+             f"{'dev→RAM MiB':>13}{'n':>7}{'dev peak':>10}{'RAM peak':>10}"]
+    for r in res["rows"]:
+        model = f"{r['multiple']}x E={r['n_embd']}"
+        if "error" in r:
+            lines.append(f"{model:<16}{r['label']:<26}error: {r['error']}")
+            continue
+        dev = r.get("device_peak_bytes")
+        lines.append(
+            f"{model:<16}{r['label']:<26}{r['step_time_s']:8.2f}"
+            f"{r.get('ram_to_device_per_step', 0) / MIB:13.0f}"
+            f"{r.get('ram_to_device_transfers_per_step', 0):7.0f}"
+            f"{r.get('device_to_ram_per_step', 0) / MIB:13.0f}"
+            f"{r.get('device_to_ram_transfers_per_step', 0):7.0f}"
+            f"{(dev / MIB if dev is not None else math.nan):10.0f}"
+            f"{r['starpu_peak_bytes'] / MIB:10.0f}")
+    return "\n".join(lines)
+
+
+def _short_device(res: dict) -> str:
+    if "error" in res:
+        return f"error: {res['error']}"
+    if "device_peak_bytes" not in res:   # the CPU workers alone: nothing moves
+        return (f"step {res['step_time_s']:.2f} s, StarPU RAM peak "
+                f"{res['starpu_peak_bytes'] / MIB:.0f} MiB")
+    return (f"step {res['step_time_s']:.2f} s, RAM → device "
+            f"{res.get('ram_to_device_per_step', 0) / MIB:.0f} MiB, device → RAM "
+            f"{res.get('device_to_ram_per_step', 0) / MIB:.0f} MiB per step, device peak "
+            f"{res.get('device_peak_bytes', 0) / MIB:.0f} MiB")
+
+
 # ---- precisions: disk traffic and speed out of core, same model and cap -------------
 def run_precisions(caps_mb=(2048,), precisions=("fp32", "bf16"), *, ooc_dir: str | None = None,
                    widths=WIDTHS, speeds=(2,), repeats: int = 1, progress=print,

@@ -41,7 +41,8 @@ def _run(args) -> int:
         overrides["device"] = True
     if args.precision is not None:
         precisions = [p.strip() for p in args.precision.split(",") if p.strip()]
-        overrides["systems"] = systems_for(precisions)
+        overrides["systems"] = systems_for(precisions) + (("nntile_lab_device",)
+                                                         if args.device else ())
         overrides["bf16"] = "bf16" in precisions
     plan = dataclasses.replace(plan, **{k: tuple(v) if isinstance(v, list) else v
                                         for k, v in overrides.items()})

@@ -101,12 +101,13 @@ def is_nntile(system: str) -> bool:
 
 
 def systems_for(precisions) -> tuple[str, ...]:
-    """The series of both systems in these precisions (``--precision fp32,bf16``)."""
+    """The series of both systems in these precisions (``--precision fp32,bf16``); the
+    device series is asked for on its own (``--device``)."""
     bad = [p for p in precisions if p not in PRECISIONS]
     if bad or not precisions:
         raise ValueError(f"precision {','.join(precisions)!r}: choose from "
                          f"{', '.join(PRECISIONS)} (a comma list, e.g. fp32,bf16)")
-    return tuple(s for s in SYSTEMS if PRECISION[s] in precisions)
+    return tuple(s for s in SYSTEMS if PRECISION[s] in precisions and s != "nntile_lab_device")
 
 
 # Full size: E from 256 to 1536 spans 2.2 to 4.8 GB of fp32 Adam state at 8 layers against a
