@@ -279,7 +279,7 @@ def _depth(args) -> int:
     try:
         layers = depth.check_layers(_ints("--layers", args.layers))
     except ValueError:
-        raise UsageError(f"--layers {args.layers}: give two or more depths, increasing, "
+        raise UsageError(f"--layers {args.layers!r}: give two or more depths, increasing, "
                          "shallowest first, e.g. 4,12,24,36") from None
     base = from_args(args, DEPTH_GROUPS, base=depth.BASE)
     _scheduler(base.scheduler)
