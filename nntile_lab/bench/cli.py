@@ -138,6 +138,12 @@ def register_cli(subparsers) -> None:
     schedulers.add_run_options(d, "point", "each model's planned peak")
     d.add_argument("--cache", metavar="DIR", help="point cache (as for nntile-lab sweep)")
     d.add_argument("--out", metavar="DIR", help="write depth.png, .md and .json here")
+    d.add_argument("--traces", action="store_true", help="keep each point's trace in the "
+                   "cache (with --cache; the rows' trace_dir)")
+    d.add_argument("--timeout-s", type=float_range(0, lo_open=True),
+                   default=depth.POINT_TIMEOUT_S,
+                   help="a point still running after this many seconds is a failed row "
+                        "(default %(default)s)")
     d.set_defaults(func=_depth)
 
     o = bsub.add_parser("trace-overhead", help="what tracing costs: a GPT-2 step with and "
@@ -286,17 +292,23 @@ def _depth(args) -> int:
     summary, df = depth.run(base, layers, args.repeats,
                             None if args.no_ooc else args.ooc_fraction, args.ooc_dir,
                             cache_dir=args.cache, isolate=not args.in_process,
-                            progress=not args.no_progress)
+                            progress=not args.no_progress, keep_traces=args.traces,
+                            timeout_s=args.timeout_s)
     for m in df.attrs.get("messages", []):
         print(f"nntile-lab bench depth: {m}", file=sys.stderr)
     paths = depth.write(summary, df, args.out, base) if args.out else {}
+    ph = depth.phases(df) if args.traces and df["trace_dir"].notna().any() else None
     if args.json:
         print(json.dumps(json_safe({"base": base.to_dict(), "summary": summary.to_dict("records"),
                                     "points": df.to_dict("records"),
+                                    "phases": None if ph is None else ph.to_dict("records"),
                                     "files": {k: str(v) for k, v in paths.items()}}),
                          default=str))
     else:
         print(depth.table(summary))
+        if ph is not None:
+            print()
+            print(depth.phase_table(ph))
         if paths:
             print(f"wrote {', '.join(str(p) for p in paths.values())}")
     # as for every grid: a failed point is a row of the result, none measured a failure

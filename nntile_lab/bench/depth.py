@@ -34,6 +34,9 @@ LAYERS = (4, 12, 24, 36)
 # The model of the default run: GPT-2 small's width and heads, a step of 1024 tokens (two
 # token tiles: two chains in every product that accumulates over tokens), one warm-up and
 # two measured steps — sized for a 2-core machine (docs/benchmarks.md says what it costs)
+# a 36-layer point out of core takes minutes on a shared 2-core machine: each point may run
+# this long before it becomes a row with a timeout error
+POINT_TIMEOUT_S = 3600.0
 BASE = {"n_embd": 768, "n_head": 12, "seq_len": 256, "batch": 4, "measure_steps": 2}
 # per point: the sweep's numbers this table reads (median over repeats)
 PER_POINT = {"step_ms": "step_time_s", "idle": "idle_share", "critical_path_ms":
@@ -130,6 +133,39 @@ def _row(mode: str, n: int, g: pd.DataFrame) -> dict:
     return row
 
 
+def phases(df: pd.DataFrame) -> pd.DataFrame:
+    """From the points' saved traces (``run(keep_traces=True)``): one row per (mode,
+    depth), medians over repeats of ``trace.phases.phase_split`` — how much of the step
+    the forward+backward, the gradient-norm tail and the optimizer take, and how busy
+    the workers are in each."""
+    from nntile_lab.trace.phases import phase_split
+    from nntile_lab.trace.recorder import Trace
+    rows = []
+    for _, r in df.iterrows():
+        if r.get("error") is None and isinstance(r.get("trace_dir"), str):
+            split = phase_split(Trace.load(r["trace_dir"]))
+            if split["steps"]:
+                rows.append({"mode": _mode(r["memory_limit_mb"]),
+                             "n_layer": int(r["n_layer"]), **split})
+    if not rows:
+        raise ValueError("no point has a saved trace: run with keep_traces=True "
+                         "(nntile-lab bench depth --traces)")
+    got = pd.DataFrame(rows)
+    return got.groupby(["mode", "n_layer"], sort=False).median(numeric_only=True).reset_index()
+
+
+def phase_table(ph: pd.DataFrame) -> str:
+    """``phases``' rows as markdown: ms, share of the step and utilisation per part."""
+    lines = ["| mode | layers | step ms | forward+backward ms (share, busy) | gradient-norm "
+             "tail ms (share, busy) | optimizer ms (share, busy) |", "|" + "---|" * 6]
+    for r in ph.to_dict("records"):
+        cells = [f"{r[f'{p}_ms']:.0f} ({_pct(r[f'{p}_share'])}, {_pct(r[f'{p}_utilisation'])})"
+                 for p in ("fwd_bwd", "norm", "optimizer")]
+        lines.append(f"| {r['mode']} | {r['n_layer']} | {r['step_ms']:.0f} | "
+                     + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def _pct(v) -> str:
     return "—" if v is None or pd.isna(v) else f"{100 * v:.1f} %"
 
@@ -211,9 +247,12 @@ def write(summary: pd.DataFrame, df: pd.DataFrame, out, base: ExperimentSpec) ->
 
 def run(base: ExperimentSpec | None = None, layers=LAYERS, repeats: int = 3,
         ooc_fraction=0.5, ooc_dir=None, cache_dir=None, isolate: bool = True,
-        progress: bool = True):
-    """``(summary, every point's row)``."""
+        progress: bool = True, keep_traces: bool = False,
+        timeout_s: float = POINT_TIMEOUT_S):
+    """``(summary, every point's row)``; ``keep_traces``: each point's trace stays in the
+    cache (its row's ``trace_dir``; ``phases`` reads them)."""
     base = base or default_base()
     df = sweep_run(points(base, layers, repeats, ooc_fraction, ooc_dir), cache_dir,
-                   isolate=isolate, progress=progress, keep_traces=False)
+                   isolate=isolate, progress=progress, keep_traces=keep_traces,
+                   timeout_s=timeout_s)
     return summarize(df), df
