@@ -151,7 +151,10 @@ def phases(df: pd.DataFrame) -> pd.DataFrame:
         raise ValueError("no point has a saved trace: run with keep_traces=True "
                          "(nntile-lab bench depth --traces)")
     got = pd.DataFrame(rows)
-    return got.groupby(["mode", "n_layer"], sort=False).median(numeric_only=True).reset_index()
+    rank = {m: k for k, m in enumerate(dict.fromkeys(got["mode"]))}   # as in summarize
+    got = got.groupby(["mode", "n_layer"], sort=False).median(numeric_only=True).reset_index()
+    order = sorted(range(len(got)), key=lambda k: (rank[got["mode"][k]], got["n_layer"][k]))
+    return got.iloc[order].reset_index(drop=True)
 
 
 def phase_table(ph: pd.DataFrame) -> str:

@@ -88,7 +88,7 @@ def test_a_failed_reference_gives_no_ratio_and_the_table_says_why():
 def test_cli_runs_both_modes(tmp_path, capsys):
     rc = main(["bench", "depth", *TINY, "--layers", "1,2,3", "--repeats", "1", "--ooc-dir",
                str(tmp_path / "ooc"), "--in-process", "--no-progress", "--json",
-               "--out", str(tmp_path / "out")])
+               "--out", str(tmp_path / "out"), "--traces", "--cache", str(tmp_path / "c")])
     assert rc == 0
     res = json.loads(capsys.readouterr().out)
     rows = pd.DataFrame(res["summary"])
@@ -104,6 +104,12 @@ def test_cli_runs_both_modes(tmp_path, capsys):
     deep = rows[rows["n_layer"] > 1]
     assert deep["ratio"].between(0.1, 10).all()     # measured, not a constant
     assert len(res["points"]) == 6
+    ph = pd.DataFrame(res["phases"])                # from each point's saved trace
+    assert list(zip(ph["mode"], ph["n_layer"])) == list(zip(rows["mode"], rows["n_layer"]))
+    parts = ph[["fwd_bwd_share", "norm_share", "optimizer_share"]].sum(axis=1)
+    assert parts.to_numpy() == pytest.approx(1.0)
+    assert (ph["step_ms"] > 0).all()
+    assert "gradient-norm tail" in depth.phase_table(ph)
     for name in ("depth.png", "depth.md", "depth.json"):
         assert (tmp_path / "out" / name).stat().st_size > 0
     assert (tmp_path / "out" / "depth.png").read_bytes()[:4] == b"\x89PNG"
