@@ -22,6 +22,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from nntile_lab import ops
+from nntile_lab.nn import priorities
 from nntile_lab.nn.activations import Activations, Batch, BlockActivations, HeadActivations
 from nntile_lab.nn.config import GPT2Config
 from nntile_lab.nn.policy import Stage, StepPolicy
@@ -180,6 +181,12 @@ class GPT2:
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
         for n, array in from_hf(state, self.config).items():
             self.params[n].copy_from_numpy(array)
+
+    @property
+    def grad_norm_priority(self) -> int:
+        """The task priority an optimizer gives the gradient-norm chain
+        (``nn.priorities``)."""
+        return priorities.grad_norm(self.config.n_layer)
 
     def flops_per_token(self, seq_len: int) -> float:
         return self.config.flops_per_token(seq_len)
