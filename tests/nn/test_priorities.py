@@ -15,7 +15,8 @@ CFG = dict(n_layer=3, n_head=2, n_embd=16, vocab_size=37, n_positions=8, batch_t
 
 @pytest.mark.parametrize("n_layer", [1, 4, 12])
 def test_bottom_level_order(n_layer):
-    """gradient norm > forward 0 > … > forward L > backward L > … > backward 0 > zero-fill > dW > optimizer."""
+    """gradient norm > forward 0 > … > forward L > backward L > … > backward 0 > zero-fill
+    > dW > optimizer."""
     chain = ([priorities.grad_norm(n_layer)]
              + [priorities.forward(i, n_layer) for i in range(n_layer + 1)]
              + [priorities.backward(i, n_layer) for i in reversed(range(n_layer + 1))]
