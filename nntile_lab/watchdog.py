@@ -13,6 +13,7 @@ its own memory (an accelerator) is covered the same way as RAM and the disk node
 """
 from __future__ import annotations
 
+import sys
 import time
 
 from nntile_lab._lib import ffi, lib
@@ -47,8 +48,20 @@ class Watchdog:
         if self.timeout_s is None or now - self._since < self.timeout_s:
             return
         full, accounted = self.full_nodes()
-        if not full or len(full) < accounted:
-            return   # a long kernel, or room left somewhere to evict to: the tasks will end
+        if not full:
+            return   # a long kernel: the tasks will end
+        if len(full) < accounted:
+            # Room left somewhere to evict to: StarPU moves tiles there, except that StarPU
+            # 1.3 was seen spinning with RAM full and the disk node free (under heavy load,
+            # while stopping). Then, and only while stopping, lend after twice the timeout:
+            # no new work is taken, the queued tasks' results are unaffected, no error.
+            if draining and now - self._since >= 2 * self.timeout_s:
+                self._since = now
+                self._lend(full)
+                print(f"nntile_lab: no task ended for {2 * self.timeout_s:g} s while "
+                      f"stopping with {_names(full)} full: lent memory to finish the "
+                      "queued tasks", file=sys.stderr)
+            return
         self._since = now   # give what is lent time to act before lending more
         first = self.error is None
         if first:
@@ -82,8 +95,7 @@ class Watchdog:
 
     def _describe(self, full, now) -> Exception:
         rt = self.runtime
-        nodes = ", ".join(f"{name} {free / MIB:.1f} MiB free of {total / MIB:.1f}"
-                          for _, name, total, free in full)
+        nodes = _names(full)
         held = lib.nl_held_bytes()
         need = -(-(held + lib.nl_guard_reserve(0)) // MIB)
         if rt.ooc_dir is not None:
@@ -98,6 +110,11 @@ class Watchdog:
             f"between RAM and disk, so the workers would spin forever. The runtime now "
             f"refuses new work and finishes what was queued over its limit: leave its "
             f"`with` block (or call rt.stop()), then {fix}, or use fewer or smaller tensors")
+
+
+def _names(full) -> str:
+    return ", ".join(f"{name} {free / MIB:.1f} MiB free of {total / MIB:.1f}"
+                     for _, name, total, free in full)
 
 
 def _node_name(node: int) -> str:
