@@ -309,6 +309,8 @@ def _depth(args) -> int:
         if ph is not None:
             print()
             print(depth.phase_table(ph))
+            print()
+            print(depth.mix_table(ph))
         if paths:
             print(f"wrote {', '.join(str(p) for p in paths.values())}")
     # as for every grid: a failed point is a row of the result, none measured a failure

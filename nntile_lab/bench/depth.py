@@ -137,16 +137,19 @@ def phases(df: pd.DataFrame) -> pd.DataFrame:
     """From the points' saved traces (``run(keep_traces=True)``): one row per (mode,
     depth), medians over repeats of ``trace.phases.phase_split`` — how much of the step
     the forward+backward, the gradient-norm tail and the optimizer take, and how busy
-    the workers are in each."""
-    from nntile_lab.trace.phases import phase_split
+    the workers are in each; and ``trace.phases.op_mix``: task time by where the work is
+    (the blocks' GEMMs and other kernels, the head's, the optimizer)."""
+    from nntile_lab.trace.phases import op_mix, phase_split
     from nntile_lab.trace.recorder import Trace
     rows = []
     for _, r in df.iterrows():
         if r.get("error") is None and isinstance(r.get("trace_dir"), str):
-            split = phase_split(Trace.load(r["trace_dir"]))
+            tr = Trace.load(r["trace_dir"])
+            split = phase_split(tr)
             if split["steps"]:
                 rows.append({"mode": _mode(r["memory_limit_mb"]),
-                             "n_layer": int(r["n_layer"]), **split})
+                             "n_layer": int(r["n_layer"]), **split,
+                             **op_mix(tr, int(r["n_layer"]))})
     if not rows:
         raise ValueError("no point has a saved trace: run with keep_traces=True "
                          "(nntile-lab bench depth --traces)")
@@ -166,6 +169,20 @@ def phase_table(ph: pd.DataFrame) -> str:
                  for p in ("fwd_bwd", "norm", "optimizer")]
         lines.append(f"| {r['mode']} | {r['n_layer']} | {r['step_ms']:.0f} | "
                      + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def mix_table(ph: pd.DataFrame) -> str:
+    """``phases``' op-mix columns as markdown: shares of task time, GEMM rates."""
+    lines = ["| mode | layers | block GEMMs | block other | head GEMMs | head other | "
+             "optimizer | other | GFLOP/s per worker: block / head GEMMs |", "|" + "---|" * 9]
+    for r in ph.to_dict("records"):
+        shares = " | ".join(_pct(r[f"{p}_task_share"]) for p in ("block_gemm", "block_other",
+                                                              "head_gemm", "head_other",
+                                                              "optimizer", "other"))
+        rates = " / ".join("—" if r[f"{p}_gflops"] is None or pd.isna(r[f"{p}_gflops"])
+                           else f"{r[f'{p}_gflops']:.1f}" for p in ("block_gemm", "head_gemm"))
+        lines.append(f"| {r['mode']} | {r['n_layer']} | {shares} | {rates} |")
     return "\n".join(lines)
 
 

@@ -13,6 +13,13 @@ forward/backward task's end and at the first update's start:
 and for each part its worker utilisation (busy worker time / (workers × its wall
 time)). ``phase_split(tr)`` averages the parts over the marked steps, in ms and as
 shares of the step; it says which part grows faster than the FLOPs with depth.
+
+``op_mix(tr, n_layer)`` splits the task time instead, by where the work is: the blocks'
+GEMMs, their other kernels (layer norms, softmax, GELU, ...), the head's GEMMs (the tied
+vocabulary projection, layer ``n_layer``), its other kernels (loss), the optimizer (the
+norm and the updates) and the rest (embeddings, fills); with the blocks' and the head's
+GEMM rate per worker. A deeper model moves task time from the head to the blocks: where
+the two rates differ, the per-FLOP throughput moves with depth even when no worker idles.
 """
 from __future__ import annotations
 
@@ -57,4 +64,27 @@ def phase_split(tr) -> dict:
         out[f"{part}_ms"] = us / steps / 1e3 if steps else None
         out[f"{part}_share"] = us / total if total else None
         out[f"{part}_utilisation"] = sums[f"{part}_busy_us"] / (workers * us) if us else None
+    return out
+
+
+MIX = ("block_gemm", "block_other", "head_gemm", "head_other", "optimizer", "other")
+
+
+def op_mix(tr, n_layer: int) -> dict:
+    """JSON-ready: ``<part>_task_share`` of all task time for each of ``MIX`` and
+    ``block_gemm_gflops`` / ``head_gemm_gflops`` (GFLOP/s per worker while running)."""
+    t = tr.tasks
+    layer, gemm = t["layer"].to_numpy(), (t["name"] == "gemm").to_numpy()
+    part = np.full(len(t), "other", dtype=object)
+    block = (layer >= 0) & (layer < n_layer)
+    part[block & gemm], part[block & ~gemm] = "block_gemm", "block_other"
+    part[(layer == n_layer) & gemm], part[(layer == n_layer) & ~gemm] = "head_gemm", "head_other"
+    part[(t["phase"] == "optimizer").to_numpy()] = "optimizer"
+    dur, flops = t["duration_us"].to_numpy(dtype=float), t["flops"].to_numpy(dtype=float)
+    total = dur.sum()
+    out = {f"{p}_task_share": float(dur[part == p].sum() / total) if total else None
+           for p in MIX}
+    for p in ("block_gemm", "head_gemm"):
+        us = dur[part == p].sum()
+        out[f"{p}_gflops"] = float(flops[part == p].sum() / us / 1e3) if us else None
     return out

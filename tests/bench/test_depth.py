@@ -110,6 +110,10 @@ def test_cli_runs_both_modes(tmp_path, capsys):
     assert parts.to_numpy() == pytest.approx(1.0)
     assert (ph["step_ms"] > 0).all()
     assert "gradient-norm tail" in depth.phase_table(ph)
+    mix = ph[[c for c in ph if c.endswith("_task_share")]]
+    assert mix.sum(axis=1).to_numpy() == pytest.approx(1.0)    # every task counted once
+    assert (mix["block_gemm_task_share"] > 0).all() and (ph["head_gemm_gflops"] > 0).all()
+    assert "block GEMMs" in depth.mix_table(ph)
     for name in ("depth.png", "depth.md", "depth.json"):
         assert (tmp_path / "out" / name).stat().st_size > 0
     assert (tmp_path / "out" / "depth.png").read_bytes()[:4] == b"\x89PNG"

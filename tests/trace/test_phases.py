@@ -5,7 +5,7 @@ import types
 import pandas as pd
 import pytest
 
-from nntile_lab.trace.phases import PARTS, phase_split
+from nntile_lab.trace.phases import MIX, PARTS, op_mix, phase_split
 
 
 def fake(tasks, steps):
@@ -44,6 +44,20 @@ def test_two_steps_average_and_a_step_without_updates_is_left_out():
     assert [got[f"{p}_ms"] for p in PARTS] == pytest.approx([0.04, 0.01, 0.05])
 
 
+def test_op_mix_by_where_the_work_is():
+    # 2 blocks (layers 0, 1), the head is layer 2; -1: no layer (embeddings, fills)
+    t = pd.DataFrame([("gemm", "forward", 0, 40, 4e6), ("gemm", "backward", 1, 20, 1e6),
+                      ("layer_norm_tile", "forward", 1, 10, 0), ("gemm", "forward", 2, 10, 4e6),
+                      ("cross_entropy_stats", "forward", 2, 5, 0),
+                      ("sumsq_all", "optimizer", -1, 5, 0), ("adamw", "optimizer", -1, 5, 0),
+                      ("fill", "backward", -1, 5, 0)],
+                     columns=["name", "phase", "layer", "duration_us", "flops"])
+    got = op_mix(types.SimpleNamespace(tasks=t), n_layer=2)
+    assert [got[f"{p}_task_share"] for p in MIX] == pytest.approx([0.6, 0.1, 0.1, 0.05, 0.1, 0.05])
+    assert got["block_gemm_gflops"] == pytest.approx(5e6 / 60 / 1e3)
+    assert got["head_gemm_gflops"] == pytest.approx(4e6 / 10 / 1e3)
+
+
 def test_real_step_parts_add_up(gpt2_trace):
     tr, _, _ = gpt2_trace
     got = phase_split(tr)
@@ -53,3 +67,8 @@ def test_real_step_parts_add_up(gpt2_trace):
     for p in PARTS:
         assert 0 <= got[f"{p}_utilisation"] <= 1
     assert got["fwd_bwd_share"] > got["optimizer_share"] > 0
+    mix = op_mix(tr, n_layer=1)
+    assert sum(mix[f"{p}_task_share"] for p in MIX) == pytest.approx(1.0)
+    assert all(mix[f"{p}_task_share"] > 0 for p in ("block_gemm", "block_other", "head_gemm",
+                                                "head_other", "optimizer"))
+    assert mix["block_gemm_gflops"] > 0 and mix["head_gemm_gflops"] > 0
