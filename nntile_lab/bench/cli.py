@@ -156,11 +156,24 @@ def register_cli(subparsers) -> None:
                                           "--n-embd pins one model)"}, skip=HINT_SKIP)
     p.set_defaults(func=_memory)
 
-    d = bsub.add_parser("depth", help="throughput per FLOP of a deeper model against a "
-                        "shallower one (8 vs 4 layers), in memory and out of core")
-    add_arguments(d, DEPTH_GROUPS, skip=("n_layer", "memory_limit_mb", "ooc_dir", "ooc_size_mb"))
-    d.add_argument("--layers", default="4,8", help="the two depths (default %(default)s)")
+    d = bsub.add_parser("depth", help="throughput per FLOP of deeper GPT-2s against the "
+                        "shallowest (4, 12, 24, 36 layers at GPT-2 small's width), in memory "
+                        "and out of core, with idle share and critical path per depth",
+                        description=depth.__doc__.split("\n\n")[0])
+    add_arguments(d, DEPTH_GROUPS, titles={"model": "model (defaults: n_embd 768, 12 heads, "
+                                           "T 256, B 4, 2 measured steps)"},
+                  skip=("n_layer", "memory_limit_mb", "ooc_dir", "ooc_size_mb"))
+    d.add_argument("--layers", default=",".join(map(str, depth.LAYERS)),
+                   help="depths, shallowest first: the reference (default %(default)s)")
     schedulers.add_run_options(d, "point", "each model's planned peak")
+    d.add_argument("--cache", metavar="DIR", help="point cache (as for nntile-lab sweep)")
+    d.add_argument("--out", metavar="DIR", help="write depth.png, .md and .json here")
+    d.add_argument("--traces", action="store_true", help="keep each point's trace in the "
+                   "cache (with --cache; the rows' trace_dir)")
+    d.add_argument("--timeout-s", type=float_range(0, lo_open=True),
+                   default=depth.POINT_TIMEOUT_S,
+                   help="a point still running after this many seconds is a failed row "
+                        "(default %(default)s)")
     d.set_defaults(func=_depth)
 
     o = bsub.add_parser("trace-overhead", help="what tracing costs: a GPT-2 step with and "
@@ -372,21 +385,37 @@ def _memory_precisions(args, precisions: list[str], progress) -> int:
 
 
 def _depth(args) -> int:
-    layers = _ints("--layers", args.layers, count=2)
-    if not 1 <= layers[0] < layers[1]:
-        raise UsageError(f"--layers {args.layers}: give two depths, shallow first, e.g. 4,8")
-    base = from_args(args, DEPTH_GROUPS)
+    try:
+        layers = depth.check_layers(_ints("--layers", args.layers))
+    except ValueError:
+        raise UsageError(f"--layers {args.layers!r}: give two or more depths, increasing, "
+                         "shallowest first, e.g. 4,12,24,36") from None
+    base = from_args(args, DEPTH_GROUPS, base=depth.BASE)
     _scheduler(base.scheduler)
     summary, df = depth.run(base, layers, args.repeats,
                             None if args.no_ooc else args.ooc_fraction, args.ooc_dir,
-                            isolate=not args.in_process, progress=not args.no_progress)
+                            cache_dir=args.cache, isolate=not args.in_process,
+                            progress=not args.no_progress, keep_traces=args.traces,
+                            timeout_s=args.timeout_s)
     for m in df.attrs.get("messages", []):
         print(f"nntile-lab bench depth: {m}", file=sys.stderr)
+    paths = depth.write(summary, df, args.out, base) if args.out else {}
+    ph = depth.phases(df) if args.traces and df["trace_dir"].notna().any() else None
     if args.json:
         print(json.dumps(json_safe({"base": base.to_dict(), "summary": summary.to_dict("records"),
-                                    "points": df.to_dict("records")}), default=str))
+                                    "points": df.to_dict("records"),
+                                    "phases": None if ph is None else ph.to_dict("records"),
+                                    "files": {k: str(v) for k, v in paths.items()}}),
+                         default=str))
     else:
         print(depth.table(summary))
+        if ph is not None:
+            print()
+            print(depth.phase_table(ph))
+            print()
+            print(depth.mix_table(ph))
+        if paths:
+            print(f"wrote {', '.join(str(p) for p in paths.values())}")
     # as for every grid: a failed point is a row of the result, none measured a failure
     return 0 if summary["error"].isna().any() else 1
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from nntile_lab import ops
+from nntile_lab.nn import priorities
 from nntile_lab.nn.activations import Activations, Batch, BlockActivations, HeadActivations
 from nntile_lab.nn.config import GPT2Config
 from nntile_lab.nn.policy import Stage, StepPolicy
@@ -213,6 +214,12 @@ class GPT2:
         """Remake every bf16 weight copy from the float32 parameters (none under fp32)."""
         for name in self.params16:
             self.param_updated(name)
+
+    @property
+    def grad_norm_priority(self) -> int:
+        """The task priority an optimizer gives the gradient-norm chain
+        (``nn.priorities``)."""
+        return priorities.grad_norm(self.config.n_layer)
 
     def flops_per_token(self, seq_len: int) -> float:
         return self.config.flops_per_token(seq_len)

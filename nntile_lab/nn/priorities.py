@@ -13,6 +13,10 @@ critical path first and keeps off-path work as filler for the gaps:
     weight gradients            1           (dW += xᵀ·dy, db += Σ dy, embeddings: they
                                              feed only the optimizer, no later layer)
     optimizer                   0
+    gradient-norm chain         2L + 5      (highest: Σ g² over every gradient, one
+                                             serial chain that gates the optimizer; its
+                                             tasks are short and run as each gradient
+                                             is done, not all after the backward)
 
 Priorities only reorder tasks that do not depend on each other; every task's result
 depends only on its inputs' values (no atomics; the one commuting access, the embedding
@@ -36,6 +40,11 @@ def backward(layer: int, n_layer: int) -> int:
     """Priority of the input-gradient (dx) path of backward layer ``layer``."""
     _check(layer, n_layer)
     return 3 + layer
+
+
+def grad_norm(n_layer: int) -> int:
+    """Priority of the gradient-norm accumulation (above every stage)."""
+    return 2 * n_layer + 5
 
 
 def _check(layer: int, n_layer: int) -> None:

@@ -40,9 +40,16 @@ class Optimizer:
         if any(g.storage.dropped for g in self.model.grads.values()):
             raise RuntimeError("the gradients were dropped after the last update (the "
                                "invalidate hint): compute new ones first")
-        total = None
-        with self.model.runtime.scope(phase="optimizer"):
-            for g in self.model.grads.values():
+        # One serial chain of accumulations into one value. In the order the backward
+        # finishes the gradients (the head's and last block's first, the embeddings'
+        # last) and above every other task, it runs while the backward goes on; in
+        # parameter order it would start only with the embeddings' gradient, the last
+        # one done, and run after the whole backward on one worker — a tail that grows
+        # with depth
+        rt, total = self.model.runtime, None
+        prio = getattr(self.model, "grad_norm_priority", None) if rt.priorities else None
+        with rt.scope(phase="optimizer", priority=prio):
+            for g in reversed(list(self.model.grads.values())):
                 total = ops.sumsq_all(g, out=total, beta=0.0 if total is None else 1.0)
         return math.sqrt(float(total.to_numpy()[0]))
 

@@ -15,8 +15,10 @@ CFG = dict(n_layer=3, n_head=2, n_embd=16, vocab_size=37, n_positions=8, batch_t
 
 @pytest.mark.parametrize("n_layer", [1, 4, 12])
 def test_bottom_level_order(n_layer):
-    """forward 0 > … > forward L > backward L > … > backward 0 > zero-fill > dW > optimizer."""
-    chain = ([priorities.forward(i, n_layer) for i in range(n_layer + 1)]
+    """gradient norm > forward 0 > … > forward L > backward L > … > backward 0 > zero-fill
+    > dW > optimizer."""
+    chain = ([priorities.grad_norm(n_layer)]
+             + [priorities.forward(i, n_layer) for i in range(n_layer + 1)]
              + [priorities.backward(i, n_layer) for i in reversed(range(n_layer + 1))]
              + [priorities.ZERO_GRAD, priorities.WEIGHT_GRAD, priorities.OPTIMIZER])
     assert all(a == b + 1 for a, b in zip(chain, chain[1:]))
@@ -73,9 +75,26 @@ def test_tasks_carry_their_stage_priority():
     assert len(fills)   # the gradients' zero fills (drop_grads: each before its block)
     assert set(fills["priority"]) == {priorities.ZERO_GRAD}
     assert set(t[t["name"] == "embedding_backward"]["priority"]) == {priorities.WEIGHT_GRAD}
-    assert set(t[t["phase"] == "optimizer"]["priority"]) == {priorities.OPTIMIZER}
+    opt = t[t["phase"] == "optimizer"]
+    norm = opt["name"] == "sumsq_all"
+    assert set(opt[~norm]["priority"]) == {priorities.OPTIMIZER}
+    assert set(opt[norm]["priority"]) == {priorities.grad_norm(L)}
     *_, off = _train("lws", False, steps=1, trace=True)
     assert (off["priority"] == 0).all() and len(off) == len(t)
+
+
+def test_gradient_norm_runs_during_the_backward():
+    """The norm's chain follows the backward (last layers' gradients first): most of it
+    is done when the backward's last task ends, not all of it after (parameter order
+    starts the chain with the embedding's gradient, finished last)."""
+    *_, t = _train("lws", True, steps=1, trace=True)
+    norm = t[t["name"] == "sumsq_all"].sort_values("task_id")
+    last_backward = t[t["phase"] == "backward"]["end_us"].max()
+    assert len(norm) >= 10
+    before = (norm["end_us"] <= last_backward).mean()
+    assert before >= 0.5, f"only {before:.0%} of the norm's tasks ran during the backward"
+    # its last link reads the embedding's gradient: the chain ends with the backward
+    assert norm["start_us"].iloc[-1] >= t[t["name"] == "embedding_backward"]["end_us"].max()
 
 
 def test_priorities_are_on_by_default_under_every_policy():
