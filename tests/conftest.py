@@ -67,3 +67,24 @@ def require(module: str):
     except ImportError as exc:
         pytest.fail(f"{module} is missing ({exc}): `scripts/setup.sh test` installs the "
                     f"test extras", pytrace=False)
+
+
+def need_opencl() -> None:
+    """Fail (never skip) where this build or machine has no OpenCL device; stop a runtime a
+    previous test left running (StarPU allows one per process)."""
+    from nntile_lab._lib import lib
+    from nntile_lab.runtime import opencl_devices
+    if not lib.nl_opencl_built() or opencl_devices() < 1:
+        pytest.fail("no OpenCL device (or a build without OpenCL): run scripts/setup.sh "
+                    "(pocl-opencl-icd, libclblast-dev), rebuild, check `clinfo -l`",
+                    pytrace=False)
+    if nl.Runtime.active is not None:
+        nl.Runtime.active.stop()
+
+
+@pytest.fixture(scope="module")
+def ocl():
+    """A mixed runtime, one CPU and one OpenCL worker, shared by a module's tests."""
+    need_opencl()
+    with nl.Runtime(scheduler="dmda", ncpu=1, nopencl=1) as runtime:
+        yield runtime

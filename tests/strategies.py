@@ -1,4 +1,5 @@
 """Hypothesis strategies for shapes and tilings, leftovers and size-1 tiles included."""
+import numpy as np
 from hypothesis import strategies as st
 
 
@@ -35,3 +36,18 @@ def gemm_layouts(case):
         return (tuple(s for g in groups for s in dims[g]),
                 tuple(t for g in groups for t in tiles[g]))
     return (layout("bkm" if ta else "bmk"), layout("bnk" if tb else "bkn"), layout("bmn"))
+
+
+def gemm_reference(case, a, b, c0, alpha, beta):
+    """(want, magnitude) in float64 of a ``gemm_case``'s α·op(a)·op(b) + β·c0, each group of
+    dims flattened to (batch, m, k) @ (batch, k, n); magnitude is the sum of the terms'
+    absolute values (for ``cond_err``). β = 0 ignores c0, NaN included (BLAS's rule)."""
+    dims, _, ta, tb = case
+    bsz, m, n, k = (int(np.prod(dims[g])) for g in "bmnk")
+    a2 = a.astype(np.float64).reshape((bsz, k, m) if ta else (bsz, m, k))
+    b2 = b.astype(np.float64).reshape((bsz, n, k) if tb else (bsz, k, n))
+    opa, opb = (a2.transpose(0, 2, 1) if ta else a2), (b2.transpose(0, 2, 1) if tb else b2)
+    c_term = beta * np.nan_to_num(c0.astype(np.float64)) if beta else 0.0
+    want = alpha * np.matmul(opa, opb).reshape(c0.shape) + c_term
+    magnitude = abs(alpha) * np.matmul(abs(opa), abs(opb)).reshape(c0.shape) + abs(c_term)
+    return want, magnitude

@@ -16,7 +16,7 @@ from nntile_lab._lib import lib
 from nntile_lab.ops._generated import OPS
 from nntile_lab.runtime import cuda_devices
 from tests.conftest import cond_err, rel_err
-from tests.strategies import gemm_case, gemm_layouts, shape_and_tiles
+from tests.strategies import gemm_case, gemm_layouts, gemm_reference, shape_and_tiles
 
 pytestmark = pytest.mark.cuda
 RNG = np.random.default_rng(185)
@@ -88,13 +88,7 @@ def test_gemm_on_cuda_matches_numpy(gpu, case, alpha, beta):
     c0 = (RNG.standard_normal(c_shape).astype(np.float32) if beta
           else np.full(c_shape, np.nan, np.float32))
     nb, nk = len(dims["b"]), len(dims["k"])
-    bsz, m, n, k = (int(np.prod(dims[g])) for g in "bmnk")
-    a2 = a.astype(np.float64).reshape((bsz, k, m) if ta else (bsz, m, k))
-    b2 = b.astype(np.float64).reshape((bsz, n, k) if tb else (bsz, k, n))
-    opa, opb = (a2.transpose(0, 2, 1) if ta else a2), (b2.transpose(0, 2, 1) if tb else b2)
-    c_term = beta * np.nan_to_num(c0) if beta else 0.0
-    want = alpha * np.matmul(opa, opb).reshape(c_shape) + c_term
-    magnitude = abs(alpha) * np.matmul(abs(opa), abs(opb)).reshape(c_shape) + abs(c_term)
+    want, magnitude = gemm_reference(case, a, b, c0, alpha, beta)
     ta_, tb_, tc = (nl.from_numpy(x, t) for x, t in ((a, a_tiles), (b, b_tiles), (c0, c_tiles)))
     with gpu.on("cuda"):   # cuBLAS may use TF32 only if asked: it is not, so fp32 holds
         got = nl.ops.gemm(ta_, tb_, trans_a=ta, trans_b=tb, alpha=alpha, beta=beta, out=tc,

@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 
 import nntile_lab as nl
 from tests.conftest import cond_err
-from tests.strategies import gemm_case, gemm_layouts
+from tests.strategies import gemm_case, gemm_layouts, gemm_reference
 
 RNG = np.random.default_rng(1)
 
@@ -18,13 +18,7 @@ def test_gemm_matches_numpy(rt, case, alpha, beta):
     b = RNG.standard_normal(b_shape).astype(np.float32)
     c0 = RNG.standard_normal(c_shape).astype(np.float32)
     nb, nk = len(dims["b"]), len(dims["k"])
-    # float64 reference: flatten groups to (batch, m, k) @ (batch, k, n)
-    bsz, m, n, k = (int(np.prod(dims[g])) for g in "bmnk")
-    a2 = a.astype(np.float64).reshape((bsz, k, m) if ta else (bsz, m, k))
-    b2 = b.astype(np.float64).reshape((bsz, n, k) if tb else (bsz, k, n))
-    opa, opb = (a2.transpose(0, 2, 1) if ta else a2), (b2.transpose(0, 2, 1) if tb else b2)
-    want = alpha * np.matmul(opa, opb).reshape(c_shape) + beta * c0
-    magnitude = abs(alpha) * np.matmul(abs(opa), abs(opb)).reshape(c_shape) + abs(beta * c0)
+    want, magnitude = gemm_reference(case, a, b, c0, alpha, beta)
     out = nl.from_numpy(c0, c_tiles) if beta else None
     got = nl.ops.gemm(nl.from_numpy(a, a_tiles), nl.from_numpy(b, b_tiles), trans_a=ta,
                       trans_b=tb, alpha=alpha, beta=beta, out=out, ndim=nk, batch_ndim=nb)

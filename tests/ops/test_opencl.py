@@ -20,7 +20,7 @@ from tests.conftest import cond_err, rel_err
 from tests.ops.test_generated import _codegen
 from tests.ops.test_reduce import axis_case, drop, fiber_sum, sum_err
 from tests.ops.test_softmax import masked_input, softmax_ref
-from tests.strategies import gemm_case, gemm_layouts, shape_and_tiles
+from tests.strategies import gemm_case, gemm_layouts, gemm_reference, shape_and_tiles
 
 RNG = np.random.default_rng(18)
 ROWS = [ffi.string(lib.nl_op_name(i)).decode() for i in range(lib.nl_op_count())]
@@ -31,18 +31,6 @@ def _has_opencl(row: str) -> bool:
 
 
 OCL_OPS = sorted(name for name, op in OPS.items() if _has_opencl(op.row))
-
-
-@pytest.fixture(scope="module")
-def ocl():
-    if not lib.nl_opencl_built() or opencl_devices() < 1:
-        pytest.fail("no OpenCL device (or a build without OpenCL): run scripts/setup.sh "
-                    "(pocl-opencl-icd, libclblast-dev), rebuild, check `clinfo -l`",
-                    pytrace=False)
-    if nl.Runtime.active is not None:
-        nl.Runtime.active.stop()
-    with nl.Runtime(scheduler="dmda", ncpu=1, nopencl=1) as runtime:
-        yield runtime
 
 
 AXIS_ROWS = ("sum_slice", "sumsq_slice", "sumprod_slice", "max_slice", "sum_fiber",
@@ -132,13 +120,7 @@ def test_gemm_on_opencl_matches_numpy(ocl, case, alpha, beta):
     c0 = (RNG.standard_normal(c_shape).astype(np.float32) if beta
           else np.full(c_shape, np.nan, np.float32))
     nb, nk = len(dims["b"]), len(dims["k"])
-    bsz, m, n, k = (int(np.prod(dims[g])) for g in "bmnk")
-    a2 = a.astype(np.float64).reshape((bsz, k, m) if ta else (bsz, m, k))
-    b2 = b.astype(np.float64).reshape((bsz, n, k) if tb else (bsz, k, n))
-    opa, opb = (a2.transpose(0, 2, 1) if ta else a2), (b2.transpose(0, 2, 1) if tb else b2)
-    c_term = beta * np.nan_to_num(c0) if beta else 0.0
-    want = alpha * np.matmul(opa, opb).reshape(c_shape) + c_term
-    magnitude = abs(alpha) * np.matmul(abs(opa), abs(opb)).reshape(c_shape) + abs(c_term)
+    want, magnitude = gemm_reference(case, a, b, c0, alpha, beta)
     ta_, tb_, tc = (nl.from_numpy(x, t) for x, t in ((a, a_tiles), (b, b_tiles), (c0, c_tiles)))
     with ocl.on("opencl"):
         got = nl.ops.gemm(ta_, tb_, trans_a=ta, trans_b=tb, alpha=alpha, beta=beta, out=tc,

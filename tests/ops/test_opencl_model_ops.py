@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 import nntile_lab as nl
 from nntile_lab._lib import ffi, lib
-from nntile_lab.runtime import opencl_devices
 from tests.conftest import cond_err, rel_err
 from tests.strategies import shape_and_tiles, tile_for
 
@@ -20,18 +19,6 @@ ROWS = [ffi.string(lib.nl_op_name(i)).decode() for i in range(lib.nl_op_count())
 MODEL_ROWS = ("embedding", "embedding_backward", "cross_entropy_stats", "cross_entropy_merge",
               "cross_entropy_loss", "cross_entropy_backward", "mask_causal", "permute",
               "f32_to_bf16", "bf16_to_f32")
-
-
-@pytest.fixture(scope="module")
-def ocl():
-    if not lib.nl_opencl_built() or opencl_devices() < 1:
-        pytest.fail("no OpenCL device (or a build without OpenCL): run scripts/setup.sh "
-                    "(pocl-opencl-icd, libclblast-dev), rebuild, check `clinfo -l`",
-                    pytrace=False)
-    if nl.Runtime.active is not None:
-        nl.Runtime.active.stop()
-    with nl.Runtime(scheduler="dmda", ncpu=1, nopencl=1) as runtime:
-        yield runtime
 
 
 def test_the_table_gives_opencl_to_the_model_ops():

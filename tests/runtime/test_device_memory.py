@@ -9,11 +9,10 @@ import pytest
 
 import nntile_lab as nl
 from nntile_lab import cli, experiment, memory
-from nntile_lab._lib import lib
-from nntile_lab.runtime import OutOfMemory, opencl_devices
+from nntile_lab.runtime import OutOfMemory
 from nntile_lab.spec import ExperimentSpec
 from nntile_lab.trace import Trace, metrics, viz
-from tests.conftest import rel_err
+from tests.conftest import need_opencl, rel_err
 
 MIB = 1 << 20
 CAP_MB = 16
@@ -22,14 +21,6 @@ CAP_MB = 16
 MODEL = dict(n_layer=2, n_head=4, n_embd=256, seq_len=64, batch=4, vocab_size=8192,
              vocab_tile=2048, ncpu=1, hints="none", steps=2)
 RNG = np.random.default_rng(183)
-
-
-def _need_device():
-    if not lib.nl_opencl_built() or opencl_devices() < 1:
-        pytest.fail("no OpenCL device: run scripts/setup.sh and check `clinfo -l`",
-                    pytrace=False)
-    if nl.Runtime.active is not None:
-        nl.Runtime.active.stop()
 
 
 def _train(scheduler="dmda", nopencl=1, cap_mb=CAP_MB, place=("opencl", "cpu")):
@@ -57,7 +48,7 @@ def _moved(tr, direction):
 
 
 def test_a_model_five_times_the_device_cap_trains_with_ram_as_overflow(tmp_path):
-    _need_device()
+    need_opencl()
     plan = memory.check(ExperimentSpec(**MODEL, nopencl=1, opencl_memory_limit_mb=CAP_MB))
     assert plan.peak_bytes >= 4 * CAP_MB * MIB
     assert plan.device.spill_bytes == plan.peak_bytes - CAP_MB * MIB
@@ -93,7 +84,7 @@ def test_a_model_five_times_the_device_cap_trains_with_ram_as_overflow(tmp_path)
 
 
 def test_the_scheduler_placing_tasks_on_a_capped_device_gives_the_cpu_losses():
-    _need_device()
+    need_opencl()
     cpu, _ = _train(nopencl=0)
     mixed, tr = _train(scheduler="dmdas", place=("any",))
     np.testing.assert_allclose(mixed, cpu, rtol=1e-5)
@@ -103,7 +94,7 @@ def test_the_scheduler_placing_tasks_on_a_capped_device_gives_the_cpu_losses():
 
 
 def test_a_task_bigger_than_the_device_cap_is_one_clear_error():
-    _need_device()
+    need_opencl()
     a = RNG.standard_normal((1024, 2048)).astype(np.float32)   # one 8 MiB tile each
     b = RNG.standard_normal((2048, 1024)).astype(np.float32)
     with nl.Runtime(scheduler="dmda", ncpu=1, nopencl=1, opencl_memory_limit_mb=CAP_MB) as rt:
@@ -124,7 +115,7 @@ def test_a_task_bigger_than_the_device_cap_is_one_clear_error():
 
 
 def test_a_device_cap_below_the_largest_task_is_refused_before_any_task(capsys, tmp_path):
-    _need_device()
+    need_opencl()
     spec = ExperimentSpec(**(MODEL | {"vocab_tile": 8192}), nopencl=1,
                           opencl_memory_limit_mb=CAP_MB)   # a 32 MiB optimizer update
     with pytest.raises(memory.MemoryPlanError, match=r"--opencl-memory-limit-mb 16 is below "
@@ -144,7 +135,7 @@ def test_a_device_cap_below_the_largest_task_is_refused_before_any_task(capsys, 
 
 def test_a_disk_node_under_a_device_is_refused_not_a_livelock(tmp_path):
     # device → RAM → disk hung StarPU 1.3.10 in the second step (BENCHMARKS.md)
-    _need_device()
+    need_opencl()
     with pytest.raises(ValueError, match=r"ooc_dir=.* with nopencl=1: a disk node under an "
                                          r"OpenCL device's memory .*livelocks"):
         nl.Runtime(ncpu=1, nopencl=1, opencl_memory_limit_mb=16, memory_limit_mb=40,

@@ -11,18 +11,13 @@ from hypothesis import strategies as st
 import nntile_lab as nl
 from nntile_lab import experiment
 from nntile_lab._lib import lib
-from nntile_lab.runtime import heteroprio_levels, opencl_devices
+from nntile_lab.runtime import heteroprio_levels
 from nntile_lab.spec import ExperimentSpec
 from nntile_lab.trace import Trace
 from nntile_lab.trace.placement import arch_of
+from tests.conftest import need_opencl
 
 CPU, OCL = lib.STARPU_CPU, lib.STARPU_OPENCL
-
-
-def _need_opencl():
-    if not lib.nl_opencl_built() or opencl_devices() < 1:
-        pytest.fail("no OpenCL device: run scripts/setup.sh and check `clinfo -l`",
-                    pytrace=False)
 
 
 def _fresh():
@@ -43,8 +38,7 @@ def test_each_class_and_level_has_its_own_bucket_below_starpus_cap():
 
 
 def test_confined_tasks_run_where_they_were_confined_under_heteroprio():
-    _need_opencl()
-    _fresh()
+    need_opencl()
     rng = np.random.default_rng(7)
     a = rng.standard_normal((64, 64)).astype(np.float32)
     with nl.Runtime(scheduler="heteroprio", ncpu=1, nopencl=1) as rt, Trace(rt) as tr:
@@ -74,8 +68,7 @@ def test_confined_tasks_run_where_they_were_confined_under_heteroprio():
 
 @pytest.fixture(scope="module")
 def mixed():
-    _need_opencl()
-    _fresh()
+    need_opencl()
     with nl.Runtime(scheduler="heteroprio", ncpu=1, nopencl=1) as rt:
         yield rt
 
@@ -127,7 +120,7 @@ def test_heteroprio_runs_the_higher_priority_first():
 
 
 def test_gpt2_under_heteroprio_on_cpu_and_opencl_has_the_cpu_losses():
-    _need_opencl()
+    need_opencl()
 
     def losses(scheduler, nopencl):
         spec = ExperimentSpec(n_layer=1, n_head=2, n_embd=64, seq_len=16, batch=2, steps=3,

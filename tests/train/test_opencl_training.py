@@ -11,9 +11,9 @@ import pytest
 import nntile_lab as nl
 from nntile_lab import experiment
 from nntile_lab._lib import ffi, lib
-from nntile_lab.runtime import opencl_devices
 from nntile_lab.spec import ExperimentSpec
 from nntile_lab.trace.recorder import Trace
+from tests.conftest import need_opencl
 
 ROWS = [ffi.string(lib.nl_op_name(i)).decode() for i in range(lib.nl_op_count())]
 # a small GPT-2 whose every axis is split into several tiles (so the step uses the
@@ -25,12 +25,6 @@ SPLIT = dict(n_layer=1, n_head=2, n_embd=64, seq_len=16, batch=2, vocab_size=500
 
 def _has_opencl(row: str) -> bool:
     return bool(lib.nl_op_has_opencl(ROWS.index(row)))
-
-
-def _need_opencl():
-    if not lib.nl_opencl_built() or opencl_devices() < 1:
-        pytest.fail("no OpenCL device: run scripts/setup.sh and check `clinfo -l`",
-                    pytrace=False)
 
 
 class OneBatch:
@@ -90,7 +84,7 @@ def _losses(nopencl: int) -> tuple[list[float], int]:
 
 
 def test_gpt2_on_cpu_and_opencl_workers_has_the_cpu_losses():
-    _need_opencl()
+    need_opencl()
     cpu, none = _losses(0)
     mixed, on_device = _losses(1)
     assert none == 0 and on_device > 0   # the device really took part
@@ -107,7 +101,7 @@ def test_gpt2_forced_onto_opencl_has_the_cpu_losses(cpu_run):
     otherwise does on the CPU alone; 1e-6 relative is 8 ulp of a loss between 4 and 8,
     while an op computing anything wrong moves the losses by far more (they fall by
     a third over these steps)."""
-    _need_opencl()
+    need_opencl()
     cpu, _ = cpu_run
     dev, tasks = _train(1, forced=True, **SPLIT)
     on_device = tasks["worker_name"].str.contains("OpenCL")
