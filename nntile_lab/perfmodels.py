@@ -32,7 +32,7 @@ ENTRY_COLUMNS = ["op", "arch", "devid", "footprint", "size_bytes", "mean_us", "s
 
 
 def _kinds() -> dict[int, str]:
-    from nntile_lab._lib import lib
+    from nntile_lab._lib import lib  # the compiled extension: importing this must not load it
     return {lib.STARPU_CPU: "cpu", lib.STARPU_OPENCL: "opencl", lib.STARPU_CUDA: "cuda"}
 
 
@@ -56,11 +56,13 @@ def entries() -> pd.DataFrame:
 
 
 def per_arch(ent: pd.DataFrame) -> pd.DataFrame:
-    """Per op: ``<arch>_us`` (sample-weighted mean over the footprints every arch has),
-    ``footprints`` (how many), ``nsample``, ``opencl_over_cpu`` (the time ratio; < 1:
-    the device is faster) and ``faster`` (the arch with the least time, on the shared
-    footprints; the only arch for ops measured on one)."""
+    """Per op: ``<arch>_us`` (sample-weighted mean over the footprints every arch has, or
+    over each arch's own where they share none), ``footprints`` (how many shared),
+    ``nsample``, ``opencl_over_cpu`` (the time ratio; < 1: the device is faster) and
+    ``faster`` (the arch with the least time, on the shared footprints; the only arch for
+    ops measured on one)."""
     cols = ["op", "footprints", "nsample", "faster"]
+    ent = ent[ent["nsample"] > 0] if not ent.empty else ent   # a footprint never timed
     if ent.empty:
         return pd.DataFrame(columns=cols)
     archs = [a for a in ("cpu", "opencl", "cuda") if a in set(ent["arch"])]
@@ -69,7 +71,8 @@ def per_arch(ent: pd.DataFrame) -> pd.DataFrame:
         have = [a for a in archs if a in set(g["arch"])]
         # compare like with like: footprints (tile sizes) that every arch of the op ran
         shared = set.intersection(*(set(g[g["arch"] == a]["footprint"]) for a in have))
-        g = g[g["footprint"].isin(shared)]
+        if shared:   # none shared (a short calibration): each arch over its own footprints
+            g = g[g["footprint"].isin(shared)]
         row = {"op": op, "footprints": len(shared), "nsample": int(g["nsample"].sum())}
         for a in have:
             s = g[g["arch"] == a]
@@ -86,6 +89,7 @@ def calibrate(spec, steps: int = 3) -> pd.DataFrame:
     """Train ``steps`` steps of ``spec`` (its workers, dmda) with every task's time
     recorded into the models (``STARPU_CALIBRATE=1``); returns ``entries()``. dmda runs a
     task on an arch whose model lacks its footprint, so each arch gets samples."""
+    # the training stack sits in a layer above this module (pyproject's contracts)
     from nntile_lab.experiment import RandomTokens, build, runtime, step_function
     if steps < 1:
         raise ValueError(f"steps={steps!r} must be ≥ 1 (training steps to calibrate on)")

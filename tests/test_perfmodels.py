@@ -27,6 +27,18 @@ def test_per_arch_compares_the_footprints_both_archs_ran():
     assert np.isnan(pa.loc["softmax_tile", "opencl_us"])
 
 
+def test_per_arch_without_shared_footprints_or_samples():
+    """A short calibration may leave an op's archs on different tile sizes, and a footprint
+    with no sample: each arch is then averaged over its own, untimed entries dropped."""
+    ent = pd.DataFrame([
+        ("gelu", "cpu", 0, 1, 100, 10.0, 1.0, 4), ("gelu", "opencl", 0, 2, 400, 50.0, 1.0, 2),
+        ("gelu", "opencl", 0, 1, 100, 0.0, 0.0, 0)], columns=perfmodels.ENTRY_COLUMNS)
+    pa = perfmodels.per_arch(ent).set_index("op")
+    assert pa.loc["gelu", "footprints"] == 0
+    assert (pa.loc["gelu", "cpu_us"], pa.loc["gelu", "opencl_us"]) == (10.0, 50.0)
+    assert pa.loc["gelu", "faster"] == "cpu"
+
+
 def test_live_models_hold_what_each_arch_measured():
     if not lib.nl_opencl_built() or opencl_devices() < 1:
         pytest.fail("no OpenCL device: run scripts/setup.sh and check `clinfo -l`",

@@ -16,7 +16,7 @@ from nntile_lab.bench import depth, kernels, memory, schedulers, submit_cost, tr
 from nntile_lab.errors import UsageError
 from nntile_lab.options import float_range, int_list, int_range
 from nntile_lab.record import json_safe, write_record
-from nntile_lab.spec import DEFAULTS, add_arguments, from_args, given, parse_hints
+from nntile_lab.spec import DEFAULTS, PRECISIONS, add_arguments, from_args, given, parse_hints
 
 # The spec fields ``bench train`` takes (no training schedule: it times a few steps).
 BENCH_GROUPS = ("model", "data", "tiles", "runtime", "bench")
@@ -344,7 +344,6 @@ def _precisions(text: str | None) -> list[str]:
     comparison names what it compares)."""
     if text is None:
         return []
-    from nntile_lab.spec import PRECISIONS
     valid = [p for p in PRECISIONS if p != "auto"]
     got = [p.strip() for p in text.split(",") if p.strip()]
     bad = [p for p in got if p not in valid]

@@ -139,6 +139,7 @@ def phases(df: pd.DataFrame) -> pd.DataFrame:
     the forward+backward, the gradient-norm tail and the optimizer take, and how busy
     the workers are in each; and ``trace.phases.op_mix``: task time by where the work is
     (the blocks' GEMMs and other kernels, the head's, the optimizer)."""
+    # the traces' readers load the compiled extension: only where traces are kept
     from nntile_lab.trace.phases import op_mix, phase_split
     from nntile_lab.trace.recorder import Trace
     rows = []

@@ -19,6 +19,7 @@ import statistics
 from nntile_lab import experiment, sgemm_peak
 from nntile_lab.bench import torch_baseline
 from nntile_lab.bench.common import machine, numpy_blas_threads
+from nntile_lab.reference.autocast import peer_precision
 from nntile_lab.spec import ExperimentSpec
 
 TORCH_KINDS = ("eager", "compiled")
@@ -63,7 +64,6 @@ def check_torch_precision(precision: str) -> None:
 def _series(mode: str, vs_torch: bool, torch_compile: bool, with_fp32: bool) -> list[tuple]:
     """(system, precision) pairs in measurement order: nntile_lab then its PyTorch peers,
     in the spec's mode, then (``with_fp32``) the fp32 pair; no pair twice."""
-    from nntile_lab.reference.autocast import peer_precision
     kinds = TORCH_KINDS if torch_compile else TORCH_KINDS[:1]
     out = []
     for prec in [mode] + (["fp32"] if with_fp32 else []):
@@ -125,7 +125,6 @@ def run(spec: ExperimentSpec, *, vs_torch: bool = True, torch_compile: bool = Tr
 
     def block(prec: str) -> dict:
         """The results of nntile_lab in ``prec`` and of its PyTorch peers."""
-        from nntile_lab.reference.autocast import peer_precision
         own = _pooled(times[("nntile", prec)], flops, tokens)
         out = {"precision": prec, "nntile_step_s": own["step_time_s"],
                "nntile_step_times_s": own["step_times_s"],

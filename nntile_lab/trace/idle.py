@@ -29,7 +29,7 @@ import pandas as pd
 GAP_COLUMNS = ["step", "start_us", "end_us", "gap_us", "cause", "next_task"]
 
 
-def _windows(tr) -> list[tuple[int, float, float]]:
+def step_windows(tr) -> list[tuple[int, float, float]]:
     steps = tr.steps
     if not len(steps):
         t = tr.tasks
@@ -40,7 +40,7 @@ def _windows(tr) -> list[tuple[int, float, float]]:
 def worker_split(tr) -> dict:
     """Kernel, overhead and waiting µs summed over workers and marked steps."""
     t = tr.tasks
-    wins = _windows(tr)
+    wins = step_windows(tr)
     workers = sorted(set(t["worker"]) | set(tr.workers.get("worker", [])))
     out = {"kernel_us": 0.0, "overhead_us": 0.0, "waiting_us": 0.0,
            "window_us": sum(b - a for _, a, b in wins) * max(len(workers), 1)}
@@ -67,7 +67,7 @@ def both_idle(tr, min_us: float = 0.0) -> pd.DataFrame:
     cause (see the module docstring) and the next task's op name."""
     t = tr.tasks.sort_values("start_us")
     rows = []
-    for step, a, b in _windows(tr):
+    for step, a, b in step_windows(tr):
         mine = t[(t["end_us"] > a) & (t["start_us"] < b)]
         s, e = mine["start_us"].to_numpy(), mine["end_us"].to_numpy()
         covered_to = a
@@ -92,7 +92,7 @@ def breakdown(tr, min_gap_us: float = 0.0) -> dict:
     split = worker_split(tr)
     gaps = both_idle(tr, min_gap_us)
     window = split["window_us"] or 1.0
-    step_us = sum(b - a for _, a, b in _windows(tr)) or 1.0
+    step_us = sum(b - a for _, a, b in step_windows(tr)) or 1.0
     by_cause = gaps.groupby("cause")["gap_us"].sum() if len(gaps) else pd.Series(dtype=float)
     return {"kernel_share": split["kernel_us"] / window,
             "overhead_share": split["overhead_us"] / window,

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nntile_lab.trace.idle import _windows
+from nntile_lab.trace.idle import step_windows
 
 NORM_OPS = ("sumsq_all",)
 PARTS = ("fwd_bwd", "norm", "optimizer")
@@ -45,7 +45,7 @@ def phase_split(tr) -> dict:
     workers = max(len(set(t["worker"]) | set(tr.workers.get("worker", []))), 1)
     sums = {f"{p}_{k}": 0.0 for p in PARTS for k in ("us", "busy_us")}
     total, steps = 0.0, 0
-    for _, a, b in _windows(tr):
+    for _, a, b in step_windows(tr):
         mine = t[(t["end_us"] > a) & (t["start_us"] < b)]
         fb = mine[mine["phase"].isin(("forward", "backward"))]
         upd = mine[(mine["phase"] == "optimizer") & ~mine["name"].isin(NORM_OPS)]

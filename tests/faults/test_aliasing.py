@@ -54,6 +54,10 @@ CASES = {
     "gemm_trans": (lambda t: ops.gemm(t["a"], t["b"], out=t["c"], trans_a=True),
                    [("c", "a"), ("c", "b")], "refuse"),
     "permute": (lambda t: ops.permute(t["a"], (1, 0), out=t["c"]), [("c", "a")], "refuse"),
+    # x is bfloat16 (a new tensor), dy and dx float32: only dx = dy can alias
+    "gelu_backward_bf16": (lambda t: ops.gelu_backward_bf16(ops.to_bf16(t["a"]), t["b"],
+                                                            dx=t["c"], beta=0.5),
+                           [("c", "b")], "same"),
     "softmax": (lambda t: ops.softmax(t["a"], 1, out=t["c"]), [("c", "a")], "same"),
     "softmax_backward": (lambda t: ops.softmax_backward(t["d"], t["b"], 1, dx=t["c"]),
                          [("c", "b"), ("c", "d")], "same"),
@@ -142,7 +146,7 @@ def test_views_alias_their_base(rt1):
 
 # ops with no output that could alias an input: fill and mask_causal only write in place,
 # cross_entropy makes its outputs, axpy is add
-NO_OUTPUT_ARGUMENT = {"fill", "mask_causal", "cross_entropy", "axpy"}
+NO_OUTPUT_ARGUMENT = {"fill", "mask_causal", "cross_entropy", "axpy", "gelu_bf16"}
 # ops whose output has another dtype than their input (float32 <-> bfloat16): a tensor and
 # its views share one dtype, so the output can never share the input's tiles
 DTYPE_CHANGING = {"to_bf16", "to_f32"}

@@ -83,18 +83,31 @@ def test_tasks_carry_their_stage_priority():
     assert (off["priority"] == 0).all() and len(off) == len(t)
 
 
-def test_gradient_norm_runs_during_the_backward():
-    """The norm's chain follows the backward (last layers' gradients first): most of it
-    is done when the backward's last task ends, not all of it after (parameter order
-    starts the chain with the embedding's gradient, finished last)."""
-    *_, t = _train("lws", True, steps=1, trace=True)
-    norm = t[t["name"] == "sumsq_all"].sort_values("task_id")
-    last_backward = t[t["phase"] == "backward"]["end_us"].max()
-    assert len(norm) >= 10
-    before = (norm["end_us"] <= last_backward).mean()
-    assert before >= 0.5, f"only {before:.0%} of the norm's tasks ran during the backward"
-    # its last link reads the embedding's gradient: the chain ends with the backward
-    assert norm["start_us"].iloc[-1] >= t[t["name"] == "embedding_backward"]["end_us"].max()
+def test_gradient_norm_chain_follows_the_backward_at_the_top_priority(monkeypatch):
+    """The norm's chain reads the gradients in the order the backward finishes them (last
+    layers first, the embeddings last) and is submitted at the model's highest priority,
+    so it runs during the backward instead of as a serial tail after it (the old parameter
+    order started with the embedding's gradient, finished last). Whether it overlaps in
+    time depends on the machine's timing: BENCHMARKS.md measures the tail."""
+    from nntile_lab import optim
+    seen = []
+    real = optim.ops.sumsq_all
+
+    def spy(g, **kw):
+        seen.append((id(g), nl.Runtime.active._scope[0]))
+        return real(g, **kw)
+    monkeypatch.setattr(optim.ops, "sumsq_all", spy)
+    cfg = nl.GPT2Config(**CFG)
+    tokens = np.random.default_rng(5).integers(0, cfg.vocab_size, (4, 9))
+    with nl.Runtime(scheduler="lws", ncpu=2, priorities=True):
+        model = nl.GPT2(cfg, seed=1)
+        model.forward_backward(tokens[:, :-1], tokens[:, 1:])
+        AdamW(model, lr=1e-2).step(clip_norm=1.0)
+        names = {id(g): n for n, g in model.grads.items()}
+        assert [names[i] for i, _ in seen] == list(reversed(list(model.grads)))
+        assert {p for _, p in seen} == {model.grad_norm_priority}
+        assert model.grad_norm_priority > max(priorities.forward(i, cfg.n_layer)
+                                              for i in range(cfg.n_layer + 1))
 
 
 def test_priorities_are_on_by_default_under_every_policy():
