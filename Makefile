@@ -15,7 +15,10 @@ run:
 
 test:
 	scripts/setup.sh test
-	$(PY) -m pytest -q
+	# tests/runtime in a process of its own: out-of-core shutdowns there hung intermittently
+	# after hundreds of StarPU starts in one process (docs/reliability.md)
+	$(PY) -m pytest -q --ignore=tests/runtime
+	$(PY) -m pytest -q tests/runtime
 
 lint:
 	.venv/bin/ruff check .
