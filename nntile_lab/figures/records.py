@@ -62,6 +62,10 @@ def set_aside(out_dir: Path, path: Path, why: str) -> Path:
     dest_dir = Path(out_dir) / SET_ASIDE / stamp
     dest_dir.mkdir(parents=True, exist_ok=True)
     dest = dest_dir / Path(path).name
+    n = 1
+    while dest.exists():   # the same point set aside twice within one second
+        n += 1
+        dest = dest_dir / f"{Path(path).stem}.{n}{Path(path).suffix}"
     Path(path).replace(dest)
     print(f"nntile-lab figures: moved {path} to {dest} ({why})", file=sys.stderr)
     return dest

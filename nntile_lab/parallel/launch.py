@@ -159,7 +159,29 @@ def relaunch_train(args) -> int:
     if not _has(argv, "--data"):   # prepare the default corpus once, before N ranks read it
         prepare_default_corpus()
     print(f"nntile-lab: {line}", file=sys.stderr, flush=True)
-    return subprocess.run(cmd).returncode
+    return run_ranks(cmd, args.ranks)
+
+
+def run_ranks(cmd: list[str], ranks) -> int:
+    """Run the launch line, passing its stderr through; when the ranks die in ``MPI_Init``
+    end with one line that says why and what to change. Open MPI's own explanation (its
+    "help message") is sometimes lost when a rank aborts at once, which left only
+    ``ORTE_ERROR_LOG`` lines."""
+    init_failed = False
+    with subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, errors="replace") as proc:
+        for text in proc.stderr:
+            sys.stderr.write(text)
+            init_failed |= "mpi_init" in text.lower()
+        code = proc.wait()
+    if code and init_failed:
+        btl = os.environ.get("OMPI_MCA_btl")  # noqa: SIM112 (Open MPI reads this spelling)
+        allowed = f"OMPI_MCA_btl={btl}" if btl else "the transports Open MPI found"
+        print(f"nntile-lab: MPI could not start the {ranks or ''} ranks (MPI_Init failed): "
+              f"they are unable to reach each other with {allowed}. Fix: let them use a "
+              "transport they share (--tcp for TCP between every pair; unset OMPI_MCA_btl / "
+              "OMPI_MCA_pml), or check that every host can open connections to the others.",
+              file=sys.stderr, flush=True)
+    return code
 
 
 def rank() -> int:

@@ -7,6 +7,7 @@ command exits 1; a mistyped option is refused before any point runs."""
 from __future__ import annotations
 
 import csv
+import datetime
 import json
 import math
 import subprocess
@@ -16,8 +17,15 @@ from dataclasses import replace
 import pytest
 
 from nntile_lab.figures import FigurePlan
+from nntile_lab.figures import records as records_mod
 from nntile_lab.figures import run as run_mod
-from nntile_lab.figures.records import SET_ASIDE, check_record, read_records, record_path
+from nntile_lab.figures.records import (
+    SET_ASIDE,
+    check_record,
+    read_records,
+    record_path,
+    set_aside,
+)
 from nntile_lab.figures.run import point_list, run_figures
 from tests.jupyter_kernel import REPO
 
@@ -70,6 +78,21 @@ def test_other_settings_and_re_measured_points_are_moved_aside_not_deleted(measu
     run_figures(replace(PLAN, cap_mb=200, embds=(64,)), measured, progress=False,
                 resume=False)   # --fresh: the records it replaces are kept aside too
     assert len(list((measured / SET_ASIDE).rglob("*.json"))) == 8
+
+
+def test_the_same_point_set_aside_twice_in_one_second_keeps_both(tmp_path, monkeypatch):
+    class Frozen(datetime.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return datetime.datetime(2026, 1, 2, 3, 4, 5)
+
+    monkeypatch.setattr(records_mod.datetime, "datetime", Frozen)
+    kept = []
+    for text in ("first", "second", "third"):
+        (tmp_path / "records").mkdir(exist_ok=True)
+        (tmp_path / "records" / "p.json").write_text(text)
+        kept.append(set_aside(tmp_path, tmp_path / "records" / "p.json", "test"))
+    assert len(set(kept)) == 3 and [p.read_text() for p in kept] == ["first", "second", "third"]
 
 
 def test_from_a_out_b_draws_into_b_and_leaves_a_alone(measured):

@@ -23,10 +23,11 @@ def mpirun(n: int, script: str, *args, timeout: float = 180, env=None):
 
 
 @pytest.mark.parametrize("n", [2, 4])
-def test_distributed_gemm_and_add(n):
-    proc = mpirun(n, "mpi_tiles.py")
+def test_distributed_gemm_and_add(n, tmp_path):
+    proc = mpirun(n, "mpi_tiles.py", str(tmp_path))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert sum(line.startswith("rank ok") for line in proc.stdout.splitlines()) == n
+    done = sorted(p.name for p in tmp_path.glob("rank_ok.*"))
+    assert done == [f"rank_ok.{r}" for r in range(n)], proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
 def test_owner_maps():
