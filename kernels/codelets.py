@@ -195,6 +195,15 @@ CODELETS = [
             "i64 batch, i64 m, i64 n, i64 k, i32 trans_a, i32 trans_b, f32 alpha, f32 beta",
             "2.0*batch*m*n*k",
             overwrite="beta == 0", cuda="cublas"),
+    # gemm_c16.c: gemm's product (beta 0) stored in bf16, float32 sums rounded once: the
+    # bf16 modes' logits; bf16 a and b (oneDNN writes the bf16 c) or float32 a and b (sgemm
+    # into a scratch of the task's own)
+    Codelet("gemm_bf16_c16", "R:bf16 a, R:bf16 b, W:bf16 c",
+            "i64 batch, i64 m, i64 n, i64 k, i32 trans_a, i32 trans_b, f32 alpha",
+            "2.0*batch*m*n*k"),
+    Codelet("gemm_c16", "R a, R b, W:bf16 c",
+            "i64 batch, i64 m, i64 n, i64 k, i32 trans_a, i32 trans_b, f32 alpha",
+            "2.0*batch*m*n*k"),
     # gelu_bf16.c: GELU with bf16 storage (the bf16 precision modes' MLP): the forward
     # writes the bf16 copy of its input and its bf16 output, the backward reads the bf16 input
     Codelet("gelu_bf16", "R x, W:bf16 xk, W:bf16 out", "i64 n", "15*n"),
@@ -218,6 +227,11 @@ CODELETS = [
     Codelet("cross_entropy_backward", "R x, R:i64 labels, R stats, W dx",
             "i64 n, i64 vt, i64 voff, f32 scale", "3.0*n*vt",
             opencl="kernel", opencl_items="n*vt", cuda="kernel"),
+    # loss_bf16.c: cross-entropy from bf16 logits, computed in float32, bf16 gradient
+    Codelet("cross_entropy_stats_bf16", "R:bf16 x, R:i64 labels, W stats",
+            "i64 n, i64 vt, i64 voff, i64 vocab", "4.0*n*vt"),
+    Codelet("cross_entropy_backward_bf16", "R:bf16 x, R:i64 labels, R stats, W:bf16 dx",
+            "i64 n, i64 vt, i64 voff, f32 scale", "3.0*n*vt"),
     # optim.c
     Codelet("adamw", "RW p, R g, RW m, RW v",
             "i64 n, f32 beta1, f32 beta2, f32 one_m_beta1, f32 one_m_beta2, f32 step_size, "

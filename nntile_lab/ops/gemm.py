@@ -4,6 +4,8 @@ from __future__ import annotations
 import math
 from itertools import product
 
+import numpy as np
+
 from nntile_lab._lib import lib
 from nntile_lab.ops._common import check, need_dtype, no_alias
 from nntile_lab.tensor import BFLOAT16, TiledTensor, empty
@@ -11,7 +13,7 @@ from nntile_lab.tensor import BFLOAT16, TiledTensor, empty
 
 def gemm(a: TiledTensor, b: TiledTensor, *, trans_a: bool = False, trans_b: bool = False,
          alpha: float = 1.0, beta: float = 0.0, out: TiledTensor | None = None,
-         ndim: int = 1, batch_ndim: int = 0) -> TiledTensor:
+         ndim: int = 1, batch_ndim: int = 0, out_dtype=None) -> TiledTensor:
     """c[β.., m.., n..] = α · Σ_k op(a)[β.., m.., k..] · op(b)[β.., k.., n..] + β·c.
 
     ``ndim`` trailing dimensions of op(a) are contracted with as many leading ones
@@ -21,15 +23,26 @@ def gemm(a: TiledTensor, b: TiledTensor, *, trans_a: bool = False, trans_b: bool
     (c tile, k tile) pair; the first k tile applies β, the rest accumulate.
 
     a and b both float32 (OpenBLAS sgemm) or both bfloat16 (oneDNN: bf16 products summed
-    in float32); c is float32 either way.
+    in float32); c is float32, or with ``out_dtype=BFLOAT16`` (or a bf16 ``out``) bf16:
+    the float32 sums rounded once when stored, ``beta`` 0 only (the bf16 modes' logits,
+    docs/precision.md).
     """
-    if a.dtype == BFLOAT16 or b.dtype == BFLOAT16:
-        if a.dtype != b.dtype:
-            raise TypeError(f"gemm: a is {a.dtype.name} and b is {b.dtype.name}: a bf16 "
-                            "product needs both in bfloat16 (convert with ops.to_bf16)")
-        submit = lib.nl_submit_gemm_bf16
+    if (a.dtype == BFLOAT16 or b.dtype == BFLOAT16) and a.dtype != b.dtype:
+        raise TypeError(f"gemm: a is {a.dtype.name} and b is {b.dtype.name}: a bf16 "
+                        "product needs both in bfloat16 (convert with ops.to_bf16)")
+    c_dtype = np.dtype(out.dtype if out is not None else out_dtype or np.float32)
+    if out is not None and out_dtype is not None and np.dtype(out_dtype) != c_dtype:
+        raise TypeError(f"gemm: out is {c_dtype.name} but out_dtype={np.dtype(out_dtype).name}: "
+                        "give one of them")
+    if c_dtype == BFLOAT16:
+        if beta != 0:
+            raise ValueError(f"gemm: beta={beta} with a bfloat16 c: a bf16 result is written, "
+                             "never accumulated into; use a float32 out to accumulate")
+        submit = _bf16_c_submit(a.dtype)
+    elif c_dtype == np.float32:
+        submit = lib.nl_submit_gemm_bf16 if a.dtype == BFLOAT16 else lib.nl_submit_gemm
     else:
-        submit = lib.nl_submit_gemm
+        raise TypeError(f"gemm: c must be float32 or bfloat16, got {c_dtype.name}")
     for t, name in ((a, "a"), (b, "b")):
         if t.dtype != BFLOAT16:
             need_dtype(t, "float32", name)
@@ -45,13 +58,17 @@ def gemm(a: TiledTensor, b: TiledTensor, *, trans_a: bool = False, trans_b: bool
     _match(ga[2], gb[1], a, b, "contracted (k)")
     shape = tuple(a.shape[d] for d in ga[0] + ga[1]) + tuple(b.shape[d] for d in gb[2])
     tiles = tuple(a.tile_shape[d] for d in ga[0] + ga[1]) + tuple(b.tile_shape[d] for d in gb[2])
+    nk = math.prod(a.grid_shape[d] for d in ga[2])
+    if c_dtype == BFLOAT16 and nk > 1:   # a second k tile would add to a rounded c
+        raise ValueError(f"gemm: a bfloat16 c needs the contracted dimensions in one tile "
+                         f"(their float32 sums stay inside one task); a has {nk} tiles "
+                         "there: give them one tile, or use a float32 out")
     if out is None:
         if beta != 0:
             raise ValueError(f"beta={beta} accumulates into an existing result: pass out=")
-        c = empty(shape, tiles)
+        c = empty(shape, tiles, c_dtype)
     else:
         c = out
-        need_dtype(c, "float32", "out")
         if c.shape != shape or c.tile_shape != tiles:
             raise ValueError(f"out is {c!r} but the product needs shape {shape} with "
                              f"tile_shape {tiles}")
@@ -77,6 +94,16 @@ def gemm(a: TiledTensor, b: TiledTensor, *, trans_a: bool = False, trans_b: bool
             check(submit(ha[a0 + ka[j]], hb[b0 + kb[j]], hci, batch, m, n, ksize[j],
                          trans_a, trans_b, alpha, betas[j]))
     return c
+
+
+def _bf16_c_submit(ab_dtype):
+    """The submit helper of a product stored in bf16, as ``nl_submit_gemm``'s signature
+    (its ``beta`` is always 0 here: one k tile)."""
+    row = lib.nl_submit_gemm_bf16_c16 if ab_dtype == BFLOAT16 else lib.nl_submit_gemm_c16
+
+    def submit(ha, hb, hc, batch, m, n, k, trans_a, trans_b, alpha, beta):
+        return row(ha, hb, hc, batch, m, n, k, trans_a, trans_b, alpha)
+    return submit
 
 
 def _flat(index, strides, dims) -> int:

@@ -127,7 +127,8 @@ def test_report_flags_kernels_below_half():
 # use AVX-512's 16 lanes where it is there: those that sit on exp, AdamW, and every kernel
 # of the element-wise family (its rows in the table: a new one is checked by itself).
 HOT = ["nl_cross_entropy_stats", "nl_cross_entropy_backward", "nl_adamw", "nl_softmax_tile",
-       "nl_softmax_sumexp", "nl_softmax_apply", "nl_gelu_bf16", "nl_gelu_backward_bf16"]
+       "nl_softmax_sumexp", "nl_softmax_apply", "nl_gelu_bf16", "nl_gelu_backward_bf16",
+       "nl_cross_entropy_stats_bf16", "nl_cross_entropy_backward_bf16"]
 PACKED = r"^\s+v(fn?madd|fn?msub|mul|add|sub|max|min|cmp|blendv|and|andn|or|div|sqrt)\w*ps\s.*%"
 
 

@@ -1,3 +1,4 @@
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given
@@ -38,3 +39,56 @@ def test_gemm_rejects_mismatch(rt1):
         nl.ops.gemm(nl.zeros((4, 6), dtype=np.int64), nl.zeros((6, 2)))
     with pytest.raises(ValueError, match="out is .* needs shape"):
         nl.ops.gemm(a, nl.zeros((6, 2), (3, 2)), out=nl.zeros((4, 3)))
+
+
+# ---- a product stored in bf16 (the bf16 precision modes' logits) -----------------------
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+@given(gemm_case(), st.sampled_from([1.0, -0.5]), st.booleans())
+def test_gemm_with_bf16_c_rounds_float32_sums_once(rt, case, alpha, bf16_ab):
+    """c = bf16(α·op(a)·op(b)), the contracted dims in one tile: from bf16 a and b
+    (gemm_bf16_c16, oneDNN writes the bf16 c) or float32 ones (gemm_c16). Against float64
+    products of the same operand values: float32 accumulation (1e-5 of the magnitude)
+    plus one rounding to nearest, at most 2^-8 of each value (half a bf16 ulp)."""
+    dims, tiles, ta, tb = case
+    tiles = {**tiles, "k": list(dims["k"])}            # one k tile: c is written once
+    case = dims, tiles, ta, tb
+    (a_shape, a_tiles), (b_shape, b_tiles), (c_shape, c_tiles) = gemm_layouts(case)
+    a = RNG.standard_normal(a_shape).astype(np.float32)
+    b = RNG.standard_normal(b_shape).astype(np.float32)
+    if bf16_ab:
+        a, b = a.astype(BF16), b.astype(BF16)
+    nb, nk = len(dims["b"]), len(dims["k"])
+    ta_, tb_ = nl.from_numpy(a, a_tiles), nl.from_numpy(b, b_tiles)
+    got = nl.ops.gemm(ta_, tb_, trans_a=ta, trans_b=tb, alpha=alpha, ndim=nk, batch_ndim=nb,
+                      out_dtype=BF16)
+    assert got.dtype == BF16 and got.shape == c_shape and got.tile_shape == c_tiles
+    got = got.to_numpy().astype(np.float64)
+    want, magnitude = gemm_reference(case, a, b, np.zeros(c_shape, np.float32), alpha, 0.0)
+    assert np.all(np.abs(got - want) <= 2.0 ** -8 * np.abs(want) + 2e-5 * magnitude.max())
+    # the same float32 sums as the float32-output product, rounded once (gemm_c16 runs
+    # the very sgemm call: bit-identical)
+    c32 = nl.ops.gemm(ta_, tb_, trans_a=ta, trans_b=tb, alpha=alpha, ndim=nk,
+                      batch_ndim=nb).to_numpy()
+    if not bf16_ab:
+        assert np.array_equal(got, c32.astype(BF16).astype(np.float64))
+
+
+def test_gemm_with_bf16_c_refuses_what_it_cannot_store(rt1):
+    a16 = nl.ops.to_bf16(nl.zeros((4, 6), (2, 3)))
+    b16 = nl.ops.to_bf16(nl.zeros((6, 2), (3, 2)))
+    with pytest.raises(ValueError, match="bfloat16 c needs the contracted dimensions in one "
+                                         "tile.*a has 2 tiles there"):
+        nl.ops.gemm(a16, b16, out_dtype=BF16)
+    a16 = nl.ops.to_bf16(nl.zeros((4, 6), (2, 6)))
+    b16 = nl.ops.to_bf16(nl.zeros((6, 2), (6, 2)))
+    c16 = nl.ops.gemm(a16, b16, out_dtype=BF16)
+    with pytest.raises(ValueError, match=r"beta=1.0 with a bfloat16 c.*float32 out"):
+        nl.ops.gemm(a16, b16, out=c16, beta=1.0)
+    with pytest.raises(TypeError, match="out is bfloat16 but out_dtype=float32"):
+        nl.ops.gemm(a16, b16, out=c16, out_dtype=np.float32)
+    with pytest.raises(TypeError, match="c must be float32 or bfloat16, got float64"):
+        nl.ops.gemm(a16, b16, out_dtype=np.float64)
+    nl.ops.gemm(a16, b16, out=c16, alpha=2.0)                 # beta 0: overwritten
+    assert c16.to_numpy().astype(np.float32).max() == 0.0

@@ -1,3 +1,4 @@
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given
@@ -104,3 +105,53 @@ def test_bad_inputs_raise_clear_errors(rt1):
         nl.ops.cross_entropy(logits, labels, grad=True, out=nl.zeros((3, 5), (3, 5)))
     with pytest.raises(ValueError, match="out shares its tiles with logits"):
         nl.ops.cross_entropy(logits, labels, grad=True, out=logits.split_axis(1, 5))
+
+
+# ---- bf16 logits (the bf16 precision modes) ----------------------------------------------
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+@given(loss_case(), st.floats(0.1, 4), st.sampled_from([0.0, 1000.0]), st.booleans())
+def test_bf16_logits_computed_in_float32(rt, case, grad_scale, shift, in_place):
+    """bf16 logits are widened (exactly) and everything is computed as from float32: the
+    loss against float64 of the same bf16 values to float32's 1e-5; the bf16 gradient is
+    the float64 one rounded once: within half a bf16 ulp (2^-8 of each value) plus float32
+    noise. ``in_place``: the gradient written over the logits (``out=logits``)."""
+    shape, tiles, vocab, vt = case
+    logits = (3 * RNG.standard_normal(shape + (vocab,)) + shift).astype(BF16)
+    labels = RNG.integers(0, vocab, shape)
+    tx, tl = nl.from_numpy(logits, tiles + (vt,)), nl.from_numpy(labels, tiles)
+    want, dwant = reference(logits.astype(np.float64), labels, grad_scale)
+    loss, none = nl.ops.cross_entropy(tx, tl)
+    assert none is None and rel_err(loss.to_numpy(), [want]) <= 1e-5
+    loss, d = nl.ops.cross_entropy(tx, tl, grad=True, grad_scale=grad_scale,
+                                   out=tx if in_place else None)
+    assert d.dtype == BF16 and d.traits == tx.traits and (d is tx) == in_place
+    assert rel_err(loss.to_numpy(), [want]) <= 1e-5
+    got = d.to_numpy().astype(np.float64)
+    assert np.all(np.abs(got - dwant) <= 2.0 ** -8 * np.abs(dwant) + 1e-6 * grad_scale)
+
+
+def test_bf16_logits_many_vocabulary_tiles(rt1):
+    """A vocabulary of 5000 in tiles of 1100 (the rows are read in blocks of 1024: blocks
+    and tails) against float64."""
+    logits = (4 * RNG.standard_normal((3, 5, 5000))).astype(BF16)
+    labels = RNG.integers(0, 5000, (3, 5))
+    want, dwant = reference(logits.astype(np.float64), labels, 1.0)
+    loss, d = nl.ops.cross_entropy(nl.from_numpy(logits, (2, 3, 1100)),
+                                   nl.from_numpy(labels, (2, 3)), grad=True)
+    assert rel_err(loss.to_numpy(), [want]) <= 1e-5
+    got = d.to_numpy().astype(np.float64)
+    assert np.all(np.abs(got - dwant) <= 2.0 ** -8 * np.abs(dwant) + 1e-9)
+
+
+def test_bf16_logits_refuse_an_out_of_another_dtype(rt1):
+    x16 = nl.ops.to_bf16(nl.zeros((2, 3, 7), (1, 2, 3)))
+    labels = nl.from_numpy(np.zeros((2, 3), np.int64), (1, 2))
+    with pytest.raises(TypeError, match=r"cross_entropy: out \(logits' dtype\) must be "
+                                        "bfloat16, got float32"):
+        nl.ops.cross_entropy(x16, labels, grad=True, out=nl.zeros((2, 3, 7), (1, 2, 3)))
+    bad = nl.from_numpy(np.array([[0, 1, 2], [3, 9, 6]]), (1, 2))
+    with pytest.raises(nl.TaskError, match="label 9 is outside the vocabulary of 7"):
+        nl.ops.cross_entropy(x16, bad)
+        nl.Runtime.current().wait()
