@@ -204,6 +204,10 @@ CODELETS = [
     Codelet("gemm_c16", "R a, R b, W:bf16 c",
             "i64 batch, i64 m, i64 n, i64 k, i32 trans_a, i32 trans_b, f32 alpha",
             "2.0*batch*m*n*k"),
+    # gemm_c16.c: bf16 a (widened in the task), float32 b and c: bf16-storage's head backward
+    Codelet("gemm_a16", "R:bf16 a, R b, RW c",
+            "i64 batch, i64 m, i64 n, i64 k, i32 trans_a, i32 trans_b, f32 alpha, f32 beta",
+            "2.0*batch*m*n*k", overwrite="beta == 0"),
     # gelu_bf16.c: GELU with bf16 storage (the bf16 precision modes' MLP): the forward
     # writes the bf16 copy of its input and its bf16 output, the backward reads the bf16 input
     Codelet("gelu_bf16", "R x, W:bf16 xk, W:bf16 out", "i64 n", "15*n"),

@@ -20,9 +20,10 @@ V vocab, N parameters, fp32 = 4 bytes):
 
 Under a bf16 precision (``spec.precision``; ``precision_categories``) the same categories
 hold other bytes per element: the saved activations marked bf16 in ``nn.activations``
-take 2 bytes (``bf16``, ``bf16-storage``), and ``bf16`` adds a 2-byte copy of every GEMM
-weight to the parameters (wte and each block's q, k, v, c_proj, c_fc, mlp c_proj);
-gradients and optimizer state stay float32.
+take 2 bytes (``bf16``, ``bf16-storage``), and so do the logits and their gradient (the
+head's temporaries, where n_embd is one tile: ``Casts.logits_dtype``); ``bf16`` adds a
+2-byte copy of every GEMM weight to the parameters (wte and each block's q, k, v, c_proj,
+c_fc, mlp c_proj); gradients and optimizer state stay float32.
 
 The peak is their sum. The largest single task's working set (the tiles of its
 buffers, e.g. the head's gemm: an activation tile, a vocabulary tile of the
@@ -211,14 +212,25 @@ def categories(cfg: GPT2Config, batch: int, seq_len: int, optimizer: str = "adam
     """Bytes per category at the peak of a training step (see the module docstring)."""
     if precision != "fp32":
         return precision_categories(cfg, batch, seq_len, optimizer, precision)
-    B, T, E, F, H, V = batch, seq_len, cfg.n_embd, cfg.n_inner, cfg.n_head, cfg.vocab_size
     n = cfg.num_params(with_positions=True)
-    BT, BTE, BTF, BHTT = B * T, B * T * E, B * T * F, B * H * T * T
-    temps = max(3 * BT * V // 2, 2 * BHTT + 3 * BTE, 2 * BTF + 2 * BTE)
     return {"parameters": F32 * n, "gradients": F32 * n,
             "optimizer_state": F32 * n * OPTIMIZER_SLOTS[optimizer],
-            "activations": Activations.nbytes(cfg, B, T),
-            "temporaries": F32 * temps}
+            "activations": Activations.nbytes(cfg, batch, seq_len),
+            "temporaries": max(F32 * head_temporaries(cfg, batch, seq_len),
+                               block_temporaries(cfg, batch, seq_len))}
+
+
+def head_temporaries(cfg: GPT2Config, batch: int, seq_len: int) -> int:
+    """Elements of the head's logits and their gradient alive at once: 1.5·BTV (logits
+    tiles are freed as their gradient tiles appear; the factor is measured)."""
+    return 3 * batch * seq_len * cfg.vocab_size // 2
+
+
+def block_temporaries(cfg: GPT2Config, batch: int, seq_len: int) -> int:
+    """Bytes of one block's backward temporaries in float32 (the larger of attention's and
+    the MLP's)."""
+    B, T, E, F, H = batch, seq_len, cfg.n_embd, cfg.n_inner, cfg.n_head
+    return F32 * max(2 * B * H * T * T + 3 * B * T * E, 2 * B * T * F + 2 * B * T * E)
 
 
 def largest_task(cfg: GPT2Config, batch: int, seq_len: int) -> tuple[int, str]:
@@ -453,16 +465,18 @@ def bytes_per_element(precision: str) -> dict:
             "activations": "2 (GEMM inputs, attention probabilities, GELU input) and 4 "
                            "(residual stream, layer-norm statistics), 8 (token ids)" if bf16
                            else "4, 8 (token ids)",
-            "temporaries": "4, plus the bf16 operand copies" if bf16 else "4"}
+            "temporaries": "2 (the logits and their gradient, where n_embd is one tile), 4 "
+                           "(the rest), plus the bf16 operand copies" if bf16 else "4"}
 
 
 def precision_categories(cfg: GPT2Config, batch: int, seq_len: int, optimizer: str,
                          precision: str) -> dict:
     """``categories`` under a precision mode: the saved activations sized by their
     declared bf16 fields, the parameters with their bf16 copies under ``bf16``, and the
-    temporaries with the conversion copies a block's backward holds at once (under
-    ``bf16`` the bf16 copies of the attention probabilities and of the MLP's hidden
-    gradient, under ``bf16-storage`` the widened GELU output)."""
+    temporaries: the head's logits and their gradient in bf16 (``bf16_logits``), against
+    a block's backward with the conversion copies it holds at once (under ``bf16`` the
+    bf16 copies of the attention probabilities and of the MLP's hidden gradient, under
+    ``bf16-storage`` the widened GELU output)."""
     _check_precision(precision)
     mode = "fp32" if precision == "auto" else precision
     cats = categories(cfg, batch, seq_len, optimizer)
@@ -471,6 +485,14 @@ def precision_categories(cfg: GPT2Config, batch: int, seq_len: int, optimizer: s
         cats["parameters"] += BF16 * gemm_weight_elements(cfg)
     if mode != "fp32":
         cats["activations"] = Activations.nbytes(cfg, B, T, mode)
-        cats["temporaries"] += (BF16 * (B * H * T * T + B * T * F) if mode == "bf16"
-                                else F32 * B * T * F)
+        head = ((BF16 if bf16_logits(cfg) else F32) * head_temporaries(cfg, B, T))
+        block = block_temporaries(cfg, B, T) + (BF16 * (B * H * T * T + B * T * F)
+                                                if mode == "bf16" else F32 * B * T * F)
+        cats["temporaries"] = max(head, block)
     return cats
+
+
+def bf16_logits(cfg: GPT2Config) -> bool:
+    """Whether a bf16 mode stores the logits in bf16: where n_embd is one tile (the head's
+    float32 sums then stay in one task; ``nn.precision.Casts.logits_dtype``)."""
+    return cfg.tile("embd_tile", cfg.n_embd) == cfg.n_embd

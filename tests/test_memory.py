@@ -32,6 +32,21 @@ def test_estimate_within_15_percent_of_measured_peaks(kw):
     assert plan.rss_bytes == pytest.approx(measured["peak_rss_bytes"], rel=0.15)
 
 
+@pytest.mark.parametrize("precision", ["bf16", "bf16-storage"])
+def test_bf16_logits_planned_as_measured(precision):
+    """A step whose peak is the head's logits and their gradient (B·T·V against small
+    blocks): the bf16 modes store both in bf16, so their temporaries are half fp32's, and
+    StarPU's measured peak agrees with the plan."""
+    kw = dict(n_layer=2, n_embd=128, vocab_size=8192, seq_len=256, batch=4)
+    s = spec(**kw, precision=precision)
+    plan, measured = memory.estimate(s), measure(s)
+    assert "error" not in measured, measured
+    fp32 = memory.estimate(spec(**kw)).categories["temporaries"]
+    assert plan.categories["temporaries"] == fp32 // 2 == 2 * 3 * 4 * 256 * 8192 // 2
+    assert plan.peak_bytes == pytest.approx(measured["starpu_peak_bytes"], rel=0.15)
+    assert plan.rss_bytes == pytest.approx(measured["peak_rss_bytes"], rel=0.15)
+
+
 def test_out_of_core_run_keeps_the_process_under_its_cap(tmp_path):
     """A process cap of 90 MiB over the process's own base (250 MiB without an OpenCL
     platform) on a model whose in-memory run peaks ~140 MiB over it."""

@@ -13,7 +13,8 @@
  *     nl_gemm_bf16's float32 result in a scratch buffer, then rounded.
  *   nl_gemm_c16: A and B float32 (mode bf16-storage: float32 compute): sgemm into a
  *     scratch buffer, then rounded. The float32 C lives only inside the task, so it is
- *     never a StarPU tile, never counted in the RAM cap and never evicted. */
+ *     never a StarPU tile, never counted in the RAM cap and never evicted.
+ * And nl_gemm_a16, the backward's product of that bf16 tensor (A) with float32 B (below). */
 #include "prototypes.h"
 #include "bf16.h"
 #include "core.h"
@@ -32,7 +33,7 @@ static void make_engine(void)
     engine_status = dnnl_engine_create(&engine, dnnl_cpu, 0);
 }
 
-/* A float32 scratch for C; NULL (error said) without memory */
+/* A float32 scratch (C, or a widened A); NULL (error said) without memory */
 static float *scratch_c(const char *who, int64_t values)
 {
     float *c = malloc((size_t)values * sizeof *c);
@@ -49,6 +50,20 @@ void nl_gemm_c16(int64_t batch, int64_t m, int64_t n, int64_t k, int32_t trans_a
     nl_gemm(batch, m, n, k, trans_a, trans_b, alpha, 0.0f, a, b, c32);
     nl_f32_to_bf16(batch * m * n, c32, c);
     free(c32);
+}
+
+/* C = alpha·op(A)·op(B) + beta·C with A bf16 and B, C float32: A widened (exactly) into a
+ * scratch of the task's own, then sgemm. The bf16-storage mode's LM head backward reads the
+ * bf16 logits' gradient this way, so no float32 copy of it is ever a StarPU tile. */
+void nl_gemm_a16(int64_t batch, int64_t m, int64_t n, int64_t k, int32_t trans_a,
+                 int32_t trans_b, float alpha, float beta, const uint16_t *a, const float *b,
+                 float *c)
+{
+    float *a32 = scratch_c("gemm_a16", batch * m * k);
+    if (!a32) return;
+    nl_bf16_to_f32(batch * m * k, a, a32);
+    nl_gemm(batch, m, n, k, trans_a, trans_b, alpha, beta, a32, b, c);
+    free(a32);
 }
 
 /* nl_gemm_bf16 into float32, then rounded: where oneDNN has no bf16 matmul */

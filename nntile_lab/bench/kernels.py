@@ -176,6 +176,9 @@ def cases(d: dict) -> list[Case]:
              {"a": t * e, "b": vt * e, "c": t * vt}),
         Case("gemm_c16", dict(batch=1, m=t, n=vt, k=e, trans_a=0, trans_b=1, alpha=1.0),
              {"a": t * e, "b": vt * e, "c": t * vt}),
+        # bf16-storage's head backward: the bf16 logits' gradient tile times wte's (float32)
+        Case("gemm_a16", dict(batch=1, m=t, n=e, k=vt, trans_a=0, trans_b=0, alpha=1.0,
+                              beta=0.0), {"a": t * vt, "b": vt * e, "c": t * e}),
         # the bf16 modes' GELU on an MLP tile (bf16 storage in, out or both)
         Case("gelu_bf16", dict(n=t * h), {"x": t * h, "xk": t * h, "out": t * h}, exps=t * h),
         Case("gelu_backward_bf16", dict(n=t * h, beta=0.0), {"x": t * h, "dy": t * h,

@@ -288,7 +288,8 @@ class GPT2:
         """The loss and, in a step with a backward, ∂loss/∂logits (times ``grad_scale``)."""
         with step.head_forward() as s:
             xf = self.casts.operand(acts.head.xf, s)
-            logits = s.temp(ops.gemm(xf, self.wg.wte, trans_b=True))     # (B, T, V)
+            logits = s.temp(ops.gemm(xf, self.wg.wte, trans_b=True,      # (B, T, V)
+                                     out_dtype=self.casts.logits_dtype(xf)))
             loss, dlogits = ops.cross_entropy(logits, acts.batch.labels, grad=step.backward,
                                               grad_scale=grad_scale)
             s.save(acts.head, after=loss)
@@ -298,7 +299,7 @@ class GPT2:
     def _backward(self, acts: Activations, dlogits: TiledTensor, step: StepPolicy) -> None:
         w, g, top, c = self.w, self.g, acts.head, self.casts
         with step.head_backward(dlogits, top) as s:
-            dlogits = c.operand(dlogits, s)
+            dlogits = c.head_gradient(dlogits, s)
             dxf = s.temp(ops.gemm(dlogits, self.wg.wte))                 # dxf = dlogits·wte
             with s.weight_grads():                                       # dwte += dlogitsᵀ·xf
                 ops.gemm(dlogits, c.operand(top.xf, s), trans_a=True, ndim=2, beta=1.0,

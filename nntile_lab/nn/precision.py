@@ -6,11 +6,16 @@ The modes (``spec.PRECISIONS`` less ``auto``, which resolves to one of them):
 - ``bf16``: every GEMM takes bf16 operands and sums in float32 (``gemm_bf16``); the
   activations a GEMM consumes are saved as the bf16 copy it reads anyway, and so is the
   GELU input; softmax, layer norm, GELU, the loss and
-  every GEMM output are float32; master weights, gradients and optimizer state float32,
-  with a bf16 copy of each GEMM weight made after the optimizer updates it.
+  every GEMM output but the logits are float32; master weights, gradients and optimizer
+  state float32, with a bf16 copy of each GEMM weight made after the optimizer updates it.
 - ``bf16-storage``: the same activations saved in bf16, every computation float32 (each
   saved tensor widened, exactly, where the backward reads it): for CPUs whose bf16 GEMM
   is not faster than sgemm, where bf16 still halves what the step keeps.
+
+In both bf16 modes the logits and their gradient, a step's largest tensors (B·T·V), are
+stored in bf16: the head's GEMM rounds its float32 sums once when it stores them, the
+cross-entropy reads them widened and computes in float32 (as PyTorch's autocast does:
+a bf16 linear output, a float32 loss).
 
 The residual stream (each block's input and its mid-block sum, the layer norms' inputs),
 the layer norms' statistics and the attention probabilities (softmax's backward reads
@@ -86,6 +91,20 @@ class Casts:
         gelu = ops.gelu(fc)
         fck, gk = self.keep(fc, s), self.keep(gelu, s)
         return fck, gk, self.operand(gk, s, fp32=gelu)
+
+    def logits_dtype(self, xf: TiledTensor):
+        """The dtype the head stores its logits (and so their gradient) in: bf16 under a
+        bf16 mode — written by the head's GEMM from its float32 sums (``gemm_bf16_c16``,
+        ``gemm_c16``), read by cross-entropy kernels that compute in float32 — where
+        n_embd is one tile (the head's sums then stay inside one task); else float32."""
+        return BFLOAT16 if self.store_bf16 and xf.grid_shape[-1] == 1 else F32
+
+    def head_gradient(self, dlogits: TiledTensor, s: Stage) -> TiledTensor:
+        """∂loss/∂logits as the head backward's two GEMMs read it: a bf16 one as it is
+        (``gemm_bf16`` under ``bf16``; under ``bf16-storage`` ``gemm_a16`` widens it
+        inside each task, so no float32 copy of the B·T·V gradient exists), else
+        ``operand``."""
+        return dlogits if dlogits.dtype == BFLOAT16 else self.operand(dlogits, s)
 
     @staticmethod
     def gelu_backward(fc: TiledTensor, dy: TiledTensor) -> TiledTensor:

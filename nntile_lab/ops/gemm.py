@@ -25,22 +25,28 @@ def gemm(a: TiledTensor, b: TiledTensor, *, trans_a: bool = False, trans_b: bool
     a and b both float32 (OpenBLAS sgemm) or both bfloat16 (oneDNN: bf16 products summed
     in float32); c is float32, or with ``out_dtype=BFLOAT16`` (or a bf16 ``out``) bf16:
     the float32 sums rounded once when stored, ``beta`` 0 only (the bf16 modes' logits,
-    docs/precision.md).
+    docs/precision.md). A bfloat16 ``a`` with a float32 ``b`` (and c) is widened, exactly,
+    inside each task and multiplied by sgemm (bf16-storage's head backward).
     """
-    if (a.dtype == BFLOAT16 or b.dtype == BFLOAT16) and a.dtype != b.dtype:
+    if b.dtype == BFLOAT16 and a.dtype != BFLOAT16:
         raise TypeError(f"gemm: a is {a.dtype.name} and b is {b.dtype.name}: a bf16 "
                         "product needs both in bfloat16 (convert with ops.to_bf16)")
+    mixed = a.dtype == BFLOAT16 and b.dtype != BFLOAT16
     c_dtype = np.dtype(out.dtype if out is not None else out_dtype or np.float32)
     if out is not None and out_dtype is not None and np.dtype(out_dtype) != c_dtype:
         raise TypeError(f"gemm: out is {c_dtype.name} but out_dtype={np.dtype(out_dtype).name}: "
                         "give one of them")
+    if mixed and c_dtype != np.float32:
+        raise TypeError(f"gemm: a bfloat16 a with a {b.dtype.name} b makes a float32 c, not "
+                        f"{c_dtype.name}: convert b with ops.to_bf16 for a bf16 c")
     if c_dtype == BFLOAT16:
         if beta != 0:
             raise ValueError(f"gemm: beta={beta} with a bfloat16 c: a bf16 result is written, "
                              "never accumulated into; use a float32 out to accumulate")
         submit = _bf16_c_submit(a.dtype)
     elif c_dtype == np.float32:
-        submit = lib.nl_submit_gemm_bf16 if a.dtype == BFLOAT16 else lib.nl_submit_gemm
+        submit = (lib.nl_submit_gemm_a16 if mixed else lib.nl_submit_gemm_bf16
+                  if a.dtype == BFLOAT16 else lib.nl_submit_gemm)
     else:
         raise TypeError(f"gemm: c must be float32 or bfloat16, got {c_dtype.name}")
     for t, name in ((a, "a"), (b, "b")):

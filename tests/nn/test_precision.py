@@ -17,6 +17,7 @@ import pytest
 
 import nntile_lab as nl
 from nntile_lab.optim import AdamW
+from nntile_lab.trace import Trace
 from tests.conftest import rel_err, require
 
 torch = require("torch")
@@ -72,18 +73,53 @@ def test_bf16_matches_torch_autocast(rt1, tiling):
     assert max(rel_err(grads[n], exact[n]) for n in grads if grads[n].ndim == 2) >= U / 8
 
 
-def test_bf16_storage_matches_fp32(rt1):
-    cfg = dataclasses.replace(BASE, **TILINGS["leftovers"])
+@pytest.mark.parametrize("tiling", TILINGS)
+def test_bf16_storage_matches_fp32(rt1, tiling):
+    cfg = dataclasses.replace(BASE, **TILINGS[tiling])
     ids, labels = batch(cfg, seed=1)
     state, loss, grads = run(cfg, "bf16-storage", ids, labels)
     _, loss32, grads32 = run(cfg, "fp32", ids, labels)
     exact_loss, exact = torch_grads(cfg, state, ids, labels, autocast=False)
-    # the forward computes in float32; only the head reads ln_f's output as saved (bf16):
-    # the loss moves by far less than u (measured 5e-6 of it)
+    # the forward computes in float32; only the head reads ln_f's output as saved (bf16)
+    # and, n_embd in one tile ("whole"), the loss reads the logits rounded to bf16: the
+    # loss moves by far less than u (measured 3e-7 and 2e-5 of it)
     assert abs(loss - loss32) <= U / 32 * loss32 and abs(loss - exact_loss) <= U / 32 * exact_loss
     for name, g in grads.items():
         assert rel_err(g, grads32[name]) <= 2 * U, name     # one rounding of what is saved
     assert max(rel_err(grads[n], exact[n]) for n in grads) >= U / 16
+
+
+@pytest.mark.parametrize("precision,head_gemm,backward_gemm",
+                         [("bf16", "gemm_bf16_c16", "gemm_bf16"),
+                          ("bf16-storage", "gemm_c16", "gemm_a16"),
+                          ("fp32", "gemm", "gemm")])
+def test_logits_and_their_gradient_are_stored_in_bf16(rt1, precision, head_gemm,
+                                                      backward_gemm):
+    """Under a bf16 mode the head's GEMM writes bf16 logits, the cross-entropy reads them
+    and writes a bf16 gradient, which the head backward's GEMMs read as it is (no float32
+    logits-sized tensor); fp32 keeps float32 logits. And
+    n_embd in several tiles keeps float32 logits (the sums span tasks)."""
+    cfg = dataclasses.replace(BASE, n_layer=1, vocab_size=400, vocab_tile=100)
+    ids, labels = batch(cfg, B=2, T=8)
+    model = nl.GPT2(cfg, seed=2, precision=precision)
+    with Trace(rt1) as tr:
+        model.forward_backward(ids, labels)
+        rt1.wait()
+    names = tr.tasks["name"]
+    bf16, nv = precision != "fp32", 4                   # 4 vocabulary tiles, 1 token tile
+    assert (names == head_gemm).sum() >= nv
+    assert (names == "cross_entropy_stats_bf16").sum() == (nv if bf16 else 0)
+    assert (names == "cross_entropy_backward_bf16").sum() == (nv if bf16 else 0)
+    assert (names == "cross_entropy_backward").sum() == (0 if bf16 else nv)
+    assert (names == backward_gemm).sum() >= 2 * nv                # dxf and dwte
+    model.free()
+    tiled = dataclasses.replace(cfg, embd_tile=32)
+    model = nl.GPT2(tiled, seed=2, precision=precision)
+    with Trace(rt1) as tr:
+        model.forward_backward(ids, labels)
+        rt1.wait()
+    assert (tr.tasks["name"] == "cross_entropy_backward").sum() == nv
+    model.free()
 
 
 def test_weight_copies_follow_every_update(rt1):

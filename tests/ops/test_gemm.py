@@ -92,3 +92,27 @@ def test_gemm_with_bf16_c_refuses_what_it_cannot_store(rt1):
         nl.ops.gemm(a16, b16, out_dtype=np.float64)
     nl.ops.gemm(a16, b16, out=c16, alpha=2.0)                 # beta 0: overwritten
     assert c16.to_numpy().astype(np.float32).max() == 0.0
+
+
+@given(gemm_case(), st.sampled_from([1.0, -0.5]), st.sampled_from([0.0, 1.0, 0.25]))
+def test_gemm_of_bf16_a_and_float32_b(rt, case, alpha, beta):
+    """bf16 a, float32 b and c (gemm_a16: a widened inside the task, then sgemm): the
+    float32 product of a's exact float32 values, bit for bit, over any tiling."""
+    dims, tiles, ta, tb = case
+    (a_shape, a_tiles), (b_shape, b_tiles), (c_shape, c_tiles) = gemm_layouts(case)
+    a = RNG.standard_normal(a_shape).astype(BF16)
+    b = RNG.standard_normal(b_shape).astype(np.float32)
+    c0 = RNG.standard_normal(c_shape).astype(np.float32)
+    nb, nk = len(dims["b"]), len(dims["k"])
+    kw = dict(trans_a=ta, trans_b=tb, alpha=alpha, beta=beta, ndim=nk, batch_ndim=nb)
+    got = nl.ops.gemm(nl.from_numpy(a, a_tiles), nl.from_numpy(b, b_tiles),
+                      out=nl.from_numpy(c0, c_tiles) if beta else None, **kw)
+    assert got.dtype == np.float32 and got.tile_shape == c_tiles
+    got = got.to_numpy()
+    want, magnitude = gemm_reference(case, a, b, c0, alpha, beta)
+    assert cond_err(got, want, magnitude) <= 1e-5
+    same = nl.ops.gemm(nl.from_numpy(a.astype(np.float32), a_tiles), nl.from_numpy(b, b_tiles),
+                       out=nl.from_numpy(c0, c_tiles) if beta else None, **kw).to_numpy()
+    assert np.array_equal(got, same)
+    with pytest.raises(TypeError, match="bfloat16 a with a float32 b makes a float32 c"):
+        nl.ops.gemm(nl.from_numpy(a, a_tiles), nl.from_numpy(b, b_tiles), out_dtype=BF16, **kw)

@@ -131,8 +131,8 @@ def test_gemm_bf16_matches_float64(rt, case, alpha, beta):
 
 def test_bf16_rejects_mixed_and_unsupported(rt1):
     a = nl.ops.to_bf16(nl.zeros((4, 6), (2, 3)))
-    with pytest.raises(TypeError, match="a is bfloat16 and b is float32.*ops.to_bf16"):
-        nl.ops.gemm(a, nl.zeros((6, 2), (3, 2)))
+    with pytest.raises(TypeError, match="a is float32 and b is bfloat16.*ops.to_bf16"):
+        nl.ops.gemm(nl.zeros((2, 4), (2, 2)), a)
     with pytest.raises(ValueError, match="beta=1.0 with a bfloat16 c"):
         nl.ops.gemm(a, nl.ops.to_bf16(nl.zeros((6, 2), (3, 2))),
                     out=nl.ops.to_bf16(nl.zeros((4, 2), (2, 2))), beta=1.0)
