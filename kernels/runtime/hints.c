@@ -22,24 +22,49 @@ void nl_hint_tiles(int64_t n, starpu_data_handle_t *handles, int kind)
 
 /* The same hints, deferred: issued once the tasks submitted so far that write
  * ``trigger`` are done (an acquire in R mode on no node, so the trigger is not
- * fetched). A prefetch issued at submission time would fire at once, since a whole
- * step is submitted ahead of its execution; tied to a tile the previous stage
- * writes, it fires when that stage ends. StarPU's own wont_use issues its disk
- * prefetch from such a callback. The hinted tiles must stay registered until then
- * (the callers hint tiles that tasks submitted after the trigger still read). */
-struct nl_hint_job { starpu_data_handle_t trigger; int kind; int64_t n; starpu_data_handle_t h[]; };
+ * fetched, released at once). A prefetch issued at submission time would fire at once,
+ * since a whole step is submitted ahead of its execution; tied to a tile the previous
+ * stage writes, it fires when that stage ends. StarPU's own wont_use issues its disk
+ * prefetch from such a callback.
+ * A wont_use also holds each hinted tile (the same R acquire on no node) until it is
+ * issued: a tile whose last reader runs before the trigger is written would otherwise be
+ * unregistered under the pending hint, and StarPU aborts on the dead handle (seen with
+ * bf16-storage: its backward widens a block's saved tensors as soon as it is submitted,
+ * long before the forward's last tile is done). The hold delays only a later writer of
+ * the tile: the wont_use tiles (saved activations, a block's parameters and gradients)
+ * have none before the optimizer, after the whole backward. The hint fires when the
+ * trigger and every hold are acquired, whichever comes last. Prefetches (parameters and
+ * optimizer state, registered for the whole run) are not held: a hold would order each
+ * optimizer update after the previous one. */
+struct nl_hint_job {
+    starpu_data_handle_t trigger;
+    int kind;
+    int64_t n;
+    int64_t pending;          /* acquisitions not yet granted, plus the submission's own */
+    starpu_data_handle_t h[];
+};
 
 static void nl_hint_fire(void *arg)
 {
     struct nl_hint_job *job = arg;
+    if (__atomic_sub_fetch(&job->pending, 1, __ATOMIC_ACQ_REL) != 0) return;
     for (int64_t i = 0; i < job->n; i++) {
         if (job->kind == 1)
             starpu_data_wont_use(job->h[i]);
         else
             starpu_data_prefetch_on_node(job->h[i], STARPU_MAIN_RAM, 1);
     }
-    starpu_data_release_on_node(job->trigger, STARPU_ACQUIRE_NO_NODE);
+    if (job->kind == 1)
+        for (int64_t i = 0; i < job->n; i++)
+            starpu_data_release_on_node(job->h[i], STARPU_ACQUIRE_NO_NODE);
     free(job);
+}
+
+static void nl_hint_trigger_done(void *arg)
+{
+    struct nl_hint_job *job = arg;
+    starpu_data_release_on_node(job->trigger, STARPU_ACQUIRE_NO_NODE);
+    nl_hint_fire(job);
 }
 
 int nl_hint_after(starpu_data_handle_t trigger, int64_t n, starpu_data_handle_t *handles,
@@ -53,6 +78,14 @@ int nl_hint_after(starpu_data_handle_t trigger, int64_t n, starpu_data_handle_t 
     job->n = 0;
     for (int64_t i = 0; i < n; i++)
         if (handles[i]) job->h[job->n++] = handles[i];
-    return starpu_data_acquire_on_node_cb_sequential_consistency(
-        trigger, STARPU_ACQUIRE_NO_NODE, STARPU_R, nl_hint_fire, job, 1);
+    int64_t holds = kind == 1 ? job->n : 0;
+    /* the submission's own count keeps the job from firing before every acquire is made */
+    job->pending = holds + 2;
+    for (int64_t i = 0; i < holds; i++)   /* StarPU returns 0 for a registered handle */
+        starpu_data_acquire_on_node_cb_sequential_consistency(
+            job->h[i], STARPU_ACQUIRE_NO_NODE, STARPU_R, nl_hint_fire, job, 1);
+    starpu_data_acquire_on_node_cb_sequential_consistency(
+        trigger, STARPU_ACQUIRE_NO_NODE, STARPU_R, nl_hint_trigger_done, job, 1);
+    nl_hint_fire(job);
+    return 0;
 }

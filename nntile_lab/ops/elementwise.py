@@ -13,15 +13,17 @@ from nntile_lab.tensor import BFLOAT16, TiledTensor
 
 
 def fill(y: TiledTensor, value, after: TiledTensor | None = None) -> TiledTensor:
-    """y[i] = value. Returns y. ``after`` (float32): the fill waits for the tasks
-    submitted so far that write ``after``'s last tile, so that ``y``'s tiles are
-    created just before they are used (out of core they are not evicted as zeros)."""
+    """y[i] = value. Returns y. ``after`` (float32 or bfloat16: its values are never
+    read): the fill waits for the tasks submitted so far that write ``after``'s last tile,
+    so that ``y``'s tiles are created just before they are used (out of core they are not
+    evicted as zeros)."""
     h, sizes = y.handles, y.traits.tile_sizes
     if y.dtype == BFLOAT16:
         raise TypeError("fill: y is bfloat16, which has no fill kernel: fill a float32 "
                         "tensor and convert it with ops.to_bf16")
     if after is not None:
-        need_dtype(after, np.float32, "after")
+        if after.dtype != BFLOAT16:   # the bf16 modes' logits gradient orders the head's
+            need_dtype(after, np.float32, "after")
         need_dtype(y, np.float32, "y")
         trigger = after.handles[after.ntiles - 1]
         for i in range(y.ntiles):

@@ -46,6 +46,18 @@ def test_scale_copy_fill(rt, st_, alpha):
     assert np.array_equal(nl.ops.copy(nl.from_numpy(ids, tiles)).to_numpy(), ids)
 
 
+def test_fill_after_a_bf16_or_float32_tensor(rt1):
+    """``after`` only orders the fill (its values are never read): a float32 or a bfloat16
+    one (the bf16 modes' logits gradient, out of core); another dtype is refused."""
+    y = nl.zeros((5, 7), (2, 3))
+    for after in (nl.from_numpy(rand((3, 4)), (2, 2)),
+                  nl.ops.to_bf16(nl.from_numpy(rand((3, 4)), (2, 2)))):
+        nl.ops.fill(y, 2.5, after=after)
+        assert np.array_equal(y.to_numpy(), np.full((5, 7), 2.5, np.float32))
+    with pytest.raises(TypeError, match="after must be float32, got int64"):
+        nl.ops.fill(y, 1.0, after=nl.from_numpy(np.zeros(3, np.int64)))
+
+
 @given(shape_and_tiles())
 def test_mul(rt, st_):
     shape, tiles = st_

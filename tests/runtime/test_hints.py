@@ -17,13 +17,13 @@ CFG = dict(n_layer=2, n_head=4, n_embd=256, n_positions=64, vocab_size=8192, bat
            inner_tile=256, head_tile=2, vocab_tile=1024)
 
 
-def train(hints, tmp_path=None, steps=3, accum=1):
+def train(hints, tmp_path=None, steps=3, accum=1, precision="fp32"):
     kw = (dict(memory_limit_mb=32, ooc_dir=str(tmp_path), ooc_size_mb=512)
           if tmp_path else {})
     rng = np.random.default_rng(0)
     out = []
     with nl.Runtime(scheduler="eager", ncpu=1, hints=hints, **kw) as rt:
-        model = nl.GPT2(nl.GPT2Config(**CFG), seed=0)
+        model = nl.GPT2(nl.GPT2Config(**CFG), seed=0, precision=precision)
         opt = AdamW(model, lr=1e-3, weight_decay=0.1)
         rt.wait()
         rt.disk_traffic(reset=True)
@@ -52,6 +52,18 @@ def test_hints_leave_results_bit_identical(where, tmp_path):
             assert traffic["bytes_written"] == 0
     if ooc is not None:
         assert ref_traffic["bytes_written"] > 0 and ref_traffic["bytes_read"] > 0
+
+
+@pytest.mark.parametrize("precision", ["bf16", "bf16-storage"])
+def test_hints_leave_bf16_results_bit_identical_out_of_core(precision, tmp_path):
+    """The bf16 modes out of core, with every hint and without: their bf16 logits'
+    gradient orders the head's gradient zeroing (a bf16 ``after``)."""
+    ref, ref_params, traffic = train("none", tmp_path / "none", steps=2, precision=precision)
+    got, params, _ = train("all", tmp_path / "all", steps=2, precision=precision)
+    assert got == ref
+    for n, p in params.items():
+        assert np.array_equal(p, ref_params[n]), n
+    assert traffic["bytes_written"] > 0 and traffic["bytes_read"] > 0
 
 
 def test_hints_with_gradient_accumulation(tmp_path):
