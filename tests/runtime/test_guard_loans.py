@@ -26,6 +26,7 @@ def test_a_loan_is_at_most_what_is_in_use_and_is_repaid_exactly(tmp_path):
         assert lib.nl_guard_relieve(0, MIB) == 0   # nothing left to lend
         assert lib.nl_guard_repay() == before and _used(0) == before
         assert lib.nl_guard_repay() == 0
+        assert float(y.to_numpy().min()) == float(y.to_numpy().max()) == 2.0
 
 
 def test_stop_with_a_loan_out_frees_every_tile_and_returns(tmp_path):
