@@ -318,7 +318,8 @@ class Runtime:
         with deferred_interrupts():   # StarPU down and the runtime marked so, or neither
             try:
                 lib.nl_sampler_stop()   # a Trace left recording must not poll a stopped StarPU
-                self._lift_caps()
+                # StarPU's accounting exact again before the tiles go (guard.c says why)
+                lib.nl_guard_repay()
                 lib.nl_tiles_unregister_all()
                 if mpi is not None:
                     mpi.shutdown()
@@ -330,19 +331,6 @@ class Runtime:
                 Runtime.active = None
             self.raise_task_error()
             self._raise_stall()
-
-    def _lift_caps(self) -> None:
-        """Before the tiles go at shutdown, give every capped node room for all of them
-        (StarPU's accounting only): unregistering waits for the tiles' pending requests, and
-        out of core with RAM full a request that must allocate there made StarPU 1.3 spin
-        forever (seen: a worker in _starpu_allocate_memory_on_node, stop() in
-        starpu_data_unregister). No task runs any more, so no cap has anything to protect."""
-        if self.memory_limit_mb is None and not self.opencl_memory_limit_mb:
-            return
-        room = max(lib.nl_held_bytes(), 0) + (64 << 20)
-        for node in range(lib.starpu_memory_nodes_get_count()):
-            if lib.starpu_memory_get_total(node) >= 0:
-                lib.nl_guard_relieve(node, room)
 
     def _replace_in_notebook(self, old: Runtime) -> None:
         """StarPU allows one runtime per process. In a Jupyter/IPython kernel re-running

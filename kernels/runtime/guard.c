@@ -30,6 +30,7 @@ static int64_t submitted;       /* tasks admitted, for the watchdog's progress *
 static int stalled;             /* set by the watchdog: refuse every new task */
 static int64_t refused_live, refused_task;
 static int refused_op = -1;
+static int64_t lent[STARPU_MAXNODES];   /* bytes lent per node (nl_guard_relieve) */
 
 void nl_guard_set(int64_t capacity_bytes, int nworkers)
 {
@@ -37,6 +38,8 @@ void nl_guard_set(int64_t capacity_bytes, int nworkers)
     workers = nworkers > 0 ? nworkers : 1;
     max_task = submitted = 0;
     stalled = 0;
+    for (unsigned node = 0; node < STARPU_MAXNODES; node++)   /* a new StarPU, new counts */
+        __atomic_store_n(&lent[node], 0, __ATOMIC_RELAXED);
     refused_op = -1;
 }
 
@@ -89,8 +92,34 @@ int nl_guard_refused(int64_t *task_bytes, int64_t *live_bytes)
 }
 
 /* Lend a node `bytes` beyond its limit (StarPU's accounting only) so that the
- * queued tasks can get their tiles and end. Used once a stall is declared. */
-void nl_guard_relieve(unsigned node, int64_t bytes)
+ * queued tasks can get their tiles and end. Used once a stall is declared.
+ * StarPU 1.3 counts a node's used bytes in a size_t that every free lowers: a loan
+ * larger than what is in use, or one still out when the tiles are freed, wraps it
+ * round, and from then on every allocation smaller than the excess fails forever (a
+ * worker spinning in _starpu_allocate_memory_on_node, Runtime.stop() waiting in
+ * starpu_data_unregister). So a loan never exceeds the bytes in use, and
+ * nl_guard_repay takes every loan back before the tiles go. Returns the bytes lent. */
+int64_t nl_guard_relieve(unsigned node, int64_t bytes)
 {
+    starpu_ssize_t total = starpu_memory_get_total(node);
+    if (node >= STARPU_MAXNODES || total < 0) return 0;
+    int64_t used = (int64_t)total - (int64_t)starpu_memory_get_available(node);
+    if (bytes > used) bytes = used;
+    if (bytes <= 0) return 0;
     starpu_memory_deallocate(node, (size_t)bytes);
+    __atomic_add_fetch(&lent[node], bytes, __ATOMIC_RELAXED);
+    return bytes;
+}
+
+/* Take back every loan (no task may be running: the caller has drained them), so that
+ * freeing the tiles brings each node's used bytes to exactly zero. Returns the bytes. */
+int64_t nl_guard_repay(void)
+{
+    int64_t total = 0;
+    for (unsigned node = 0; node < STARPU_MAXNODES; node++) {
+        int64_t bytes = __atomic_exchange_n(&lent[node], 0, __ATOMIC_RELAXED);
+        if (bytes > 0) starpu_memory_allocate(node, (size_t)bytes, STARPU_MEMORY_OVERFLOW);
+        total += bytes;
+    }
+    return total;
 }
