@@ -68,7 +68,8 @@ def test_direct_call_passes_arguments_and_buffers_in_order():
 def test_cpu_time_is_the_calling_threads():
     """nl_time_op_cpu's CPU seconds are the calling thread's: never above the wall time of
     the same calls, even while another thread of the process computes beside them (a
-    process-wide clock would count both: above the wall time when they run in parallel)."""
+    process-wide clock would count both: above the wall time when they run in parallel;
+    the thread and wall clocks were seen to disagree by 0.2 % in a VM, hence 5 %)."""
     import threading
     n = 1 << 20
     x, y = np.ones(n, np.float32), np.zeros(n, np.float32)
@@ -89,7 +90,7 @@ def test_cpu_time_is_the_calling_threads():
     finally:
         done.set()
         other.join()
-    assert 0 < cpu[0] <= wall * 1.001 + 1e-4
+    assert 0 < cpu[0] <= wall * 1.05          # a process-wide clock: up to twice the wall
     assert np.all(y == 200)                                    # the 200 calls ran
 
 
@@ -128,7 +129,8 @@ def test_run_json_is_consistent(capsys):
     for k in res["kernels"]:
         assert k["time_us_min"] <= k["time_us"] <= k["time_us_max"] and k["time_us"] > 0
         # CPU time: the thread's share of the same calls, never more than their wall time
-        assert 0 < k["on_cpu"] <= 1.001 and k["time_us_cpu"] > 0
+        # (but for the two clocks' few-per-mille disagreement seen in a VM)
+        assert 0 < k["on_cpu"] <= 1.05 and k["time_us_cpu"] > 0
         assert k["gflops_cpu"] == pytest.approx(k["flops"] / k["time_us_cpu"] / 1e3)
         assert k["bytes"] > 0 and k["roof_gbs"] > 0 and k["elements"] > 0
         assert k["gbs"] == pytest.approx(k["bytes"] / k["time_us"] / 1e3)
