@@ -15,10 +15,7 @@ run:
 
 test:
 	scripts/setup.sh test
-	# tests/runtime in a process of its own: out-of-core shutdowns there hung intermittently
-	# after hundreds of StarPU starts in one process (docs/reliability.md)
-	$(PY) -m pytest -q --ignore=tests/runtime
-	$(PY) -m pytest -q tests/runtime
+	$(PY) -m pytest -q
 
 lint:
 	.venv/bin/ruff check .

@@ -114,6 +114,7 @@ void nl_mpi_abort(int code);
 /* Kernel benchmark (kernels/bench.c; nl_call_op is generated from the codelet table) */
 int nl_call_op(int op, void **p, const double *a);
 double nl_time_op(int op, void **p, const double *a, int64_t calls);
+double nl_time_op_cpu(int op, void **p, const double *a, int64_t calls, double *cpu_seconds);
 double nl_time_stream(int kind, int64_t n, float *a, const float *b, const float *c,
                       int64_t calls);
 double nl_time_vexp(int64_t n, const float *x, float *y, int64_t calls);

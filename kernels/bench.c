@@ -26,15 +26,34 @@ static double now(void)
 /* keeps the compiler from merging or dropping the repeated calls */
 #define NL_BARRIER() __asm__ volatile("" ::: "memory")
 
-/* seconds for `calls` calls of op on pointers p and arguments a; < 0 for an unknown op */
-double nl_time_op(int op, void **p, const double *a, int64_t calls)
+static double thread_cpu(void)
 {
-    double t0 = now();
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* seconds for `calls` calls of op on pointers p and arguments a; < 0 for an unknown op.
+ * *cpu_seconds: the calling thread's CPU time over the same calls — on a shared machine
+ * the wall time also counts the time other processes had this core, and more of it the
+ * longer a call runs (a call shorter than a scheduler slice is seldom preempted), so
+ * wall-time rates of short and long calls are not comparable there; CPU-time ones are. */
+double nl_time_op_cpu(int op, void **p, const double *a, int64_t calls, double *cpu_seconds)
+{
+    double c0 = thread_cpu(), t0 = now();
     for (int64_t c = 0; c < calls; c++) {
         if (nl_call_op(op, p, a)) return -1.0;
         NL_BARRIER();
     }
-    return now() - t0;
+    double wall = now() - t0;
+    *cpu_seconds = thread_cpu() - c0;
+    return wall;
+}
+
+double nl_time_op(int op, void **p, const double *a, int64_t calls)
+{
+    double cpu;
+    return nl_time_op_cpu(op, p, a, calls, &cpu);
 }
 
 /* STREAM on one core, n floats: kind 0 copy a = b (8 B per element moved), kind 1

@@ -128,18 +128,42 @@ void nl_tiles_release(starpu_data_handle_t *h)
     free(b);
 }
 
+/* Whether a transfer of this tile to some node is pending (a prefetch, StarPU's
+ * write-back of a dirty tile to the disk node). */
+static int transfer_pending(starpu_data_handle_t h)
+{
+    unsigned nodes = starpu_memory_nodes_get_count();
+    for (unsigned node = 0; node < nodes; node++) {
+        int allocated = 0, valid = 0, requested = 0;
+        starpu_data_query_status(h, (int)node, &allocated, &valid, &requested);
+        if (requested) return 1;
+    }
+    return 0;
+}
+
 /* Runtime shutdown: unregister every tile still registered, now. Returns how
- * many blocks had tiles registered. */
+ * many blocks had tiles registered.
+ * Unregistering a tile waits for its pending transfers. Out of core, a prefetch
+ * into a full RAM waits for room that only the other tiles' unregistration makes
+ * (they are dirty, and a prefetch does not evict), so unregistering that tile first
+ * waited forever (seen in tests/runtime: stop() in starpu_data_unregister, workers
+ * idle in their progress loop). So the tiles with nothing pending go first, freeing
+ * their memory; then the rest, whose transfers now find room. */
 int64_t nl_tiles_unregister_all(void)
 {
     int64_t count = 0;
     pthread_mutex_lock(&tiles_lock);
     for (struct nl_tiles *b = live_tiles.next; b != &live_tiles; b = b->next) {
         int any = 0;
-        for (int64_t i = 0; i < b->n; i++) any |= b->h[i] != NULL;
+        for (int64_t i = 0; i < b->n; i++)
+            if (b->h[i]) {
+                any = 1;
+                if (!transfer_pending(b->h[i])) nl_unregister_tiles(1, &b->h[i], 1);
+            }
         count += any;
-        nl_unregister_tiles(b->n, b->h, 1);
     }
+    for (struct nl_tiles *b = live_tiles.next; b != &live_tiles; b = b->next)
+        nl_unregister_tiles(b->n, b->h, 1);
     pthread_mutex_unlock(&tiles_lock);
     return count;
 }

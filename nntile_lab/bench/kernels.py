@@ -9,7 +9,11 @@ The element-wise family's cases come from the table too: every op generated from
 on a tile of its row's ``width`` with its Python defaults. Timing is done in C
 (``kernels/bench.c``: the kernel function called back to back, one thread — one StarPU
 worker runs one task — without the few µs a task costs the runtime), median and min–max
-over ``repeats`` repeats of ≥ 2 ms each.
+over ``repeats`` repeats of ≥ 2 ms each. Beside the wall time, the thread's CPU time over
+the same calls: on a shared machine the wall time also counts the time other processes
+had the core, the more so the longer a call (a 40 ms GEMM is preempted, a 0.5 ms one
+seldom), so there the CPU-time figures (``time_us_cpu``, ``gflops_cpu``) are the
+kernel's and ``on_cpu`` (CPU time / wall time) says how shared the core was.
 
 The roof of a kernel is the shortest time its work can take on one core, the largest of
   * bytes / bandwidth: bytes = what it reads plus what it writes (an RW tile twice, no
@@ -264,6 +268,25 @@ def _time(fn, repeats: int) -> dict:
             "calls": calls}
 
 
+def _time_op(op: int, ptrs, args, repeats: int) -> dict:
+    """``_time`` of the op's direct calls, with their thread CPU time: ``cpu_median`` per
+    call, and ``on_cpu``, the share of the wall time the thread ran (all repeats)."""
+    # loads the compiled extension: importing this module must not (--help, readers)
+    from nntile_lab._lib import ffi, lib
+    cpu = ffi.new("double *")
+    runs = []
+
+    def fn(calls):
+        wall = lib.nl_time_op_cpu(op, ptrs, args, calls, cpu)
+        runs.append((wall, cpu[0], calls))
+        return wall
+    t = _time(fn, repeats)
+    timed = runs[1:]                                 # runs[0]: _time's warm-up call
+    t["cpu_median"] = statistics.median(c / n for _, c, n in timed)
+    t["on_cpu"] = sum(c for _, c, _ in timed) / sum(w for w, _, _ in timed)
+    return t
+
+
 def stream(nbytes: int, repeats: int, kind: int = 1) -> float:
     """GB/s of a one-core STREAM copy (kind 0, 8 B per element) or triad (kind 1, 12 B)
     whose arrays total ``nbytes``, best of ``repeats``."""
@@ -307,11 +330,11 @@ def _buffers(case: Case, row: dict, rng) -> list[np.ndarray]:
 
 def measure_case(case: Case, row: dict, roofs: dict, repeats: int, stream_cache: dict) -> dict:
     # loads the compiled extension: importing this module must not (--help, readers)
-    from nntile_lab._lib import ffi, lib
+    from nntile_lab._lib import ffi
     bufs = _buffers(case, row, np.random.default_rng(0))
     ptrs = ffi.new("void *[]", [ffi.cast("void *", b.ctypes.data) for b in bufs])
     args = ffi.new("double[]", [float(case.args[name]) for _, name in row["args"]])
-    t = _time(lambda calls: lib.nl_time_op(row["op"], ptrs, args, calls), repeats)
+    t = _time_op(row["op"], ptrs, args, repeats)
     footprint = sum(b.nbytes for b in bufs)
     nbytes = case.bytes if case.bytes is not None else sum(
         b.nbytes * (2 if mode.startswith("RW") else 1)
@@ -322,7 +345,7 @@ def measure_case(case: Case, row: dict, roofs: dict, repeats: int, stream_cache:
     kroofs = dict(roofs, gbs=stream_cache[footprint])
     roof, bound = roof_time(nbytes, flops, case.exps, kroofs)
     elements = case.elements or max(b.size for b in bufs)
-    med = t["median"]
+    med, cpu = t["median"], t["cpu_median"]
     return {"name": case.name, "args": case.args, "elements": elements, "bytes": nbytes,
             "footprint_bytes": footprint, "flops": flops, "exps": case.exps,
             "time_us": med * 1e6, "time_us_min": t["min"] * 1e6, "time_us_max": t["max"] * 1e6,
@@ -330,6 +353,7 @@ def measure_case(case: Case, row: dict, roofs: dict, repeats: int, stream_cache:
             "gbs": nbytes / med / 1e9, "gflops": flops / med / 1e9,
             "roof_gbs": kroofs["gbs"], "roof_us": roof * 1e6, "bound": bound,
             "fraction": roof / med, "fraction_best": roof / t["min"],
+            "time_us_cpu": cpu * 1e6, "gflops_cpu": flops / cpu / 1e9, "on_cpu": t["on_cpu"],
             "below_target": roof / med < TARGET}
 
 
@@ -379,14 +403,20 @@ def report(res: dict) -> str:
              f"(L2), copy {r['stream_copy_gbs_dram']:.1f} GB/s (DRAM); per kernel the triad "
              "over its own footprint", "",
              f"{'kernel':<26}{'µs':>9}{'min–max':>16}{'ns/elem':>9}{'GB/s':>8}{'GFLOP/s':>9}"
-             f"{'roof GB/s':>10}{'bound':>9}{'of roof':>9}{'(best)':>8}"]
+             f"{'roof GB/s':>10}{'bound':>9}{'of roof':>9}{'(best)':>8}{'CPU µs':>9}"
+             f"{'on CPU':>7}"]
     for k in res["kernels"]:
         flag = "  <-- below 50 %" if k["below_target"] else ""
         lines.append(f"{k['name']:<26}{k['time_us']:>9.1f}{k['time_us_min']:>8.1f}–"
                      f"{k['time_us_max']:<7.1f}{k['ns_per_element']:>9.3f}"
                      f"{k['gbs']:>8.1f}{k['gflops']:>9.1f}{k['roof_gbs']:>10.1f}{k['bound']:>9}"
-                     f"{k['fraction']:>9.2f}{k['fraction_best']:>8.2f}{flag}")
+                     f"{k['fraction']:>9.2f}{k['fraction_best']:>8.2f}"
+                     f"{k['time_us_cpu']:>9.1f}{k['on_cpu']:>7.2f}{flag}")
     lines.append("")
+    shared = min((k["on_cpu"] for k in res["kernels"]), default=1.0)
+    if shared < 0.9:
+        lines.append(f"the core was shared (a kernel ran {shared:.2f} of its wall time): the "
+                     "CPU-time column is the kernel's, the wall-time ones are not")
     lines.append("below 50 % of roof (GEMM excepted): " + (", ".join(res["below_target"])
                                                            or "none"))
     return "\n".join(lines)

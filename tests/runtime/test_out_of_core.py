@@ -1,6 +1,9 @@
 """Out-of-core training: under a RAM cap that forces eviction to an O_DIRECT disk node,
 training, validation, checkpoints and resume give exactly the in-memory results, and
 the disk node's counters prove the tiles went to disk and came back."""
+import subprocess
+import sys
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -11,6 +14,7 @@ from nntile_lab.optim import AdamW
 from nntile_lab.train.checkpoint import load_checkpoint
 from nntile_lab.train.schedule import WarmupCosine
 from nntile_lab.train.trainer import train
+from tests.jupyter_kernel import REPO
 from tests.torch_adapter import tiny_dataset
 
 # ~3.6 M parameters: 58 MiB of weights, gradients and Adam moments against a 32 MiB cap
@@ -123,3 +127,30 @@ def test_an_output_overwritten_with_beta_zero_is_not_read_back(tmp_path, beta):
         assert read < (1 << 20), read
     else:
         assert read >= (8 << 20), read
+
+
+STOP_WITH_PREFETCHES = """
+import sys, tempfile
+import numpy as np
+import nntile_lab as nl
+rng = np.random.default_rng(7)
+arrays = [rng.standard_normal((301, 577)).astype(np.float32) for _ in range(40)]
+for it in range(4):
+    with tempfile.TemporaryDirectory() as d:
+        with nl.Runtime(memory_limit_mb=16, ooc_dir=d, ooc_size_mb=256, ncpu=2) as rt:
+            tensors = [nl.from_numpy(a, (97, 129)) for a in arrays]   # 27 MiB > 16 MiB
+            doubled = [nl.ops.scale(t, 2.0) for t in tensors]          # dirty tiles in RAM
+            rt.wait()
+            for t in tensors:          # prefetches into a RAM full of dirty tiles ...
+                t.prefetch()
+        print("stopped", it, flush=True)   # ... pending when the runtime stops
+"""
+
+
+def test_stop_returns_with_prefetches_pending_into_a_full_ram():
+    """Stopping with prefetches into RAM still pending (RAM full of dirty tiles, which a
+    prefetch does not evict): every tile is freed and stop() returns — it used to wait
+    forever in starpu_data_unregister for a prefetched tile freed before the others."""
+    proc = subprocess.run([sys.executable, "-c", STOP_WITH_PREFETCHES], capture_output=True,
+                          text=True, timeout=180, cwd=REPO)
+    assert proc.returncode == 0 and proc.stdout.split().count("stopped") == 4, proc.stderr
