@@ -84,6 +84,7 @@ int64_t nl_device_refused_task(int *op_id, int64_t *largest_tile);
 starpu_data_handle_t *nl_tiles_new(int64_t n);
 void nl_tiles_release(starpu_data_handle_t *h);
 int64_t nl_tiles_unregister_all(void);
+int64_t nl_tiles_unregister_all_lazily(double timeout_s);
 int64_t nl_tiles_live(void);
 int nl_wait_all(int timeout_ms);
 struct nl_ready;

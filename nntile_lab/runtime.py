@@ -47,6 +47,8 @@ def heteroprio_levels() -> int:
 # signal handlers (Ctrl-C / Jupyter's "interrupt kernel" → KeyboardInterrupt).
 POLL_MS = 50
 MIB = 1 << 20
+# how long stop() waits for the tiles' last transfers before stopping StarPU anyway
+STOP_TILES_TIMEOUT_S = 120.0
 
 
 # Why a runtime with OpenCL workers takes no disk node (checked on PoCL, 2026-11-25)
@@ -320,7 +322,7 @@ class Runtime:
                 lib.nl_sampler_stop()   # a Trace left recording must not poll a stopped StarPU
                 # StarPU's accounting exact again before the tiles go (guard.c says why)
                 lib.nl_guard_repay()
-                lib.nl_tiles_unregister_all()
+                self._unregister_all_tiles()
                 if mpi is not None:
                     mpi.shutdown()
                     self.mpi = None
@@ -331,6 +333,20 @@ class Runtime:
                 Runtime.active = None
             self.raise_task_error()
             self._raise_stall()
+
+    def _unregister_all_tiles(self) -> None:
+        """Free every tile still registered. With a memory cap, all at once and lazily:
+        one at a time, a tile's pending transfer into a full node could wait forever for
+        the room the later tiles held (kernels/runtime/tiles.c)."""
+        if self.mpi is not None or (self.memory_limit_mb is None
+                                    and not self.opencl_memory_limit_mb):
+            lib.nl_tiles_unregister_all()
+            return
+        left = lib.nl_tiles_unregister_all_lazily(STOP_TILES_TIMEOUT_S)
+        if left:
+            print(f"nntile_lab: {left} tile(s) still had transfers pending "
+                  f"{STOP_TILES_TIMEOUT_S:g} s after the runtime began to stop; stopping "
+                  "StarPU anyway", file=sys.stderr)
 
     def _replace_in_notebook(self, old: Runtime) -> None:
         """StarPU allows one runtime per process. In a Jupyter/IPython kernel re-running

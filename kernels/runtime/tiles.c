@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Bytes of the tiles registered and not yet unregistered. */
 int64_t nl_registered_bytes;
@@ -128,44 +129,67 @@ void nl_tiles_release(starpu_data_handle_t *h)
     free(b);
 }
 
-/* Whether a transfer of this tile to some node is pending (a prefetch, StarPU's
- * write-back of a dirty tile to the disk node). */
-static int transfer_pending(starpu_data_handle_t h)
-{
-    unsigned nodes = starpu_memory_nodes_get_count();
-    for (unsigned node = 0; node < nodes; node++) {
-        int allocated = 0, valid = 0, requested = 0;
-        starpu_data_query_status(h, (int)node, &allocated, &valid, &requested);
-        if (requested) return 1;
-    }
-    return 0;
-}
-
 /* Runtime shutdown: unregister every tile still registered, now. Returns how
- * many blocks had tiles registered.
- * Unregistering a tile waits for its pending transfers. Out of core, a prefetch
- * into a full RAM waits for room that only the other tiles' unregistration makes
- * (they are dirty, and a prefetch does not evict), so unregistering that tile first
- * waited forever (seen in tests/runtime: stop() in starpu_data_unregister, workers
- * idle in their progress loop). So the tiles with nothing pending go first, freeing
- * their memory; then the rest, whose transfers now find room. */
+ * many blocks had tiles registered. (In memory; out of core see below.) */
 int64_t nl_tiles_unregister_all(void)
 {
     int64_t count = 0;
     pthread_mutex_lock(&tiles_lock);
     for (struct nl_tiles *b = live_tiles.next; b != &live_tiles; b = b->next) {
         int any = 0;
-        for (int64_t i = 0; i < b->n; i++)
-            if (b->h[i]) {
-                any = 1;
-                if (!transfer_pending(b->h[i])) nl_unregister_tiles(1, &b->h[i], 1);
-            }
+        for (int64_t i = 0; i < b->n; i++) any |= b->h[i] != NULL;
         count += any;
-    }
-    for (struct nl_tiles *b = live_tiles.next; b != &live_tiles; b = b->next)
         nl_unregister_tiles(b->n, b->h, 1);
+    }
     pthread_mutex_unlock(&tiles_lock);
     return count;
+}
+
+/* Runtime shutdown out of core. Unregistering a tile waits for its pending transfers,
+ * and out of core those can wait for room that only other tiles' unregistration makes:
+ * an idle fetch (StarPU's own write-backs, prefetches) into a RAM full of dirty tiles,
+ * which such a request does not evict. Unregistering one tile at a time then waited
+ * forever (seen: stop() in starpu_data_unregister, a worker retrying
+ * _starpu_allocate_memory_on_node for an idle fetch of that very tile). So every tile is
+ * unregistered at once, lazily (starpu_data_unregister_submit: each goes when its
+ * transfers end, freeing room for the others' transfers), and this waits until StarPU
+ * has destroyed them all, counted by an unregister hook, or `timeout_s` passes. Returns
+ * how many tiles were still there (0: all gone). StarPU 1.3 has no public "handle
+ * destroyed" notice; _starpu_data_set_unregister_hook is exported by its library (StarPU-MPI
+ * uses it for its own handles, so this is not used under StarPU-MPI). */
+void _starpu_data_set_unregister_hook(starpu_data_handle_t handle,
+                                      void (*hook)(starpu_data_handle_t));
+static int64_t tiles_left;
+
+static void tile_gone(starpu_data_handle_t handle)
+{
+    (void)handle;
+    __atomic_sub_fetch(&tiles_left, 1, __ATOMIC_RELEASE);
+}
+
+int64_t nl_tiles_unregister_all_lazily(double timeout_s)
+{
+    pthread_mutex_lock(&tiles_lock);
+    int64_t n = 0;
+    for (struct nl_tiles *b = live_tiles.next; b != &live_tiles; b = b->next)
+        for (int64_t i = 0; i < b->n; i++) n += b->h[i] != NULL;
+    __atomic_store_n(&tiles_left, n, __ATOMIC_RELAXED);
+    for (struct nl_tiles *b = live_tiles.next; b != &live_tiles; b = b->next)
+        for (int64_t i = 0; i < b->n; i++)
+            if (b->h[i]) _starpu_data_set_unregister_hook(b->h[i], tile_gone);
+    for (struct nl_tiles *b = live_tiles.next; b != &live_tiles; b = b->next)
+        nl_unregister_tiles(b->n, b->h, 0);
+    pthread_mutex_unlock(&tiles_lock);
+    struct timespec nap = {0, 1000000}, t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        int64_t left = __atomic_load_n(&tiles_left, __ATOMIC_ACQUIRE);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (left <= 0 || (double)(now.tv_sec - t0.tv_sec) + 1e-9 * (double)(now.tv_nsec
+                                                                       - t0.tv_nsec) > timeout_s)
+            return left > 0 ? left : 0;
+        nanosleep(&nap, NULL);
+    }
 }
 
 /* How many tensors have tiles registered now. */
