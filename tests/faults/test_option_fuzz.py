@@ -179,7 +179,8 @@ def no_work(monkeypatch):
             monkeypatch.setattr(importlib.import_module(module), name, _reached)
     # train --ranks/--hosts starts mpirun: the launch line is checked, never run
     monkeypatch.setattr(importlib.import_module("nntile_lab.parallel.launch"), "subprocess",
-                        types.SimpleNamespace(run=_reached))
+                        types.SimpleNamespace(run=_reached, Popen=_reached,
+                                              PIPE=None))
 
 
 @pytest.mark.parametrize("command,flag,kind,nargs", CASES,
