@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import contextlib
 
-import torch
-
 TORCH_PRECISIONS = ("fp32", "bf16")
 
 
@@ -25,6 +23,8 @@ def autocast(precision: str = "fp32"):
                          f"{' or '.join(TORCH_PRECISIONS)}")
     if precision == "fp32":
         return contextlib.nullcontext()
+    import torch  # here: bench and figures import peer_precision without PyTorch installed
+
     return torch.autocast("cpu", dtype=torch.bfloat16)
 
 
