@@ -24,7 +24,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <oneapi/dnnl/dnnl.h>
+#include "onednn.h"
 
 static dnnl_engine_t engine;
 static dnnl_status_t engine_status = dnnl_runtime_error;
@@ -56,6 +56,7 @@ static void widened_gemm(int64_t batch, int64_t m, int64_t n, int64_t k, int32_t
 /* the primitive for one call shape; NULL (and *what set) on failure */
 static dnnl_primitive_t make_primitive(int64_t batch, int64_t m, int64_t n, int64_t k,
                                        int ta, int tb, float alpha, float beta,
+                                       dnnl_data_type_t c_type,
                                        dnnl_memory_desc_t *amd, dnnl_memory_desc_t *bmd,
                                        dnnl_memory_desc_t *cmd, size_t *scratch_bytes,
                                        const char **what)
@@ -72,7 +73,7 @@ static dnnl_primitive_t make_primitive(int64_t batch, int64_t m, int64_t n, int6
     *what = "memory descriptors";
     if (dnnl_memory_desc_init_by_strides(amd, 3, ad, dnnl_bf16, as)
         || dnnl_memory_desc_init_by_strides(bmd, 3, bd, dnnl_bf16, bs)
-        || dnnl_memory_desc_init_by_strides(cmd, 3, cd, dnnl_f32, cs)
+        || dnnl_memory_desc_init_by_strides(cmd, 3, cd, c_type, cs)
         || dnnl_matmul_desc_init(&desc, amd, bmd, NULL, cmd))
         return NULL;
     *what = "attributes (alpha, beta, scratchpad)";
@@ -103,31 +104,34 @@ out:
     return prim;
 }
 
-void nl_gemm_bf16(int64_t batch, int64_t m, int64_t n, int64_t k, int32_t trans_a,
-                  int32_t trans_b, float alpha, float beta, const uint16_t *a, const uint16_t *b,
-                  float *c)
+/* C = alpha·op(A)·op(B) + beta·C with bf16 A and B through oneDNN's matmul, C of c_type
+ * (float32, or bf16 rounded from the float32 sums). 0: done; 1: this CPU has no bf16 matmul
+ * (the caller falls back); -1: failed, said (nl_error, reported when the runtime next waits;
+ * C is left as it was). */
+int nl_dnnl_gemm(const char *who, int64_t batch, int64_t m, int64_t n, int64_t k,
+                 int32_t trans_a, int32_t trans_b, float alpha, float beta,
+                 dnnl_data_type_t c_type, const uint16_t *a, const uint16_t *b, void *c)
 {
     pthread_once(&engine_once, make_engine);
     if (engine_status != dnnl_success) {
-        nl_error("gemm_bf16: oneDNN cannot create its CPU engine (status %d)",
+        nl_error("%s: oneDNN cannot create its CPU engine (status %d)", who,
                  (int)engine_status);
-        return;
+        return -1;
     }
     omp_set_num_threads(1);
     dnnl_memory_desc_t amd, bmd, cmd, scratch_md;
     size_t scratch_bytes = 0;
     const char *what = "";
     dnnl_primitive_t prim = make_primitive(batch, m, n, k, trans_a != 0, trans_b != 0, alpha,
-                                           beta, &amd, &bmd, &cmd, &scratch_bytes, &what);
-    if (!prim && !what) {
-        widened_gemm(batch, m, n, k, trans_a, trans_b, alpha, beta, a, b, c);
-        return;
-    }
-    if (!prim) {   /* said when the runtime next waits; C is left as it was */
-        nl_error("gemm_bf16: oneDNN could not make the %s for batch %lld, %lld×%lld×%lld "
-                 "(trans_a=%d, trans_b=%d)", what, (long long)batch, (long long)m,
+                                           beta, c_type, &amd, &bmd, &cmd, &scratch_bytes,
+                                           &what);
+    if (!prim && !what)
+        return 1;
+    if (!prim) {
+        nl_error("%s: oneDNN could not make the %s for batch %lld, %lld×%lld×%lld "
+                 "(trans_a=%d, trans_b=%d)", who, what, (long long)batch, (long long)m,
                  (long long)n, (long long)k, (int)trans_a, (int)trans_b);
-        return;
+        return -1;
     }
     void *scratch = scratch_bytes ? malloc(scratch_bytes) : NULL;
     dnnl_stream_t stream = NULL;
@@ -148,9 +152,9 @@ void nl_gemm_bf16(int64_t batch, int64_t m, int64_t n, int64_t k, int32_t trans_
              && !dnnl_stream_wait(stream);
     }
     if (!ok)
-        nl_error("gemm_bf16: oneDNN failed to run the product of batch %lld, %lld×%lld×%lld "
-                 "(out of memory for %zu bytes of scratchpad?)", (long long)batch, (long long)m,
-                 (long long)n, (long long)k, scratch_bytes);
+        nl_error("%s: oneDNN failed to run the product of batch %lld, %lld×%lld×%lld "
+                 "(out of memory for %zu bytes of scratchpad?)", who, (long long)batch,
+                 (long long)m, (long long)n, (long long)k, scratch_bytes);
     if (ms) dnnl_memory_destroy(ms);
     if (mc) dnnl_memory_destroy(mc);
     if (mb) dnnl_memory_destroy(mb);
@@ -158,4 +162,14 @@ void nl_gemm_bf16(int64_t batch, int64_t m, int64_t n, int64_t k, int32_t trans_
     if (stream) dnnl_stream_destroy(stream);
     free(scratch);
     dnnl_primitive_destroy(prim);
+    return ok ? 0 : -1;
+}
+
+void nl_gemm_bf16(int64_t batch, int64_t m, int64_t n, int64_t k, int32_t trans_a,
+                  int32_t trans_b, float alpha, float beta, const uint16_t *a, const uint16_t *b,
+                  float *c)
+{
+    if (nl_dnnl_gemm("gemm_bf16", batch, m, n, k, trans_a, trans_b, alpha, beta, dnnl_f32, a,
+                     b, c) == 1)
+        widened_gemm(batch, m, n, k, trans_a, trans_b, alpha, beta, a, b, c);
 }
