@@ -29,14 +29,26 @@ static float *scratch_c(const char *who, int64_t values)
     return c;
 }
 
+/* C = bf16(alpha·op(A)·op(B)) through a float32 C of the task's own: A and B float32
+ * (sgemm) or bf16 (nl_gemm_bf16, where oneDNN has no bf16 matmul writing bf16) */
+static void rounded_product(const char *who, int bf16_inputs, int64_t batch, int64_t m,
+                            int64_t n, int64_t k, int32_t trans_a, int32_t trans_b, float alpha,
+                            const void *a, const void *b, uint16_t *c)
+{
+    float *c32 = scratch_c(who, batch * m * n);
+    if (!c32) return;
+    if (bf16_inputs)
+        nl_gemm_bf16(batch, m, n, k, trans_a, trans_b, alpha, 0.0f, a, b, c32);
+    else
+        nl_gemm(batch, m, n, k, trans_a, trans_b, alpha, 0.0f, a, b, c32);
+    nl_f32_to_bf16(batch * m * n, c32, c);
+    free(c32);
+}
+
 void nl_gemm_c16(int64_t batch, int64_t m, int64_t n, int64_t k, int32_t trans_a,
                  int32_t trans_b, float alpha, const float *a, const float *b, uint16_t *c)
 {
-    float *c32 = scratch_c("gemm_c16", batch * m * n);
-    if (!c32) return;
-    nl_gemm(batch, m, n, k, trans_a, trans_b, alpha, 0.0f, a, b, c32);
-    nl_f32_to_bf16(batch * m * n, c32, c);
-    free(c32);
+    rounded_product("gemm_c16", 0, batch, m, n, k, trans_a, trans_b, alpha, a, b, c);
 }
 
 /* C = alpha·op(A)·op(B) + beta·C with A bf16 and B, C float32: A widened (exactly) into a
@@ -53,23 +65,12 @@ void nl_gemm_a16(int64_t batch, int64_t m, int64_t n, int64_t k, int32_t trans_a
     free(a32);
 }
 
-/* nl_gemm_bf16 into float32, then rounded: where oneDNN has no bf16 matmul */
-static void rounded_gemm_bf16(int64_t batch, int64_t m, int64_t n, int64_t k, int32_t trans_a,
-                              int32_t trans_b, float alpha, const uint16_t *a,
-                              const uint16_t *b, uint16_t *c)
-{
-    float *c32 = scratch_c("gemm_bf16_c16", batch * m * n);
-    if (!c32) return;
-    nl_gemm_bf16(batch, m, n, k, trans_a, trans_b, alpha, 0.0f, a, b, c32);
-    nl_f32_to_bf16(batch * m * n, c32, c);
-    free(c32);
-}
-
 void nl_gemm_bf16_c16(int64_t batch, int64_t m, int64_t n, int64_t k, int32_t trans_a,
                       int32_t trans_b, float alpha, const uint16_t *a, const uint16_t *b,
                       uint16_t *c)
 {
     if (nl_dnnl_gemm("gemm_bf16_c16", batch, m, n, k, trans_a, trans_b, alpha, 0.0f,
                      dnnl_bf16, a, b, c) == 1)
-        rounded_gemm_bf16(batch, m, n, k, trans_a, trans_b, alpha, a, b, c);
+        rounded_product("gemm_bf16_c16", 1, batch, m, n, k, trans_a, trans_b, alpha, a, b,
+                        c);
 }

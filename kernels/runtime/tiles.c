@@ -169,16 +169,15 @@ static void tile_gone(starpu_data_handle_t handle)
 
 int64_t nl_tiles_unregister_all_lazily(double timeout_s)
 {
+    __atomic_store_n(&tiles_left, 0, __ATOMIC_RELAXED);   /* none left from an earlier StarPU */
     pthread_mutex_lock(&tiles_lock);
-    int64_t n = 0;
-    for (struct nl_tiles *b = live_tiles.next; b != &live_tiles; b = b->next)
-        for (int64_t i = 0; i < b->n; i++) n += b->h[i] != NULL;
-    __atomic_store_n(&tiles_left, n, __ATOMIC_RELAXED);
     for (struct nl_tiles *b = live_tiles.next; b != &live_tiles; b = b->next)
         for (int64_t i = 0; i < b->n; i++)
-            if (b->h[i]) _starpu_data_set_unregister_hook(b->h[i], tile_gone);
-    for (struct nl_tiles *b = live_tiles.next; b != &live_tiles; b = b->next)
-        nl_unregister_tiles(b->n, b->h, 0);
+            if (b->h[i]) {   /* counted before its hook can fire */
+                __atomic_add_fetch(&tiles_left, 1, __ATOMIC_RELAXED);
+                _starpu_data_set_unregister_hook(b->h[i], tile_gone);
+                nl_unregister_tiles(1, &b->h[i], 0);
+            }
     pthread_mutex_unlock(&tiles_lock);
     struct timespec nap = {0, 1000000}, t0, now;
     clock_gettime(CLOCK_MONOTONIC, &t0);
