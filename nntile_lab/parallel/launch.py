@@ -162,6 +162,12 @@ def relaunch_train(args) -> int:
     return run_ranks(cmd, args.ranks)
 
 
+# What Open MPI prints when ranks die starting up: its help text names MPI_Init or the
+# unreachable pair, and when that help text itself is lost only the show_help unpack
+# errors remain.
+_INIT_FAILED = ("mpi_init", "unable to reach each other", "show_help.c")
+
+
 def run_ranks(cmd: list[str], ranks) -> int:
     """Run the launch line, passing its stderr through; when the ranks die in ``MPI_Init``
     end with one line that says why and what to change. Open MPI's own explanation (its
@@ -171,7 +177,7 @@ def run_ranks(cmd: list[str], ranks) -> int:
     with subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, errors="replace") as proc:
         for text in proc.stderr:
             sys.stderr.write(text)
-            init_failed |= "mpi_init" in text.lower()
+            init_failed |= any(mark in text.lower() for mark in _INIT_FAILED)
         code = proc.wait()
     if code and init_failed:
         btl = os.environ.get("OMPI_MCA_btl")  # noqa: SIM112 (Open MPI reads this spelling)

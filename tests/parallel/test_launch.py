@@ -124,3 +124,40 @@ def test_training_over_tcp_only_equals_one_process(tmp_path):
     said = " ".join((none.stdout + none.stderr).split())
     assert ("MPI could not start the 2 ranks (MPI_Init failed): they are unable to reach each "
             "other with OMPI_MCA_btl=self") in said, said[-3000:]
+
+
+# What Open MPI printed in CI when the ranks could not reach each other: the help text without
+# the words "MPI_Init", after show_help's own unpack errors; and the variant where only those
+# unpack errors survive.
+UNREACHABLE = """[vm:04225] [[31871,0],0] ORTE_ERROR_LOG: Data unpack would read past end \
+of buffer in file ../../../orte/util/show_help.c at line 507
+--------------------------------------------------------------------------
+At least one pair of MPI processes are unable to reach each other for
+MPI communications.  This means that no Open MPI device has indicated
+that it can be used to communicate between these processes.
+--------------------------------------------------------------------------
+"""
+HELP_LOST = UNREACHABLE.splitlines()[0] + "\n"
+
+
+@pytest.mark.parametrize("printed", [UNREACHABLE, HELP_LOST])
+def test_ranks_dying_at_start_end_with_one_line_saying_why(tmp_path, monkeypatch, capsys, printed):
+    fake = tmp_path / "mpirun"
+    (tmp_path / "said").write_text(printed)
+    fake.write_text(f"#!/bin/sh\ncat {tmp_path / 'said'} >&2\nexit 1\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("OMPI_MCA_btl", "self")
+    assert launch.run_ranks([str(fake)], 2) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert ("MPI could not start the 2 ranks (MPI_Init failed): they are unable to reach each "
+            "other with OMPI_MCA_btl=self. Fix:") in err
+    assert err.count("ORTE_ERROR_LOG") == 1          # Open MPI's own lines still pass through
+
+
+def test_a_rank_failing_later_gets_no_mpi_init_line(tmp_path, capsys):
+    fake = tmp_path / "mpirun"
+    fake.write_text("#!/bin/sh\necho 'Traceback: ValueError: bad --lr' >&2\nexit 1\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    assert launch.run_ranks([str(fake)], 2) == 1
+    err = capsys.readouterr().err
+    assert "bad --lr" in err and "MPI could not start" not in err
