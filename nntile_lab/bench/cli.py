@@ -62,6 +62,8 @@ def register_cli(subparsers) -> None:
                   skip=("measure_steps", "warmup_steps"))
     t.add_argument("--measure-steps", "--steps", type=int, default=None, metavar="N",
                    dest="measure_steps", help="timed steps (median; default 3)")
+    t.add_argument("--warmup-steps", type=int, default=None, metavar="N",
+                   help="untimed steps before them, for each system (default 1)")
     t.add_argument("--vs-torch", action="store_true",
                    help="measure nanoGPT-style PyTorch too (eager and torch.compile; the "
                         "ratio is against the faster)")

@@ -35,6 +35,8 @@ def _run(args) -> int:
                                    ("scheduler", args.scheduler)) if v is not None}
     if args.no_ooc:
         overrides["ooc"] = False
+    if args.no_torch_compile:
+        overrides["torch_compile"] = False
     if args.no_bf16:
         overrides["bf16"] = False
     if args.device:
@@ -128,6 +130,9 @@ def register_cli(sub) -> None:
     p.add_argument("--ncpu", type=int_range(),
                    help="StarPU workers and torch threads (default: all)")
     p.add_argument("--scheduler", help="nntile_lab's StarPU scheduler (default lws)")
+    p.add_argument("--no-torch-compile", action="store_true",
+                   help="PyTorch eager only (default: the faster of eager and torch.compile "
+                        "that fits under the cap, each in its own process)")
     p.add_argument("--no-ooc", action="store_true",
                    help="no out-of-core runs: nntile_lab beyond the cap shows as 0 too")
     p.add_argument("--precision", metavar="LIST",

@@ -49,6 +49,9 @@ class FigurePlan:
     # ("the GPU"), RAM as its overflow (docs/accelerators.md)
     device: bool = False
     point_timeout_s: int = 900
+    # PyTorch's points: the faster of eager and torch.compile that fits under the cap (each
+    # run in its own process); False: eager only
+    torch_compile: bool = True
     # the series measured (SYSTEMS' keys); the bf16 ones only where ``bf16`` resolves True,
     # the device one only where ``device`` is set
     systems: tuple[str, ...] = field(default=("nntile_lab", "torch_fp32", "nntile_lab_bf16",
@@ -121,11 +124,12 @@ def point_spec(n_layer: int, n_embd: int, plan: FigurePlan, **runtime):
     """The family member as the ExperimentSpec both systems run: heads of 64, tiles of
     about 1–10 ms tasks, the plan's batch, sequence, scheduler, workers and steps
     (``runtime``: memory_limit_mb / ooc_dir of an out-of-core run, or ``precision``: a bf16
-    series')."""
+    series'). The batch tile is the spec's default (512 tokens): a whole-batch tile ran each
+    product's k-sum as one chain on one worker while the other waited."""
     n_head = n_embd // HEAD_SIZE
     spec = ExperimentSpec(n_layer=n_layer, n_head=n_head, n_embd=n_embd,
                           vocab_size=plan.vocab_size, seq_len=plan.seq_len,
-                          batch=plan.batch, batch_tile=plan.batch, head_tile=max(1, n_head // 2),
+                          batch=plan.batch, head_tile=max(1, n_head // 2),
                           vocab_tile=min(plan.vocab_size, 8192), scheduler=plan.scheduler,
                           ncpu=plan.ncpu, warmup_steps=plan.warmup_steps,
                           measure_steps=plan.measure_steps, **runtime)

@@ -139,10 +139,12 @@ def _nntile(spec, cap: MemoryCap, traffic: dict | None = None) -> tuple[list, di
         return times, static
 
 
-def _torch(spec, cap: MemoryCap, precision: str) -> tuple[list, dict]:
+def _torch(spec, cap: MemoryCap, precision: str, compiled: bool = False) -> tuple[list, dict]:
     """The strongest PyTorch CPU baseline (``bench.torch_baseline``'s: nanoGPT with scaled
     dot-product attention, the faster AdamW implementation, clipping at 1.0) on the same
-    config, batches and cores (all of them), in ``precision`` (fp32 or bf16 autocast)."""
+    config, batches and cores (all of them), in ``precision`` (fp32 or bf16 autocast), eager
+    or (``compiled``) its forward and loss under ``torch.compile`` (compiled in the warm-up
+    steps, inside the cap)."""
     # torch and the PyTorch models: optional heavy dependencies, loaded where they are used
     import torch
 
@@ -158,12 +160,13 @@ def _torch(spec, cap: MemoryCap, precision: str) -> tuple[list, dict]:
                                 weight_decay=spec.weight_decay_resolved, **{impl: True})
         batches = iter([tuple(torch.as_tensor(a) for a in b) for b in
                         _batches(cfg.vocab_size, spec.batch, spec.seq_len, steps)])
+        loss_fn = torch.compile(model.loss_tensor) if compiled else model.loss_tensor
 
         def step(k):
             model.zero_grad(set_to_none=True)
             # bf16 autocast: matmuls in bf16, fp32 master weights and Adam state (FSDP bf16's)
             with autocast(precision):
-                loss = model.loss_tensor(*next(batches))
+                loss = loss_fn(*next(batches))
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), spec.clip, foreach=True)
             opt.step()
@@ -179,15 +182,18 @@ def _torch(spec, cap: MemoryCap, precision: str) -> tuple[list, dict]:
 
 
 def measure(system: str, n_layer: int, n_embd: int, plan: FigurePlan,
-            out_of_core: bool = False) -> dict:
+            out_of_core: bool = False, compiled: bool = False) -> dict:
     """Train ``plan.warmup_steps + plan.measure_steps`` steps of the family member; the result
-    (step times, model GFLOP/s, memory by category) — or how it failed."""
+    (step times, model GFLOP/s, memory by category) — or how it failed. ``compiled``: a
+    PyTorch point under ``torch.compile``."""
     spec = series_spec(system, n_layer, n_embd, plan)
     flops = spec.flops_per_step()
     result = {"system": system, "precision": PRECISION[system], "n_layer": n_layer,
               "n_embd": n_embd,
               "flops_per_step": flops, "out_of_core": out_of_core, "status": "ok", "error": None,
               "spec": spec.to_dict()}
+    if not is_nntile(system):
+        result["torch_mode"] = "compiled" if compiled else "eager"
     cap = MemoryCap(plan.cap_mb * 2**20, result)
     if system == "nntile_lab_device":   # the cap is the device's; RAM is its overflow
         spec = spec.replace(nopencl=1, opencl_memory_limit_mb=plan.cap_mb)
@@ -203,7 +209,7 @@ def measure(system: str, n_layer: int, n_embd: int, plan: FigurePlan,
                 result["spec"] = spec.to_dict() | {"ooc_dir": "(a temporary directory)"}
             times, static = _nntile(spec, cap)
     else:
-        times, static = _torch(spec, cap, PRECISION[system])
+        times, static = _torch(spec, cap, PRECISION[system], compiled)
     peak = cap.stop()
     if peak > cap.cap:  # over between two samples: over is over
         return result | {"status": "out_of_memory", "gflops": 0.0, "peak_mb": peak / 2**20,

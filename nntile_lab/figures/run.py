@@ -55,10 +55,27 @@ def run_point(plan: FigurePlan, system: str, n_layer: int, n_embd: int) -> dict:
     ooc_allowed = is_nntile(system) and system != "nntile_lab_device" and plan.ooc
     if reason and not ooc_allowed:
         return base | {"status": "does_not_fit", "error": reason}
+    if not is_nntile(system):
+        return _strongest_torch(plan, system, n_layer, n_embd, base)
     res = _run_process(plan, system, n_layer, n_embd, base, out_of_core=bool(reason))
     if ooc_allowed and not reason and res["status"] == "out_of_memory":
         res = _run_process(plan, system, n_layer, n_embd, base, out_of_core=True)
     return res
+
+
+def _strongest_torch(plan, system, n_layer, n_embd, base) -> dict:
+    """PyTorch eager and (``plan.torch_compile``) compiled, each in its own process under
+    the cap: the faster that fitted, with both modes' outcomes under ``"modes"``; where
+    neither ran, eager's failure."""
+    modes = {"eager": _run_process(plan, system, n_layer, n_embd, base, out_of_core=False)}
+    if plan.torch_compile:
+        modes["compiled"] = _run_process(plan, system, n_layer, n_embd, base,
+                                         out_of_core=False, compiled=True)
+    ran = [m for m in modes if modes[m]["status"] == "ok"]
+    best = max(ran, key=lambda m: modes[m]["gflops"]) if ran else "eager"
+    return modes[best] | {"torch_mode": best, "modes": {
+        m: {k: r.get(k) for k in ("status", "gflops", "step_time_s", "peak_mb", "error")}
+        for m, r in modes.items()}}
 
 
 def _device_does_not_fit(plan: FigurePlan, n_layer: int, n_embd: int) -> str | None:
@@ -72,10 +89,12 @@ def _device_does_not_fit(plan: FigurePlan, n_layer: int, n_embd: int) -> str | N
     return verdict.reason if verdict.verdict == "cannot_run" else None
 
 
-def _run_process(plan, system, n_layer, n_embd, base, *, out_of_core: bool) -> dict:
+def _run_process(plan, system, n_layer, n_embd, base, *, out_of_core: bool,
+                 compiled: bool = False) -> dict:
     base = base | {"out_of_core": out_of_core}
-    arg = json.dumps({"system": system, "n_layer": n_layer, "n_embd": n_embd,
-                      "plan": plan.to_dict(), "out_of_core": out_of_core})
+    point = {"system": system, "n_layer": n_layer, "n_embd": n_embd, "plan": plan.to_dict(),
+             "out_of_core": out_of_core}
+    arg = json.dumps(point | ({"compiled": True} if compiled else {}))
     env = child_env()   # the child dies with this process (nntile_lab.orphans)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
     try:

@@ -51,7 +51,7 @@ def summary_markdown(df: pd.DataFrame, records: list[dict]) -> str:
              f"{plan['seq_len']} tokens, median of {plan['measure_steps']} steps after "
              f"{plan['warmup_steps']} warm-up; both systems under one {plan['cap_mb']} MiB cap "
              "(RAM above each run's start); 0 = did not fit (memory); failed = the run "
-             "failed for another reason (listed below).", "",
+             "failed for another reason (listed below). " + _torch_modes(records), "",
              "| L | size | " + " | ".join(SYSTEMS.values()) + " | "
              + " | ".join(RATIOS.values()) + " |",
              "|---|---|" + "---|" * (len(SYSTEMS) + len(RATIOS))]
@@ -82,6 +82,17 @@ def summary_markdown(df: pd.DataFrame, records: list[dict]) -> str:
               "| setup | throughput ratio | model size ratio |", "|---|---|---|",
               *paper_ratios(), ""]
     return "\n".join(lines)
+
+
+def _torch_modes(records: list[dict]) -> str:
+    """Which PyTorch mode each PyTorch point that ran is: the faster of eager and
+    torch.compile under the cap (records from before eager-only say nothing)."""
+    modes = [r.get("result", r).get("torch_mode") for r in records]
+    ran = [m for r, m in zip(records, modes) if m and r.get("result", r).get("status") == "ok"]
+    if not ran:
+        return "PyTorch: eager."
+    return (f"PyTorch: the faster of eager and torch.compile that fitted — compiled at "
+            f"{ran.count('compiled')} of the {len(ran)} PyTorch points that ran.")
 
 
 def write_summary(df: pd.DataFrame, records: list[dict], out_dir: Path) -> Path:

@@ -104,3 +104,16 @@ def test_auto_is_resolved_once_and_recorded(monkeypatch):
     assert chosen == ["auto"] and seen == ["bf16", "fp32"] * 2
     assert (res["precision"], res["precision_asked"]) == ("bf16", "auto")
     assert "auto: peaks 3x" in train.report(res)
+
+
+def test_warmup_and_measured_steps_reach_both_systems(monkeypatch):
+    """``--warmup-steps`` and ``--steps`` set the spec that both nntile_lab's and PyTorch's
+    series run (each warms up that many untimed steps itself)."""
+    seen = []
+    monkeypatch.setattr(train, "run", lambda spec, **kw: seen.append(spec) or {})
+    monkeypatch.setattr(train, "report", lambda res: "")
+    monkeypatch.setattr(train, "check_torch_precision", lambda prec: None)
+    assert cli.main(["bench", "train", "--warmup-steps", "2", "--steps", "4", "--n-layer",
+                     "1"]) == 0
+    assert (seen[0].warmup_steps, seen[0].measure_steps, seen[0].n_layer) == (2, 4, 1)
+    assert cli.main(["bench", "train", "--warmup-steps", "two"]) == 2

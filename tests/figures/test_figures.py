@@ -198,8 +198,8 @@ def test_nntile_over_the_cap_in_memory_retries_out_of_core(monkeypatch):
     from nntile_lab.figures import run as run_mod
     calls = []
 
-    def fake(plan, system, n_layer, n_embd, base, *, out_of_core):
-        calls.append((system, out_of_core))
+    def fake(plan, system, n_layer, n_embd, base, *, out_of_core, compiled=False):
+        calls.append((system, out_of_core) + (("compiled",) if compiled else ()))
         return base | {"status": "ok" if out_of_core else "out_of_memory",
                        "out_of_core": out_of_core}
 
@@ -208,8 +208,10 @@ def test_nntile_over_the_cap_in_memory_retries_out_of_core(monkeypatch):
     assert run_point(plan, "nntile_lab", 4, 64)["status"] == "ok"
     assert calls == [("nntile_lab", False), ("nntile_lab", True)]
     calls.clear()
-    assert run_point(plan, "torch_fp32", 4, 64)["status"] == "out_of_memory"  # no disk for it
-    assert calls == [("torch_fp32", False)]
+    # no disk for PyTorch: eager and compiled both over, the point is eager's failure
+    res = run_point(plan, "torch_fp32", 4, 64)
+    assert (res["status"], res["torch_mode"]) == ("out_of_memory", "eager")
+    assert calls == [("torch_fp32", False), ("torch_fp32", False, "compiled")]
     calls.clear()
     assert run_point(replace(plan, ooc=False), "nntile_lab", 4, 64)["status"] == "out_of_memory"
     assert calls == [("nntile_lab", False)]
@@ -333,3 +335,30 @@ def test_bf16_point_runs_in_bf16_and_says_so():
     res = run_point(replace(PLAN, cap_mb=1, ooc=False), "nntile_lab_bf16", 4, 128)
     assert res["status"] == "does_not_fit"
     assert res["precision"] == "bf16" and res["spec"]["precision"] == "bf16"
+
+
+@pytest.mark.parametrize("eager, compiled, mode", [
+    (("ok", 100.0), ("ok", 150.0), "compiled"), (("ok", 100.0), ("ok", 90.0), "eager"),
+    (("ok", 100.0), ("out_of_memory", 0.0), "eager"),
+    (("out_of_memory", 0.0), ("ok", 80.0), "compiled")])
+def test_pytorch_points_are_the_faster_mode_that_fits(monkeypatch, eager, compiled, mode):
+    """The strongest PyTorch: eager and torch.compile each under the cap, the faster that
+    fitted drawn, both outcomes kept in the record."""
+    from nntile_lab.figures import run as run_mod
+    got = {False: eager, True: compiled}
+
+    def fake(plan, system, n_layer, n_embd, base, *, out_of_core, compiled=False):
+        status, gflops = got[compiled]
+        return base | {"status": status, "gflops": gflops,
+                       "torch_mode": "compiled" if compiled else "eager"}
+
+    monkeypatch.setattr(run_mod, "_run_process", fake)
+    res = run_point(replace(PLAN, cap_mb=2048), "torch_bf16", 4, 64)
+    assert res["torch_mode"] == mode and res["status"] == "ok"
+    assert res["gflops"] == got[mode == "compiled"][1]
+    assert {m: r["gflops"] for m, r in res["modes"].items()} == {"eager": eager[1],
+                                                                  "compiled": compiled[1]}
+    monkeypatch.setattr(run_mod, "_run_process", lambda *a, compiled=False, **k: pytest.fail(
+        "compiled asked") if compiled else fake(*a, compiled=False, **k))
+    res = run_point(replace(PLAN, cap_mb=2048, torch_compile=False), "torch_bf16", 4, 64)
+    assert res["torch_mode"] == "eager" and set(res["modes"]) == {"eager"}

@@ -16,6 +16,7 @@ from nntile_lab._lib import lib
 from nntile_lab.ops._generated import OPS
 from nntile_lab.runtime import cuda_devices
 from tests.conftest import cond_err, rel_err
+from tests.ops.two_workers import handles, on_cpu_and, optimizer_arrays, optimizer_runs
 from tests.strategies import gemm_case, gemm_layouts, gemm_reference, shape_and_tiles
 
 pytestmark = pytest.mark.cuda
@@ -34,24 +35,8 @@ def gpu():
         yield runtime
 
 
-def _handles(t):
-    return [t.handles[i] for i in range(t.ntiles)]
-
-
 def _on_both(rt, arrays, tiles, run):
-    """``run(tensors)`` on the CPU and on the GPU (tensors from ``arrays``, tiled by
-    ``tiles[name]``): the tensors it returns, as numpy, for each."""
-    out = {}
-    for kind in ("cpu", "cuda"):
-        tensors = {k: nl.from_numpy(v, tiles[k]) for k, v in arrays.items()}
-        with rt.on(kind):
-            got = run(tensors)
-            rt.wait()
-        if kind == "cuda":   # it ran there: the GPU holds the outputs
-            node = rt.cuda_memory_node()
-            assert all(lib.starpu_data_is_on_node(h, node) for t in got for h in _handles(t))
-        out[kind] = [t.to_numpy() for t in got]
-    return out["cpu"], out["cuda"]
+    return on_cpu_and("cuda", rt, arrays, tiles, run)
 
 
 def _close(cpu, gpu_, tol, what):
@@ -188,22 +173,9 @@ def test_a_bad_token_id_on_cuda_is_a_task_error(gpu):
 @given(shape_and_tiles(), st.integers(1, 5), st.booleans())
 def test_optimizer_steps_on_cuda_match_cpu(gpu, case, step, flag):
     shape, tiles = case
-    arrays = {k: RNG.standard_normal(shape).astype(np.float32) for k in ("p", "g", "buf")}
-    layout = dict.fromkeys(arrays, tiles)
-
-    def adamw(t):   # fresh moments: first read on the GPU, as zeros (the init codelet)
-        m, v = nl.tensor.empty(shape, tiles), nl.tensor.empty(shape, tiles)
-        nl.ops.adamw(t["p"], t["g"], m, v, step=step, lr=1e-2, weight_decay=0.1,
-                     decoupled=flag, grad_scale=0.5)
-        return [t["p"], m, v]
-
-    def sgd(t):
-        nl.ops.sgd(t["p"], t["g"], t["buf"], lr=0.1, momentum=0.9, weight_decay=0.01,
-                   nesterov=flag, first=step == 1)
-        return [t["p"], t["buf"]]
-
-    for run in (adamw, sgd):
-        cpu, gpu_ = _on_both(gpu, arrays, layout, run)
+    arrays = optimizer_arrays(RNG, shape)
+    for run in optimizer_runs(shape, tiles, step, flag):
+        cpu, gpu_ = _on_both(gpu, arrays, dict.fromkeys(arrays, tiles), run)
         _close(cpu, gpu_, 1e-6, (run.__name__, shape, tiles))
 
 
@@ -230,14 +202,14 @@ def test_tiles_go_to_cupy_and_back_without_a_host_copy(gpu):
         assert [a.shape for a in tiles] == [(4, 10), (2, 10)]
         # the arrays are StarPU's own buffers on the GPU, not copies
         assert [a.data.ptr for a in tiles] == [lib.nl_tile_pointer_on_node(h, node)
-                                               for h in _handles(y)]
+                                               for h in handles(y)]
         np.testing.assert_array_equal(cupy.asnumpy(cupy.concatenate(tiles)), 2 * x)
     with y.to_cupy(write=True) as tiles:
         for a in tiles:
             a += 1
     np.testing.assert_array_equal(y.to_numpy(), 2 * x + 1)
     z = nl.from_cupy(cupy.asarray(x) * 3, (5, 4))
-    assert all(lib.starpu_data_is_on_node(h, node) for h in _handles(z))
+    assert all(lib.starpu_data_is_on_node(h, node) for h in handles(z))
     np.testing.assert_array_equal(z.to_numpy(), 3 * x)
     with pytest.raises(TypeError, match="float32 or int64"):
         nl.from_cupy(cupy.zeros((2, 2), cupy.float16))

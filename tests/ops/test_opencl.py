@@ -20,6 +20,7 @@ from tests.conftest import cond_err, rel_err
 from tests.ops.test_generated import _codegen
 from tests.ops.test_reduce import axis_case, drop, fiber_sum, sum_err
 from tests.ops.test_softmax import masked_input, softmax_ref
+from tests.ops.two_workers import handles, on_cpu_and, optimizer_arrays, optimizer_runs
 from tests.strategies import gemm_case, gemm_layouts, gemm_reference, shape_and_tiles
 
 RNG = np.random.default_rng(18)
@@ -74,10 +75,6 @@ def test_an_axis_row_launches_its_kernel_over_its_axis():
     assert src.index("nl_sum_y") < src.index("__kernel")
 
 
-def _handles(t):
-    return [t.handles[i] for i in range(t.ntiles)]
-
-
 def _run(rt, kind, name, arrays, tiles, scalars):
     """Op ``name`` on worker ``kind``: its output as numpy (an RW output starts as given)."""
     op = OPS[name]
@@ -89,7 +86,7 @@ def _run(rt, kind, name, arrays, tiles, scalars):
     if kind == "opencl":   # it ran there: the device holds the output (nothing else
         # would bring it there; StarPU may also have written it back to RAM while idle)
         node = rt.opencl_memory_node()
-        assert all(lib.starpu_data_is_on_node(h, node) for h in _handles(out))
+        assert all(lib.starpu_data_is_on_node(h, node) for h in handles(out))
     return out.to_numpy()
 
 
@@ -130,19 +127,7 @@ def test_gemm_on_opencl_matches_numpy(ocl, case, alpha, beta):
 
 
 def _on_both(rt, arrays, tiles, run):
-    """``run(tensors)`` (tensors from ``arrays``, tiled by ``tiles[name]``) on the CPU and
-    on the OpenCL worker: the tensors it returns, as numpy, for each."""
-    out = {}
-    for kind in ("cpu", "opencl"):
-        tensors = {k: nl.from_numpy(v, tiles[k]) for k, v in arrays.items()}
-        with rt.on(kind):
-            got = run(tensors)
-            rt.wait()
-        if kind == "opencl":   # it ran there (see _run)
-            node = rt.opencl_memory_node()
-            assert all(lib.starpu_data_is_on_node(h, node) for t in got for h in _handles(t))
-        out[kind] = [t.to_numpy() for t in got]
-    return out["cpu"], out["opencl"]
+    return on_cpu_and("opencl", rt, arrays, tiles, run)
 
 
 @given(shape_and_tiles(), st.data())
@@ -169,23 +154,9 @@ def test_broadcasts_along_an_axis_on_opencl_match_cpu(ocl, case, data):
 @given(shape_and_tiles(), st.integers(1, 5), st.booleans())
 def test_optimizer_steps_on_opencl_match_cpu(ocl, case, step, decoupled):
     shape, tiles = case
-    arrays = {k: RNG.standard_normal(shape).astype(np.float32) for k in ("p", "g", "buf")}
-    layout = dict.fromkeys(arrays, tiles)
-
-    def adamw(t):   # fresh moments: first read on the device, as zeros (the init codelet)
-        m, v = nl.tensor.empty(shape, tiles), nl.tensor.empty(shape, tiles)
-        nl.ops.adamw(t["p"], t["g"], m, v, step=step, lr=1e-2, weight_decay=0.1,
-                     decoupled=decoupled, grad_scale=0.5)
-        return [t["p"], m, v]
-
-    def sgd(t):
-        nl.ops.sgd(t["p"], t["g"], t["buf"], lr=0.1, momentum=0.9, weight_decay=0.01,
-                   nesterov=decoupled, first=step == 1)
-        nl.ops.sgd(t["p"], t["g"], None, lr=0.05)
-        return [t["p"], t["buf"]]
-
-    for run in (adamw, sgd):
-        cpu, ocl_ = _on_both(ocl, arrays, layout, run)
+    arrays = optimizer_arrays(RNG, shape)
+    for run in optimizer_runs(shape, tiles, step, decoupled, plain_sgd=True):
+        cpu, ocl_ = _on_both(ocl, arrays, dict.fromkeys(arrays, tiles), run)
         for want, got in zip(cpu, ocl_):
             assert rel_err(got, want) <= 1e-6, (run.__name__, shape, tiles)
 
@@ -375,16 +346,16 @@ def test_a_tile_lives_in_the_device_memory_and_comes_back(ocl):
     x = RNG.standard_normal((64, 48)).astype(np.float32)
     tx = nl.from_numpy(x, (32, 48))
     assert all(lib.starpu_data_is_on_node(h, 0) and not lib.starpu_data_is_on_node(h, node)
-               for h in _handles(tx))
+               for h in handles(tx))
     with ocl.on("opencl"):
         ty = nl.ops.scale(tx, 3.0)
         ocl.wait()
     # written on the device (StarPU may also write a dirty tile back to RAM while idle,
     # to keep clean buffers: RAM's copy is not checked)
-    assert all(lib.starpu_data_is_on_node(h, node) for h in _handles(ty))
+    assert all(lib.starpu_data_is_on_node(h, node) for h in handles(ty))
     assert ocl.memory_used(node) >= x.nbytes
     np.testing.assert_array_equal(ty.to_numpy(), np.float32(3.0) * x)
-    assert all(lib.starpu_data_is_on_node(h, 0) for h in _handles(ty))
+    assert all(lib.starpu_data_is_on_node(h, 0) for h in handles(ty))
 
 
 def test_an_op_without_opencl_is_refused_before_its_task(ocl):
