@@ -11,6 +11,7 @@
 #include "prototypes.h"
 #include <math.h>
 #include "core.h"
+#include "cross_entropy_merge.h"
 #include "fastexp.h"
 #include "ids.h"
 
@@ -68,19 +69,8 @@ void nl_cross_entropy_stats(int64_t n, int64_t vt, int64_t voff, int64_t vocab,
 /* stats ← merge(stats, part), token by token (see above) */
 void nl_cross_entropy_merge(int64_t n, float *stats, const float *part)
 {
-    for (int64_t i = 0; i < n; i++) {
-        float *a = stats + 4 * i;
-        const float *b = part + 4 * i;
-        float m = fmaxf(a[0], b[0]);
-        double s = 0.0;
-        if (m > -INFINITY)
-            s = ((double)a[1] + a[2]) * exp((double)a[0] - m)
-                + ((double)b[1] + b[2]) * exp((double)b[0] - m);
-        a[0] = m;
-        a[1] = (float)s;
-        a[2] = (float)(s - (double)a[1]);
-        a[3] += b[3];
-    }
+    for (int64_t i = 0; i < n; i++)
+        nl_cross_entropy_merge_one(stats + 4 * i, part + 4 * i);
 }
 
 /* loss[0] = (first ? 0 : loss[0]) + scale · Σ_i (m_i + log s_i − picked_i) */

@@ -3,6 +3,7 @@
  * stats merged in order  m = max(m1, m2), s = s1·exp(m1 − m) + s2·exp(m2 − m);
  * loss_i = m + log s − picked;  dx[i, j] = scale·(exp(x[i, j] − m)/s − [voff + j == label_i]) */
 #include "common.cuh"
+#include "../cross_entropy_merge.h"
 
 /* one thread per token: the row's max, then Σ exp(x − max) in double */
 __global__ static void cross_entropy_stats(int64_t n, int64_t vt, int64_t voff, const float *x,
@@ -38,19 +39,7 @@ const char *nl_cu_cross_entropy_stats(cudaStream_t stream, int64_t n, int64_t vt
 
 __global__ static void cross_entropy_merge(int64_t n, float *stats, const float *part)
 {
-    NL_CU_FOR(i, n) {
-        float *a = stats + 4 * i;
-        const float *b = part + 4 * i;
-        float m = fmaxf(a[0], b[0]);
-        double s = 0.0;
-        if (m > -INFINITY)
-            s = ((double)a[1] + a[2]) * exp((double)a[0] - m)
-                + ((double)b[1] + b[2]) * exp((double)b[0] - m);
-        a[0] = m;
-        a[1] = (float)s;
-        a[2] = (float)(s - (double)a[1]);
-        a[3] += b[3];
-    }
+    NL_CU_FOR(i, n) nl_cross_entropy_merge_one(stats + 4 * i, part + 4 * i);
 }
 
 const char *nl_cu_cross_entropy_merge(cudaStream_t stream, int64_t n, float *stats,

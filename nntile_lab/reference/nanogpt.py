@@ -14,15 +14,13 @@ Weights move from/to the HF layout with ``load_hf_state_dict`` / ``hf_state_dict
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from nntile_lab.reference.autocast import autocast
-from nntile_lab.reference.torch_gpt2 import Block, torch_dtype
+from nntile_lab.reference.torch_gpt2 import Block, gpt2_modules, init_gpt2_weights, torch_dtype
 
 # HF's Conv1D stores (in, out); nn.Linear stores (out, in): these weights are transposed.
 _LINEAR_WEIGHTS = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight",
@@ -59,34 +57,14 @@ class NanoGPT(nn.Module):
 
     def __init__(self, cfg, dtype=torch.float32, seed: int = 0):
         super().__init__()
-        if cfg.n_embd % cfg.n_head:
-            raise ValueError(f"n_embd={cfg.n_embd} must be divisible by n_head={cfg.n_head}")
         self.config = cfg
         self.dtype = torch_dtype(dtype)
-        self.transformer = nn.ModuleDict({
-            "wte": nn.Embedding(cfg.vocab_size, cfg.n_embd, dtype=self.dtype),
-            "wpe": nn.Embedding(cfg.n_positions, cfg.n_embd, dtype=self.dtype),
-            "h": nn.ModuleList(block(cfg, self.dtype) for _ in range(cfg.n_layer)),
-            "ln_f": nn.LayerNorm(cfg.n_embd, eps=cfg.layer_norm_epsilon, dtype=self.dtype),
-        })
+        self.transformer = gpt2_modules(cfg, self.dtype, block)
         self.init_weights(seed)
 
     def init_weights(self, seed: int) -> None:
         """GPT-2's init, drawn exactly as ``TorchGPT2.init_weights(seed)`` draws it."""
-        gen = torch.Generator().manual_seed(seed)
-        proj_std = 0.02 / math.sqrt(2 * self.config.n_layer)
-        with torch.no_grad():
-            for name, p in self.named_parameters():
-                if name.endswith(".bias"):
-                    p.zero_()
-                elif ".ln_" in name or name.startswith("transformer.ln_f"):
-                    p.fill_(1.0)
-                else:
-                    std = proj_std if name.endswith("c_proj.weight") else 0.02
-                    # drawn in the HF (in, out) layout, as TorchGPT2 does, then stored (out, in)
-                    shape = p.shape[::-1] if name.endswith(_LINEAR_WEIGHTS) else p.shape
-                    w = torch.empty(shape, dtype=p.dtype).normal_(0.0, std, generator=gen)
-                    p.copy_(w.T if name.endswith(_LINEAR_WEIGHTS) else w)
+        init_gpt2_weights(self, seed, transposed=_LINEAR_WEIGHTS)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         """Logits ``(batch, seq_len, vocab_size)`` of int64 token ids ``(batch, seq_len)``."""

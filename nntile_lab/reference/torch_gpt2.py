@@ -99,6 +99,40 @@ class Block(nn.Module):
         return x + self.mlp(self.ln_2(x))
 
 
+def gpt2_modules(cfg, dtype: torch.dtype, block) -> nn.ModuleDict:
+    """GPT-2's ``transformer``: token and position embeddings, ``cfg.n_layer`` blocks made by
+    ``block(cfg, dtype)``, the final LayerNorm (HF's names)."""
+    if cfg.n_embd % cfg.n_head:
+        raise ValueError(f"n_embd={cfg.n_embd} must be divisible by n_head={cfg.n_head}")
+    return nn.ModuleDict({
+        "wte": nn.Embedding(cfg.vocab_size, cfg.n_embd, dtype=dtype),
+        "wpe": nn.Embedding(cfg.n_positions, cfg.n_embd, dtype=dtype),
+        "h": nn.ModuleList(block(cfg, dtype) for _ in range(cfg.n_layer)),
+        "ln_f": nn.LayerNorm(cfg.n_embd, eps=cfg.layer_norm_epsilon, dtype=dtype),
+    })
+
+
+def init_gpt2_weights(model: nn.Module, seed: int, transposed: tuple[str, ...] = ()) -> None:
+    """GPT-2's init: N(0, 0.02), residual projections (``c_proj``) N(0, 0.02/√(2·L)), biases
+    0, LayerNorm weights 1, drawn in parameter order from one generator. Weights whose names
+    end in ``transposed`` are stored ``(out, in)``: they are drawn in HF's ``(in, out)`` layout
+    and stored transposed, so every model layout gets the same weights from one seed."""
+    gen = torch.Generator().manual_seed(seed)
+    proj_std = 0.02 / math.sqrt(2 * model.config.n_layer)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith(".bias"):
+                p.zero_()
+            elif ".ln_" in name or name.startswith("transformer.ln_f"):
+                p.fill_(1.0)
+            else:
+                std = proj_std if name.endswith("c_proj.weight") else 0.02
+                flip = bool(transposed) and name.endswith(transposed)
+                w = torch.empty(p.shape[::-1] if flip else p.shape, dtype=p.dtype)
+                w.normal_(0.0, std, generator=gen)
+                p.copy_(w.T if flip else w)
+
+
 class TorchGPT2(nn.Module):
     """GPT-2 LM whose ``state_dict`` names and shapes are Hugging Face's (tied head).
 
@@ -109,32 +143,14 @@ class TorchGPT2(nn.Module):
 
     def __init__(self, cfg, dtype=torch.float32, seed: int = 0):
         super().__init__()
-        if cfg.n_embd % cfg.n_head:
-            raise ValueError(f"n_embd={cfg.n_embd} must be divisible by n_head={cfg.n_head}")
         self.config = cfg
         self.dtype = torch_dtype(dtype)
-        self.transformer = nn.ModuleDict({
-            "wte": nn.Embedding(cfg.vocab_size, cfg.n_embd, dtype=self.dtype),
-            "wpe": nn.Embedding(cfg.n_positions, cfg.n_embd, dtype=self.dtype),
-            "h": nn.ModuleList(Block(cfg, self.dtype) for _ in range(cfg.n_layer)),
-            "ln_f": nn.LayerNorm(cfg.n_embd, eps=cfg.layer_norm_epsilon, dtype=self.dtype),
-        })
+        self.transformer = gpt2_modules(cfg, self.dtype, Block)
         self.init_weights(seed)
 
     def init_weights(self, seed: int) -> None:
-        """GPT-2's init: N(0, 0.02), residual projections (``c_proj``) N(0, 0.02/√(2·L)),
-        biases 0, LayerNorm weights 1.  The same seed gives the same weights."""
-        gen = torch.Generator().manual_seed(seed)
-        proj_std = 0.02 / math.sqrt(2 * self.config.n_layer)
-        with torch.no_grad():
-            for name, p in self.named_parameters():
-                if name.endswith(".bias"):
-                    p.zero_()
-                elif ".ln_" in name or name.startswith("transformer.ln_f"):
-                    p.fill_(1.0)
-                else:
-                    std = proj_std if name.endswith("c_proj.weight") else 0.02
-                    p.normal_(0.0, std, generator=gen)
+        """GPT-2's init (``init_gpt2_weights``): the same seed gives the same weights."""
+        init_gpt2_weights(self, seed)
 
     # ---- inputs --------------------------------------------------------------
     def _ids(self, ids, name: str) -> torch.Tensor:

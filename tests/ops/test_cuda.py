@@ -15,9 +15,15 @@ import nntile_lab as nl
 from nntile_lab._lib import lib
 from nntile_lab.ops._generated import OPS
 from nntile_lab.runtime import cuda_devices
-from tests.conftest import cond_err, rel_err
-from tests.ops.two_workers import handles, on_cpu_and, optimizer_arrays, optimizer_runs
-from tests.strategies import gemm_case, gemm_layouts, gemm_reference, shape_and_tiles
+from tests.conftest import rel_err
+from tests.ops.two_workers import (
+    gemm_error_on,
+    handles,
+    on_cpu_and,
+    optimizer_arrays,
+    optimizer_runs,
+)
+from tests.strategies import gemm_case, shape_and_tiles
 
 pytestmark = pytest.mark.cuda
 RNG = np.random.default_rng(185)
@@ -66,20 +72,8 @@ def test_element_wise_on_cuda_matches_cpu(gpu, name, case, scalar, beta):
 
 @given(gemm_case(), st.sampled_from([1.0, -0.5]), st.sampled_from([0.0, 1.0, 0.25]))
 def test_gemm_on_cuda_matches_numpy(gpu, case, alpha, beta):
-    dims, tiles, ta, tb = case
-    (a_shape, a_tiles), (b_shape, b_tiles), (c_shape, c_tiles) = gemm_layouts(case)
-    a = RNG.standard_normal(a_shape).astype(np.float32)
-    b = RNG.standard_normal(b_shape).astype(np.float32)
-    c0 = (RNG.standard_normal(c_shape).astype(np.float32) if beta
-          else np.full(c_shape, np.nan, np.float32))
-    nb, nk = len(dims["b"]), len(dims["k"])
-    want, magnitude = gemm_reference(case, a, b, c0, alpha, beta)
-    ta_, tb_, tc = (nl.from_numpy(x, t) for x, t in ((a, a_tiles), (b, b_tiles), (c0, c_tiles)))
-    with gpu.on("cuda"):   # cuBLAS may use TF32 only if asked: it is not, so fp32 holds
-        got = nl.ops.gemm(ta_, tb_, trans_a=ta, trans_b=tb, alpha=alpha, beta=beta, out=tc,
-                          ndim=nk, batch_ndim=nb)
-        gpu.wait()
-    assert cond_err(got.to_numpy(), want, magnitude) <= 1e-5
+    # cuBLAS may use TF32 only if asked: it is not, so fp32 holds
+    assert gemm_error_on("cuda", gpu, RNG, case, alpha, beta) <= 1e-5
 
 
 @given(shape_and_tiles(), st.data())

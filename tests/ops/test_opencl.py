@@ -16,12 +16,18 @@ from nntile_lab._lib import ffi, lib
 from nntile_lab.ops._common import NoImplementation
 from nntile_lab.ops._generated import OPS
 from nntile_lab.runtime import opencl_devices
-from tests.conftest import cond_err, rel_err
+from tests.conftest import rel_err
 from tests.ops.test_generated import _codegen
 from tests.ops.test_reduce import axis_case, drop, fiber_sum, sum_err
 from tests.ops.test_softmax import masked_input, softmax_ref
-from tests.ops.two_workers import handles, on_cpu_and, optimizer_arrays, optimizer_runs
-from tests.strategies import gemm_case, gemm_layouts, gemm_reference, shape_and_tiles
+from tests.ops.two_workers import (
+    gemm_error_on,
+    handles,
+    on_cpu_and,
+    optimizer_arrays,
+    optimizer_runs,
+)
+from tests.strategies import gemm_case, shape_and_tiles
 
 RNG = np.random.default_rng(18)
 ROWS = [ffi.string(lib.nl_op_name(i)).decode() for i in range(lib.nl_op_count())]
@@ -109,21 +115,7 @@ def test_element_wise_on_opencl_matches_cpu(ocl, name, case, scalar, beta):
 
 @given(gemm_case(), st.sampled_from([1.0, -0.5]), st.sampled_from([0.0, 1.0, 0.25]))
 def test_gemm_on_opencl_matches_numpy(ocl, case, alpha, beta):
-    dims, tiles, ta, tb = case
-    (a_shape, a_tiles), (b_shape, b_tiles), (c_shape, c_tiles) = gemm_layouts(case)
-    a = RNG.standard_normal(a_shape).astype(np.float32)
-    b = RNG.standard_normal(b_shape).astype(np.float32)
-    # beta == 0: C full of NaN must come out overwritten (BLAS rule), not NaN
-    c0 = (RNG.standard_normal(c_shape).astype(np.float32) if beta
-          else np.full(c_shape, np.nan, np.float32))
-    nb, nk = len(dims["b"]), len(dims["k"])
-    want, magnitude = gemm_reference(case, a, b, c0, alpha, beta)
-    ta_, tb_, tc = (nl.from_numpy(x, t) for x, t in ((a, a_tiles), (b, b_tiles), (c0, c_tiles)))
-    with ocl.on("opencl"):
-        got = nl.ops.gemm(ta_, tb_, trans_a=ta, trans_b=tb, alpha=alpha, beta=beta, out=tc,
-                          ndim=nk, batch_ndim=nb)
-        ocl.wait()
-    assert cond_err(got.to_numpy(), want, magnitude) <= 1e-5
+    assert gemm_error_on("opencl", ocl, RNG, case, alpha, beta) <= 1e-5
 
 
 def _on_both(rt, arrays, tiles, run):

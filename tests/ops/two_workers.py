@@ -4,6 +4,8 @@ import numpy as np
 
 import nntile_lab as nl
 from nntile_lab._lib import lib
+from tests.conftest import cond_err
+from tests.strategies import gemm_layouts, gemm_reference
 
 
 def handles(t):
@@ -54,3 +56,21 @@ def optimizer_runs(shape, tiles, step: int, flag: bool, plain_sgd: bool = False)
 
 def optimizer_arrays(rng, shape) -> dict:
     return {k: rng.standard_normal(shape).astype(np.float32) for k in ("p", "g", "buf")}
+
+
+def gemm_error_on(kind: str, rt, rng, case, alpha: float, beta: float) -> float:
+    """A ``gemm_case`` on the ``kind`` worker against the float64 reference: ``cond_err``.
+    With β = 0, C starts full of NaN and must come out overwritten (BLAS's rule)."""
+    dims, _, ta, tb = case
+    (a_shape, a_tiles), (b_shape, b_tiles), (c_shape, c_tiles) = gemm_layouts(case)
+    a = rng.standard_normal(a_shape).astype(np.float32)
+    b = rng.standard_normal(b_shape).astype(np.float32)
+    c0 = (rng.standard_normal(c_shape).astype(np.float32) if beta
+          else np.full(c_shape, np.nan, np.float32))
+    want, magnitude = gemm_reference(case, a, b, c0, alpha, beta)
+    ta_, tb_, tc = (nl.from_numpy(x, t) for x, t in ((a, a_tiles), (b, b_tiles), (c0, c_tiles)))
+    with rt.on(kind):
+        got = nl.ops.gemm(ta_, tb_, trans_a=ta, trans_b=tb, alpha=alpha, beta=beta, out=tc,
+                          ndim=len(dims["k"]), batch_ndim=len(dims["b"]))
+        rt.wait()
+    return cond_err(got.to_numpy(), want, magnitude)
