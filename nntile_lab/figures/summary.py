@@ -85,10 +85,10 @@ def summary_markdown(df: pd.DataFrame, records: list[dict]) -> str:
 
 
 def _torch_modes(records: list[dict]) -> str:
-    """Which PyTorch mode each PyTorch point that ran is: the faster of eager and
-    torch.compile under the cap (records from before eager-only say nothing)."""
-    modes = [r.get("result", r).get("torch_mode") for r in records]
-    ran = [m for r, m in zip(records, modes) if m and r.get("result", r).get("status") == "ok"]
+    """Which mode the PyTorch points that ran were drawn in (the faster of eager and
+    torch.compile under the cap); records written before both were measured name none."""
+    results = [r.get("result", r) for r in records]
+    ran = [x["torch_mode"] for x in results if x.get("torch_mode") and x.get("status") == "ok"]
     if not ran:
         return "PyTorch: eager."
     return (f"PyTorch: the faster of eager and torch.compile that fitted — compiled at "

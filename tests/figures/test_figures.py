@@ -362,3 +362,16 @@ def test_pytorch_points_are_the_faster_mode_that_fits(monkeypatch, eager, compil
         "compiled asked") if compiled else fake(*a, compiled=False, **k))
     res = run_point(replace(PLAN, cap_mb=2048, torch_compile=False), "torch_bf16", 4, 64)
     assert res["torch_mode"] == "eager" and set(res["modes"]) == {"eager"}
+
+
+def test_the_summary_says_which_pytorch_mode_was_drawn():
+    from nntile_lab.figures.summary import _torch_modes
+    recs = [{"result": {"system": "torch_fp32", "status": "ok", "torch_mode": "compiled"}},
+            {"result": {"system": "torch_bf16", "status": "ok", "torch_mode": "eager"}},
+            {"result": {"system": "torch_bf16", "status": "out_of_memory",
+                        "torch_mode": "eager"}},
+            {"result": {"system": "nntile_lab", "status": "ok"}}]
+    assert _torch_modes(recs).endswith("compiled at 1 of the 2 PyTorch points that ran.")
+    # records from before both modes were measured: eager, as they were
+    assert _torch_modes([{"result": {"system": "torch_fp32", "status": "ok"}}]) == \
+        "PyTorch: eager."
