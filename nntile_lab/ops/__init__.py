@@ -5,6 +5,7 @@ The element-wise family's tile loops are generated from the codelet table
 from nntile_lab.ops import _generated
 from nntile_lab.ops._common import SubmitError
 from nntile_lab.ops._generated import *  # noqa: F403  (the names in _generated.__all__)
+from nntile_lab.ops.decode import attend, kv_write
 from nntile_lab.ops.elementwise import axpy, copy, fill
 from nntile_lab.ops.embedding import embedding, embedding_backward
 from nntile_lab.ops.gemm import gemm
@@ -27,8 +28,9 @@ from nntile_lab.ops.reduce import (
 )
 from nntile_lab.ops.softmax import softmax, softmax_backward
 
-__all__ = ["SubmitError", "adamw", "add_fiber", "add_slice", "axpy", "copy", "cross_entropy",
-           "embedding", "embedding_backward", "fill", "gelu_backward_bf16", "gelu_bf16", "gemm",
+__all__ = ["SubmitError", "adamw", "add_fiber", "add_slice", "attend", "axpy", "copy",
+           "cross_entropy",
+           "embedding", "embedding_backward", "fill", "gelu_backward_bf16", "gelu_bf16", "gemm", "kv_write",
            "layer_norm",
            "layer_norm_backward", "mask_causal", "max_slice", "mul_fiber", "mul_slice",
            "permute", "sgd", "softmax", "softmax_backward", "sum_fiber", "sum_slice",
