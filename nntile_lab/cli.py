@@ -30,6 +30,7 @@ from nntile_lab.errors import UsageError, os_error_message
 COMMANDS: dict[str, tuple[str, ...]] = {
     "nntile_lab.data.cli": ("prepare",),
     "nntile_lab.train.cli": ("train", "plan"),
+    "nntile_lab.sample.cli": ("sample",),
     "nntile_lab.trace.cli": ("trace", "peak"),
     "nntile_lab.sweep.cli": ("sweep",),
     "nntile_lab.sweep.point_cli": ("_sweep-point",),

@@ -51,7 +51,7 @@ class Prompts:
 
 
 def left_pad(prompts, *, vocab_size: int, n_positions: int | None = None,
-             max_new_tokens: int = 0) -> Prompts:
+             max_new_tokens: int = 1) -> Prompts:
     """Check the prompts (a sequence of token-id sequences, or a 2-D array whose rows are
     all real tokens) and pad them on the left; every bad value is one clear error naming
     it and the limit."""

@@ -8,7 +8,7 @@ its logits warpers, so that the same settings mean the same thing in both):
    value stay, as in ``TopKLogitsWarper``);
 3. top-p (nucleus): the most likely tokens, in decreasing probability, up to and
    including the first at which their cumulative probability reaches ``p`` (at least
-   one token; ``TopPLogitsWarper``);
+   one token; ``TopPLogitsWarper``, whose arithmetic and tie order this follows);
 4. softmax over what is left, in float64.
 
 ``probabilities`` returns exactly that distribution (the statistical test compares the
@@ -74,13 +74,14 @@ def filtered_logits(logits: np.ndarray, s: Sampling) -> np.ndarray:
         kth = np.partition(z, V - s.top_k, axis=-1)[..., V - s.top_k, None]
         z = np.where(z < kth, -np.inf, z)
     if s.top_p is not None and s.top_p < 1:
-        order = np.argsort(-z, axis=-1, kind="stable")          # most likely first
-        zs = np.take_along_axis(z, order, axis=-1)
-        ps = _softmax(zs)
-        # mass before each token: a token stays while the tokens before it hold < p
-        before = np.cumsum(ps, axis=-1) - ps
-        drop_sorted = before >= s.top_p
-        drop_sorted[..., 0] = False                             # at least one token
+        # Hugging Face's arithmetic, so that boundary cases fall the same way: least likely
+        # first (ties in index order: among equal logits the later index counts as more
+        # likely), drop the tokens whose cumulative mass from the bottom is ≤ 1 − p; the
+        # most likely token always stays
+        order = np.argsort(z, axis=-1, kind="stable")
+        cum = np.cumsum(_softmax(np.take_along_axis(z, order, axis=-1)), axis=-1)
+        drop_sorted = cum <= 1 - s.top_p
+        drop_sorted[..., -1] = False
         drop = np.empty_like(drop_sorted)
         np.put_along_axis(drop, order, drop_sorted, axis=-1)
         z = np.where(drop, -np.inf, z)

@@ -36,10 +36,15 @@ class StopTokens:
 def _sequences(stop, vocab_size):
     if stop is None:
         return ()
-    items = [stop] if _is_id(stop) else list(stop)
+    items = list(stop) if isinstance(stop, (Sequence, np.ndarray)) \
+        and not isinstance(stop, (str, bytes)) else [stop]
     out = []
     for item in items:
-        seq = (item,) if _is_id(item) else tuple(item)
+        if _is_id(item) or not isinstance(item, (Sequence, np.ndarray)) \
+                or isinstance(item, (str, bytes)):
+            seq = (item,)
+        else:
+            seq = tuple(item)
         if not seq:
             raise ValueError("stop: an empty stop sequence would stop every row at once; "
                              "give token ids or sequences of them")
@@ -56,3 +61,38 @@ def _sequences(stop, vocab_size):
 
 def _is_id(x) -> bool:
     return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+
+
+class StopStrings:
+    """Stop *strings*: a row stops once its decoded text contains one (kept in the output,
+    as the tokens of a stop sequence are). ``decode`` turns token ids into text (the GPT-2
+    BPE's ``decode``)."""
+
+    def __init__(self, strings, decode):
+        self.strings = tuple(strings or ())
+        for s in self.strings:
+            if not isinstance(s, str) or not s:
+                raise ValueError(f"stop string {s!r} must be a non-empty string")
+        self._decode = decode
+
+    def __bool__(self) -> bool:
+        return bool(self.strings)
+
+    def hit(self, generated: Sequence[int]) -> bool:
+        if not self.strings or not generated:
+            return False
+        text = self._decode(list(generated))
+        return any(s in text for s in self.strings)
+
+
+class AnyStop:
+    """Stops a row when any of its conditions does."""
+
+    def __init__(self, *conditions):
+        self.conditions = [c for c in conditions if c]
+
+    def __bool__(self) -> bool:
+        return bool(self.conditions)
+
+    def hit(self, generated: Sequence[int]) -> bool:
+        return any(c.hit(generated) for c in self.conditions)

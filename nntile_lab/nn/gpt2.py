@@ -228,6 +228,51 @@ class GPT2:
         for t in (*self.params.values(), *self.grads.values(), *self.params16.values()):
             t.free()
 
+    # ---- generation (nn.decoding): the trunk over a KV cache ---------------------------
+    def attention_shapes(self):
+        c = self.config
+        return [(c.n_head, c.head_size, c.tile("head_tile", c.n_head))] * c.n_layer
+
+    @property
+    def head_weight(self) -> TiledTensor:
+        return self.w.wte
+
+    def cached_hidden(self, ids: TiledTensor, pos: TiledTensor, cache) -> TiledTensor:
+        from nntile_lab.nn.decoding import attend_cached
+        w, eps = self.w, self.config.layer_norm_epsilon
+        x = ops.embedding(ids, w.wte)
+        with ops.embedding(pos, w.wpe) as p:
+            ops.add(p, x)
+        for b in w.blocks:
+            ln1, m, r = ops.layer_norm(x, b.ln_1.weight, b.ln_1.bias, axis=2, eps=eps)
+            m.free(), r.free()
+            q, k, v = (_linear(ln1, lin) for lin in (b.q, b.k, b.v))
+            ln1.free()
+            y = attend_cached(q, k, v, cache)
+            for t in (q, k, v):
+                t.free()
+            h = _linear(y, b.attn_proj)
+            y.free()
+            ops.add(x, h)
+            x.free()
+            ln2, m, r = ops.layer_norm(h, b.ln_2.weight, b.ln_2.bias, axis=2, eps=eps)
+            m.free(), r.free()
+            fc = _linear(ln2, b.fc)
+            ln2.free()
+            g = ops.gelu(fc)
+            fc.free()
+            x = _linear(g, b.mlp_proj)
+            g.free()
+            ops.add(h, x)
+            h.free()
+        xf, m, r = ops.layer_norm(x, w.ln_f.weight, w.ln_f.bias, axis=2, eps=eps)
+        m.free(), r.free(), x.free()
+        return xf
+
+    def generate(self, prompt_ids, max_new_tokens: int, **kw):
+        from nntile_lab.nn.generation import generate
+        return generate(self, prompt_ids, max_new_tokens, **kw)
+
     # ---- a block: h = x + c_proj(attention(ln_1(x))), out = h + c_proj(gelu(c_fc(ln_2(h))))
     def _block_forward(self, p: Block, x: TiledTensor, s: Stage):
         """``p``: the block's parameters (bf16 copies for its GEMM weights under bf16)."""

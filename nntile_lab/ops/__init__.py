@@ -5,7 +5,7 @@ The element-wise family's tile loops are generated from the codelet table
 from nntile_lab.ops import _generated
 from nntile_lab.ops._common import SubmitError
 from nntile_lab.ops._generated import *  # noqa: F403  (the names in _generated.__all__)
-from nntile_lab.ops.decode import attend, kv_write
+from nntile_lab.ops.decode import attend, kv_write, take_position
 from nntile_lab.ops.elementwise import axpy, copy, fill
 from nntile_lab.ops.embedding import embedding, embedding_backward
 from nntile_lab.ops.gemm import gemm
@@ -34,5 +34,5 @@ __all__ = ["SubmitError", "adamw", "add_fiber", "add_slice", "attend", "axpy", "
            "layer_norm",
            "layer_norm_backward", "mask_causal", "max_slice", "mul_fiber", "mul_slice",
            "permute", "sgd", "softmax", "softmax_backward", "sum_fiber", "sum_slice",
-           "sumprod_slice", "sumsq_all", "sumsq_slice", "to_bf16", "to_f32"]
+           "sumprod_slice", "sumsq_all", "sumsq_slice", "take_position", "to_bf16", "to_f32"]
 __all__ += _generated.__all__

@@ -154,3 +154,28 @@ def attend(q: TiledTensor, k_cache: TiledTensor, v_cache: TiledTensor, pads: Til
                                        scale, int(j == 0), int(j == len(used) - 1)))
     stats.free()
     return out
+
+
+def take_position(x: TiledTensor, i: int, out: TiledTensor | None = None) -> TiledTensor:
+    """out[:, 0, :] = x[:, i, :] for x (B, T, E): the one position a step's logits need,
+    (B, 1, E) tiled (batch tile, 1, embedding tile). One task per tile of that column."""
+    need_dtype(x, "float32", "take_position: x")
+    if x.ndim != 3 or not 0 <= i < x.shape[1]:
+        raise ValueError(f"take_position: position {i} of {x!r}, which must be (B, T, E) with "
+                         f"T > {i}")
+    shape, tiles = (x.shape[0], 1, x.shape[2]), (x.tile_shape[0], 1, x.tile_shape[2])
+    if out is None:
+        out = empty(shape, tiles)
+    elif out.shape != shape or out.tile_shape != tiles:
+        raise ValueError(f"take_position: out must be {shape} tiled {tiles}, got {out!r}")
+    no_alias("take_position", {"out": out}, {"x": x})
+    tx, to = x.traits, out.traits
+    hx, ho = x.handles, out.handles
+    gi = i // x.tile_shape[1]
+    for gb in range(x.grid_shape[0]):
+        for ge in range(x.grid_shape[2]):
+            xi = tx.index((gb, gi, ge))
+            b, t, e = tx.tile_shapes[xi]
+            check(lib.nl_submit_kv_write(hx[xi], ho[to.index((gb, 0, ge))], b, 1, e, t * e, e,
+                                         0, i - tx.tile_offsets[xi][1], 1, 0, 1))
+    return out
