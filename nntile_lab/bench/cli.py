@@ -1,7 +1,7 @@
 """``nntile-lab bench ...``: every benchmark's command line (the measurements are in the
 sibling modules; this module only parses options and prints).
 
-    gemm, train, schedulers, kernels, memory, depth, trace-overhead, submit-cost
+    gemm, train, schedulers, kernels, memory, depth, trace-overhead, submit-cost, generate
 
 (the hidden ``_bench-memory-point`` that ``bench memory`` starts once per point is in
 point_cli.py, so that its process imports no more than it measures).
@@ -13,6 +13,7 @@ import json
 import sys
 
 from nntile_lab.bench import depth, kernels, memory, schedulers, submit_cost, train
+from nntile_lab.bench import generate as gen_bench
 from nntile_lab.errors import UsageError
 from nntile_lab.options import float_range, int_list, int_range
 from nntile_lab.record import json_safe, write_record
@@ -79,6 +80,31 @@ def register_cli(subparsers) -> None:
     t.add_argument("--record", metavar="FILE", help="also write the run's record (spec, "
                    "versions, machine, results: nntile_lab.record) to FILE")
     t.set_defaults(func=_train)
+
+    gn = bsub.add_parser("generate", help="text generation vs Hugging Face generate: prefill "
+                         "and decode tokens/s, batch 1 and 8",
+                         formatter_class=argparse.RawDescriptionHelpFormatter,
+                         description=gen_bench.__doc__)
+    gn.add_argument("--models", default="main,e1024",
+                    help=f"comma list of {', '.join(gen_bench.MODELS)} (default %(default)s)")
+    gn.add_argument("--batches", default="1,8", type=int_list(1),
+                    help="batch sizes, comma list (default %(default)s)")
+    gn.add_argument("--prompt-len", type=int_range(1), default=32, help="default 32")
+    gn.add_argument("--new-tokens", type=int_range(2), default=64, help="default 64")
+    gn.add_argument("--rounds", type=int_range(1), default=3, help="interleaved rounds, "
+                    "medians (default 3)")
+    gn.add_argument("--ncpu", type=int_range(1), default=2, help="StarPU CPU workers and "
+                    "PyTorch threads (default 2)")
+    gn.add_argument("--scheduler", default=DEFAULTS.scheduler,
+                    help=f"StarPU scheduling policy (default {DEFAULTS.scheduler})")
+    for name in ("embd_tile", "inner_tile", "head_tile", "vocab_tile"):
+        gn.add_argument(f"--{name.replace('_', '-')}", type=int_range(1), default=None,
+                        help="tile (default: the sample command's)")
+    gn.add_argument("--cache-tile", type=int_range(1), default=None,
+                    help="positions per KV-cache tile (default all)")
+    gn.add_argument("--json", action="store_true", help="print one JSON object")
+    gn.add_argument("--record", metavar="FILE", help="also write the run's record to FILE")
+    gn.set_defaults(func=_generate)
 
     sc = bsub.add_parser("schedulers", help="StarPU policies with and without task "
                          "priorities, in memory and out of core (8-layer main job)")
@@ -229,6 +255,41 @@ def _train(args) -> int:
     if args.record:
         write_record(args.record, spec, res, kind="bench-train")
     print(json.dumps(res) if args.json else train.report(res))
+    return 0
+
+
+def _generate(args) -> int:
+    from nntile_lab.sample.cli import GEN_TILES
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    bad = [m for m in models if m not in gen_bench.MODELS]
+    if not models or bad:
+        raise UsageError(f"--models {args.models!r}: give a comma list of "
+                         f"{', '.join(gen_bench.MODELS)}")
+    _scheduler(args.scheduler)
+    load = [open("/proc/loadavg").read().split()[:3]]
+    results = []
+    for name in models:
+        sizes = gen_bench.MODELS[name]
+        tiles = {k: getattr(args, k, None) if getattr(args, k, None) is not None else v
+                 for k, v in GEN_TILES.items()}
+        caps = {"embd_tile": sizes["n_embd"], "inner_tile": 4 * sizes["n_embd"],
+                "head_tile": sizes["n_head"], "vocab_tile": sizes["vocab_size"]}
+        tiles = {k: (min(v, caps[k]) if v is not None and k in caps else v)
+                 for k, v in tiles.items()}
+        results.append(gen_bench.measure(
+            name, [int(b) for b in args.batches.split(",") if b.strip()],
+            prompt_len=args.prompt_len, new_tokens=args.new_tokens,
+            rounds=args.rounds, ncpu=args.ncpu, scheduler=args.scheduler, tiles=tiles,
+            cache_tile=args.cache_tile, log=lambda m: print(m, file=sys.stderr, flush=True)))
+    load.append(open("/proc/loadavg").read().split()[:3])
+    res = {"models": results, "loadavg_before": load[0], "loadavg_after": load[1]}
+    if args.record:
+        write_record(args.record, None, res, kind="bench-generate", argv=args.argv)
+    if args.json:
+        print(json.dumps(json_safe(res)))
+    else:
+        print(gen_bench.report(results))
+        print(f"load average before {' '.join(load[0])}, after {' '.join(load[1])}")
     return 0
 
 
