@@ -25,6 +25,7 @@ from nntile_lab.figures.records import (
     write_point_record,
 )
 from nntile_lab.figures.summary import write_summary
+from nntile_lab.interrupts import Interrupted, check_stop, run_process, stoppable
 from nntile_lab.orphans import child_env
 
 # what may differ between records drawn in one figure: which points a run measured
@@ -98,9 +99,8 @@ def _run_process(plan, system, n_layer, n_embd, base, *, out_of_core: bool,
     env = child_env()   # the child dies with this process (nntile_lab.orphans)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
     try:
-        proc = subprocess.run([sys.executable, "-m", "nntile_lab.cli", "_figures-point", arg],
-                              capture_output=True, text=True, env=env,
-                              timeout=plan.point_timeout_s)
+        proc = run_process([sys.executable, "-m", "nntile_lab.cli", "_figures-point", arg],
+                           env=env, timeout=plan.point_timeout_s)
     except subprocess.TimeoutExpired:
         return base | {"status": "timeout",
                        "error": f"no result within {plan.point_timeout_s} s (point_timeout_s)"}
@@ -134,23 +134,39 @@ def run_figures(plan: FigurePlan, out_dir: str | os.PathLike, *, resume: bool = 
         elif _comparable(rec["plan"]) != want:
             set_aside(out_dir, p, "measured with other settings than this run's")
     t0 = time.perf_counter()
-    for i, (system, n_layer, n_embd) in enumerate(points, 1):
-        path = record_path(out_dir, system, n_layer, n_embd)
-        if path.exists():
-            rec = _read_or_none(path)
-            if resume and rec is not None and _comparable(rec["plan"]) == want:
-                continue
-            set_aside(out_dir, path, "measured again (--fresh)" if resume is False
-                      else "measured again: this run's plan differs")
-        res = run_point(plan, system, n_layer, n_embd)
-        write_point_record(out_dir, plan, res)
-        if progress:
-            print(f"[{i}/{len(points)} {time.perf_counter() - t0:5.0f} s] {SYSTEMS[system]:22s}"
-                  f" L={n_layer} E={n_embd}: {res['status']}"
-                  + (f", {res['gflops']:.1f} GFLOP/s" if res["status"] == "ok" else "")
-                  + (f" ({res.get('error')})" if res["status"] != "ok" else ""),
-                  file=progress if hasattr(progress, "write") else sys.stderr, flush=True)
+    done = 0
+    # a kernel interrupt or a Stop button stops it whichever thread runs it (interrupts.py)
+    with stoppable():
+        try:
+            for i, (system, n_layer, n_embd) in enumerate(points, 1):
+                check_stop()
+                path = record_path(out_dir, system, n_layer, n_embd)
+                if path.exists():
+                    rec = _read_or_none(path)
+                    if resume and rec is not None and _comparable(rec["plan"]) == want:
+                        done += 1
+                        continue
+                    set_aside(out_dir, path, "measured again (--fresh)" if resume is False
+                              else "measured again: this run's plan differs")
+                res = run_point(plan, system, n_layer, n_embd)
+                write_point_record(out_dir, plan, res)
+                done += 1
+                if progress:
+                    _progress(progress, i, len(points), time.perf_counter() - t0, system,
+                              n_layer, n_embd, res)
+        except KeyboardInterrupt:
+            raise Interrupted(f"figures stopped after {done} of {len(points)} points; the "
+                              f"measured ones are recorded in {out_dir}: run it again to "
+                              "resume") from None
     return redraw(out_dir)
+
+
+def _progress(stream, i, n, seconds, system, n_layer, n_embd, res) -> None:
+    print(f"[{i}/{n} {seconds:5.0f} s] {SYSTEMS[system]:22s} L={n_layer} E={n_embd}: "
+          f"{res['status']}"
+          + (f", {res['gflops']:.1f} GFLOP/s" if res["status"] == "ok" else "")
+          + (f" ({res.get('error')})" if res["status"] != "ok" else ""),
+          file=stream if hasattr(stream, "write") else sys.stderr, flush=True)
 
 
 def _comparable(plan: dict) -> dict:

@@ -27,7 +27,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from nntile_lab import memory, sgemm_peak
-from nntile_lab.interrupts import Interrupted
+from nntile_lab.interrupts import Interrupted, check_stop, run_process, stoppable
 from nntile_lab.orphans import child_env
 from nntile_lab.spec import ExperimentSpec, field_names
 from nntile_lab.sweep.cache import Cache, code_version
@@ -87,9 +87,8 @@ def run_isolated(spec: ExperimentSpec, peak_gflops, trace_dir, timeout_s: float)
         job = {"spec": spec.to_dict(), "peak_gflops": peak_gflops,
                "trace_dir": None if trace_dir is None else str(trace_dir), "out": str(out)}
         try:
-            proc = subprocess.run([sys.executable, "-m", "nntile_lab.cli", "_sweep-point"],
-                                  input=json.dumps(job), capture_output=True, text=True,
-                                  env=env, timeout=timeout_s)
+            proc = run_process([sys.executable, "-m", "nntile_lab.cli", "_sweep-point"],
+                               input=json.dumps(job), env=env, timeout=timeout_s)
         except subprocess.TimeoutExpired:
             return {"error": f"timed out after {timeout_s:.0f} s (raise timeout_s, or use "
                              "smaller measure_steps)"}
@@ -133,22 +132,25 @@ def run(specs, cache_dir=None, *, isolate: bool = True, progress: bool = True,
     rows = []
     bar = tqdm(total=len(specs), desc="sweep", unit="point", disable=not progress,
                dynamic_ncols=True)
-    try:
-        for spec in specs:
-            row = _point(spec, cache, messages, isolate=isolate, peak_gflops=peak_gflops,
-                         keep_traces=keep_traces, timeout_s=timeout_s,
-                         retry_errors=retry_errors)
-            rows.append(row)
-            bar.update(1)
-            if row["gflops"] is not None:
-                bar.set_postfix({"GFLOP/s": f"{row['gflops']:.1f}"}, refresh=False)
-            if on_point is not None:
-                on_point(row)
-    except KeyboardInterrupt:
-        raise Interrupted(f"sweep stopped after {len(rows)} of {len(specs)} points; the "
-                          "finished ones are cached: run it again to resume") from None
-    finally:
-        bar.close()
+    # a kernel interrupt or a Stop button stops it whichever thread runs it (interrupts.py)
+    with stoppable():
+        try:
+            for spec in specs:
+                check_stop()
+                row = _point(spec, cache, messages, isolate=isolate, peak_gflops=peak_gflops,
+                             keep_traces=keep_traces, timeout_s=timeout_s,
+                             retry_errors=retry_errors)
+                rows.append(row)
+                bar.update(1)
+                if row["gflops"] is not None:
+                    bar.set_postfix({"GFLOP/s": f"{row['gflops']:.1f}"}, refresh=False)
+                if on_point is not None:
+                    on_point(row)
+        except KeyboardInterrupt:
+            raise Interrupted(f"sweep stopped after {len(rows)} of {len(specs)} points; the "
+                              "finished ones are cached: run it again to resume") from None
+        finally:
+            bar.close()
     df = pd.DataFrame.from_records(rows, columns=list(rows[0]) if rows else
                                    [*field_names(), *METRICS, *INFO])
     for col in ("error", "key", "trace_dir"):       # None, not NaN, where absent
