@@ -72,12 +72,12 @@ def wait_interruptibly(step, draining: bool = False) -> None:
     if dog is not None:
         dog.arm()
     while True:
+        check_stop()           # also before a wait that returns at once (small steps)
         ret = step(POLL_MS)
         if ret > 0:
             return
         if ret < 0:
             raise RuntimeError(f"waiting for StarPU tasks failed: {os.strerror(-ret)}")
-        check_stop()
         if dog is not None:
             dog.poll(draining)
 
