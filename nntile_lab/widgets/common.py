@@ -128,11 +128,13 @@ def check_base(widget: str, base) -> ExperimentSpec:
     return base
 
 
-def int_box(description: str, value, cls: str = "", width: str = "190px") -> w.Text:
+def int_box(description: str, value, cls: str = "", width: str = "190px",
+            label_width: str | None = None) -> w.Text:
     """A box for a whole number that shows what was typed (ipywidgets' IntText turns
     ``2.5`` into ``25`` in the browser and a BoundedIntText clamps silently): ``read_int``
     refuses anything but an integer, naming the field."""
-    box = w.Text(value=str(value), description=description, layout=w.Layout(width=width))
+    box = w.Text(value=str(value), description=description, layout=w.Layout(width=width),
+                 style={"description_width": label_width} if label_width else {})
     if cls:
         box.add_class(cls)
     return box

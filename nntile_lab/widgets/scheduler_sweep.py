@@ -7,9 +7,10 @@ docs/accelerators.md) the common choice is dmda, dmdas, heteroprio, eager and lw
 second plot shows where the tasks ran (share of tasks and kernel time on the device, from
 each point's trace: ``bench.schedulers.placement_figure``).
 
-``points()`` and ``run()`` are the callbacks (plain methods; tests call them). DOM
-classes: nl-sched-run, -status, -message, -plot (the plot's canvas: nl-sched-plot-canvas; a
-sentence in its place: nl-sched-plot-words).
+``points()``, ``run()`` and ``start()``/``stop()`` are the callbacks (plain methods; tests
+call them; the buttons as in the tile sweep widget). DOM classes: nl-sched-run, -stop,
+-confirm, -status, -message, -plot, -placement, -repeats, -opencl (a plot's canvas:
+<class>-canvas; a sentence in its place: <class>-words).
 """
 from __future__ import annotations
 
@@ -69,10 +70,11 @@ class SchedulerSweep(SweepView):
         self.unknown = [s for s in (schedulers or ()) if s not in names]
         self.schedulers = w.SelectMultiple(options=names, value=tuple(chosen), rows=10,
                                            description="schedulers")
-        self.repeats = int_box("repeats", repeats, "nl-sched-repeats")
+        self.repeats = int_box("repeats", repeats, "nl-sched-repeats", "230px", "110px")
         self.priorities = w.Checkbox(value=False, description="priorities on and off")
         self.max_opencl = max(_devices(), self.base.nopencl)
-        self.nopencl = int_box("OpenCL workers", self.base.nopencl, "nl-sched-opencl")
+        self.nopencl = int_box("OpenCL workers", self.base.nopencl, "nl-sched-opencl",
+                               "230px", "110px")
         self.plot = PlotArea("nl-sched-plot")
         self.placement = PlotArea("nl-sched-placement")
         self.view = w.VBox([w.HBox([self.schedulers,

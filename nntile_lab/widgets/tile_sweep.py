@@ -10,10 +10,15 @@ sweep empties the picker and that detail first (never a previous point under a n
 Plots are live ipympl canvases (zoom, pan; the Gantt chart names the task under the cursor).
 Messages use the fields' names (``inner_tile``), not the CLI's flags.
 
-A thin view: ``points()``, ``run()`` and ``show_point(i)`` are the callbacks, plain methods
-that tests call without a browser. DOM classes: nl-sweep-run, -status, -message, -plot,
--point, -detail, -gantt, -memory (each plot's canvas: <class>-canvas; a sentence in a plot's
-place: <class>-words).
+The Run button runs the sweep in a thread of its own; Stop or Kernel → Interrupt end it
+within a second or two (widgets/background.py). An input error empties what showed the
+previous sweep; number boxes refuse what is not a whole number; more than 500 points wait
+for the "Run all N points" button (docs/jupyter.md, "The contract").
+
+A thin view: ``points()``, ``run()``, ``start()``/``stop()`` and ``show_point(i)`` are the
+callbacks, plain methods that tests call without a browser. DOM classes: nl-sweep-run,
+-stop, -confirm, -status, -message, -plot, -point, -detail, -gantt, -memory (each plot's
+canvas: <class>-canvas; a sentence in a plot's place: <class>-words).
 """
 from __future__ import annotations
 
