@@ -25,6 +25,7 @@ import sys
 
 import nntile_lab
 from nntile_lab.errors import UsageError, os_error_message
+from nntile_lab.options import OneLineParser
 
 # module -> the subcommands its register_cli adds (in --help's order)
 COMMANDS: dict[str, tuple[str, ...]] = {
@@ -45,9 +46,9 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every subcommand, or only of the module that owns ``command`` (a fresh
     process started for one point imports no more than it needs)."""
-    parser = argparse.ArgumentParser(prog="nntile-lab", description=__doc__.split("\n\n")[0],
-                                     epilog="exit status: 0 done, 1 failed, 2 usage error, "
-                                     "130 interrupted; --json prints JSON Lines, result last")
+    parser = OneLineParser(prog="nntile-lab", description=__doc__.split("\n\n")[0],
+                           epilog="exit status: 0 done, 1 failed, 2 usage error, "
+                                  "130 interrupted; --json prints JSON Lines, result last")
     parser.add_argument("--version", action="version",
                         version=f"nntile-lab {nntile_lab.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

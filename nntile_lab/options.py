@@ -3,8 +3,36 @@ usage error naming the option, the value and the range, not a failure deep in th
 from __future__ import annotations
 
 import argparse
+import re
 
 INT_MAX = 2**31 - 1   # sizes and counts reach C as 32-bit ints
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's usage errors as the one line docs/cli.md promises (argparse prints its
+    whole usage block, 20 lines for ``train``, above the message), with where to look."""
+
+    def error(self, message: str):
+        # the hidden subcommands (``_sweep-point``: processes the work starts) are no choice
+        message = re.sub(r", '_[^']*'|'_[^']*', ", "", message)
+        self.exit(2, f"{self.prog}: error: {message} (see: {self.prog} --help)\n")
+
+    def parse_args(self, args=None, namespace=None):
+        # an unknown option is the subcommand's (argparse blames the top parser): named by
+        # the deepest subparser the words before it chose
+        namespace, extra = self.parse_known_args(args, namespace)
+        if extra:
+            self._deepest(args or []).error(f"unrecognized arguments: {' '.join(extra)}")
+        return namespace
+
+    def _deepest(self, words: list[str]) -> argparse.ArgumentParser:
+        parser = self
+        for word in words:
+            subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+            if not subs or word not in subs[0].choices:
+                break
+            parser = subs[0].choices[word]
+        return parser
 
 
 def int_range(lo: int = 1, hi: int = INT_MAX):
