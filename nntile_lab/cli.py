@@ -87,6 +87,7 @@ def _run(argv) -> int:
         args.argv = argv   # the command line as given (a launcher re-runs it on each rank)
     except SystemExit as exc:             # --help (0), or a usage error argparse printed (2)
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    name = parser._deepest(argv).prog   # "nntile-lab bench memory" in its messages
     try:
         code = args.func(args)
     except KeyboardInterrupt as exc:      # Ctrl-C: the shell's code for SIGINT, no traceback
@@ -97,12 +98,12 @@ def _run(argv) -> int:
         # the work's own errors (a bad file, a full disk, a task that failed): one line, no
         # traceback; anything else is a bug and keeps its traceback (exit 1 too)
         if is_usage_error(exc):
-            print(f"nntile-lab {args.command}: error: {exc}", file=sys.stderr)
+            print(f"{name}: error: {exc}", file=sys.stderr)
             return EXIT_USAGE
         # a raw file-system error (errno set) as one sentence; one raised with our own text
         # keeps it
         text = os_error_message(exc) if isinstance(exc, OSError) and exc.errno else exc
-        print(f"nntile-lab {args.command}: error: {text}", file=sys.stderr)
+        print(f"{name}: error: {text}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK if code is None else int(code)
 

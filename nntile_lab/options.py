@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import re
 
+from nntile_lab.errors import UsageError
+
 INT_MAX = 2**31 - 1   # sizes and counts reach C as 32-bit ints
 
 
@@ -23,7 +25,32 @@ class OneLineParser(argparse.ArgumentParser):
         namespace, extra = self.parse_known_args(args, namespace)
         if extra:
             self._deepest(args or []).error(f"unrecognized arguments: {' '.join(extra)}")
+        namespace.options_given = self._given(args)
         return namespace
+
+    def _given(self, args) -> dict[str, str]:
+        """dest → the option string, of every option the command line gave (parsed again
+        with no defaults: a value equal to the default counts as given too)."""
+        saved = []
+        todo = [self]
+        while todo:
+            parser = todo.pop()
+            saved.append((parser, parser._defaults, [(a, a.default) for a in parser._actions]))
+            parser._defaults = {}
+            for a in parser._actions:
+                a.default = argparse.SUPPRESS
+                if isinstance(a, argparse._SubParsersAction):
+                    todo += a.choices.values()
+        try:
+            bare, _ = argparse.ArgumentParser.parse_known_args(self, args)
+        finally:
+            for parser, defaults, actions in saved:
+                parser._defaults = defaults
+                for a, default in actions:
+                    a.default = default
+        flags = {a.dest: max(a.option_strings, key=len) for p, _, actions in saved
+                 for a, _ in actions if a.option_strings}
+        return {dest: flags[dest] for dest in vars(bare) if dest in flags}
 
     def _deepest(self, words: list[str]) -> argparse.ArgumentParser:
         parser = self
@@ -83,3 +110,13 @@ def int_list(lo: int = 1, hi: int = INT_MAX):
         return text
     parse.__name__ = "comma list"
     return parse
+
+
+def refuse_given(args, dests, why: str) -> None:
+    """A usage error naming the first of ``dests`` the command line gave (``args.options_given``,
+    set by ``OneLineParser``): an option that would be silently ignored (``why``: when it
+    applies, e.g. "applies only with --device")."""
+    given = getattr(args, "options_given", {})
+    for dest in dests:
+        if dest in given:
+            raise UsageError(f"{given[dest]} {why}")

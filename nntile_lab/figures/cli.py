@@ -12,12 +12,18 @@ from nntile_lab.errors import writable_dir
 from nntile_lab.figures import FULL, SMOKE, point, redraw, run_figures
 from nntile_lab.figures.family import PRECISIONS, cpu_has_bf16, systems_for
 from nntile_lab.figures.records import failed
-from nntile_lab.options import int_range
+from nntile_lab.options import int_range, refuse_given
 from nntile_lab.record import json_safe
+
+# what --from reads: everything else measures, and would be silently ignored by a redraw
+FROM_OPTIONS = ("from_dir", "out", "json")
 
 
 def _run(args) -> int:
     if args.from_dir:
+        refuse_given(args, [d for d in args.options_given if d not in FROM_OPTIONS],
+                     "is for a measuring run: --from only redraws recorded points (give --from, "
+                     "--out and --json, or leave out --from)")
         out = args.out or args.from_dir
         if args.out:
             writable_dir(out, "--out")

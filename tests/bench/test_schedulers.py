@@ -137,3 +137,13 @@ def test_unlike_workers_calibrate_then_say_where_tasks_ran(tmp_path):
     md = paths["md"].read_text()
     assert "tasks on OpenCL" in md and "| gemm |" in md
     assert pd.read_csv(paths["perfmodels"]).shape[0] == len(ent)
+
+
+@pytest.mark.parametrize("command", ["schedulers", "depth"])
+@pytest.mark.parametrize("extra", [["--ooc-fraction", "0.3"], ["--ooc-dir", "/tmp"]])
+def test_no_ooc_with_an_out_of_core_option_is_refused(capsys, command, extra):
+    """--no-ooc beside --ooc-fraction: one of them was silently ignored."""
+    assert main(["bench", command, "--no-ooc", *extra]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"nntile-lab bench {command}: error: {extra[0]} sets the out-of-core runs "
+                   "that --no-ooc leaves out: give one of them\n")

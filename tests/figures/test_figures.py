@@ -375,3 +375,16 @@ def test_the_summary_says_which_pytorch_mode_was_drawn():
     # records from before both modes were measured: eager, as they were
     assert _torch_modes([{"result": {"system": "torch_fp32", "status": "ok"}}]) == \
         "PyTorch: eager."
+
+
+@pytest.mark.parametrize("extra", [["--layers", "4"], ["--smoke"], ["--fresh"], ["--device"],
+                                   ["--cap-mb", "64"], ["--no-ooc"]])
+def test_from_refuses_the_options_of_a_measuring_run(tmp_path, capsys, extra):
+    """--from only redraws: a measuring option beside it was silently ignored."""
+    from nntile_lab import cli
+    _synthetic(tmp_path)
+    assert cli.main(["figures", "--from", str(tmp_path), *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"nntile-lab figures: error: {extra[0]} is for a measuring run: "
+                          "--from only redraws recorded points") and err.count("\n") == 1
+    assert not (tmp_path / "throughput_L4.png").exists()
