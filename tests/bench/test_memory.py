@@ -164,3 +164,18 @@ def test_each_experiment_takes_its_own_options(monkeypatch):
     monkeypatch.setattr(memory, "report_hints", lambda res: "")
     assert cli.main(["bench", "memory", "--hints", "--fraction", "0.25", "--n-layer", "2"]) == 0
     assert got["hints"] == (2, 0.25)
+
+
+def test_device_rows_say_the_multiple_the_model_has(monkeypatch):
+    """The family's smallest member at a small cap is many times the cap: it was labelled
+    "1x the cap"; now the model's own multiple, and the one asked beside it."""
+    fake = {"step_time_s": 1.0, "starpu_peak_bytes": 0, "device_peak_bytes": 0}
+    monkeypatch.setattr(memory, "measure", lambda spec, system="nntile": dict(fake))
+    said = []
+    res = memory.run_device(16, (1,), widths=(128,), progress=said.append, **SMALL)
+    planned = res["rows"][0]["planned_peak_bytes"] / (16 * MIB)
+    assert planned > 2 and all(r["actual_multiple"] == planned for r in res["rows"])
+    assert said[0].startswith(f"{planned:.1f}x the cap (nearest to 1x) (E=128)")
+    assert "1x the cap" not in " ".join(said)
+    assert f"{planned:.1f}x E=128" in memory.report_device(res)
+    assert memory._multiple(2, 2.2) == "2.2x the cap"
