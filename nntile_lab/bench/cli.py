@@ -241,10 +241,18 @@ def _train(args) -> int:
 
 
 def _no_ooc(args) -> None:
-    """--no-ooc with an out-of-core option: which one is meant is unclear (it was ignored)."""
+    """--no-ooc with an out-of-core option: which one is meant is unclear (it was ignored).
+    On OpenCL workers (--nopencl) out of core is off (``schedulers.NO_OOC_ON_OPENCL``): an
+    out-of-core option is refused, and the default says so (each point used to fail)."""
     if args.no_ooc:
         refuse_given(args, ("ooc_fraction", "ooc_dir"), "sets the out-of-core runs that "
                      "--no-ooc leaves out: give one of them")
+    elif args.nopencl:
+        refuse_given(args, ("ooc_fraction", "ooc_dir"),
+                     f"with --nopencl {args.nopencl}: {schedulers.NO_OOC_ON_OPENCL}")
+        print(f"nntile-lab bench {args.what}: in memory only with --nopencl "
+              f"{args.nopencl} ({schedulers.NO_OOC_ON_OPENCL})", file=sys.stderr)
+        args.no_ooc = True
 
 
 def _schedulers(args) -> int:
