@@ -87,7 +87,8 @@ def _run(argv) -> int:
         args.argv = argv   # the command line as given (a launcher re-runs it on each rank)
     except SystemExit as exc:             # --help (0), or a usage error argparse printed (2)
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
-    name = parser._deepest(argv).prog   # "nntile-lab bench memory" in its messages
+    # "nntile-lab bench memory" in its messages (OneLineParser names the subcommand)
+    name = getattr(args, "command_name", f"nntile-lab {args.command}")
     try:
         code = args.func(args)
     except KeyboardInterrupt as exc:      # Ctrl-C: the shell's code for SIGINT, no traceback

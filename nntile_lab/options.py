@@ -26,6 +26,7 @@ class OneLineParser(argparse.ArgumentParser):
         if extra:
             self._deepest(args or []).error(f"unrecognized arguments: {' '.join(extra)}")
         namespace.options_given = self._given(args)
+        namespace.command_name = self._deepest(args or []).prog
         return namespace
 
     def _given(self, args) -> dict[str, str]:

@@ -227,7 +227,7 @@ class ExperimentSpec:
             raise ValueError(f"lr={self.lr!r} (--lr) must be > 0: a rate of 0 trains nothing")
         # StarPU refuses a smaller RAM limit or disk node (Runtime): say so here, where the
         # planner and every command see it, not only once a runtime starts
-        for name in ("memory_limit_mb", "ooc_size_mb"):
+        for name in ("memory_limit_mb", "ooc_size_mb", "opencl_memory_limit_mb"):
             v = getattr(self, name)
             if v is not None and v < 16:
                 raise ValueError(f"{name}={v!r} (--{_opt(name)}) must be ≥ 16 (MiB): StarPU "
