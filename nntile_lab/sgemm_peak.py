@@ -31,7 +31,7 @@ import time
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-from nntile_lab.record import machine
+from nntile_lab.engine.facts import machine
 
 N = 2048          # a matmul of ~17 GFLOP: tens of ms, long enough to reach the BLAS's rate
 TRIALS = 4        # matmuls per round

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nntile_lab import flops, record
+from nntile_lab import flops
+from nntile_lab.engine import facts, record
 from nntile_lab.nn.config import GPT2Config
 from nntile_lab.spec import ExperimentSpec, parse_value
 
@@ -185,18 +186,18 @@ def test_counts_agree_with_the_model_config(L, h, hs, V, T, B, acc):
 
 def test_record_has_spec_environment_and_results(tmp_path):
     s = ExperimentSpec(n_layer=1)
-    path = record.write_record(tmp_path / "r" / "rec.json", s,
-                               {"gflops": 1.5, "loss": math.nan}, kind="test", note="x")
+    path = record.save_record(tmp_path / "r" / "rec.json", "test", s,
+                              {"gflops": 1.5, "loss": math.nan}, note="x")
     rec = record.read_record(path)
     assert rec["spec"] == s.to_dict() and ExperimentSpec.from_dict(rec["spec"]) == s
     assert rec["results"] == {"gflops": 1.5, "loss": None} and rec["note"] == "x"
-    assert rec["kind"] == "test" and rec["format"] == record.FORMAT
+    assert rec["kind"] == "test" and rec["schema"] == record.SCHEMA
     m = rec["machine"]
-    flags = set(record.cpuinfo().get("flags", "").split())
+    flags = set(facts.cpuinfo().get("flags", "").split())
     assert m["cores"] == os.cpu_count() and m["memory_gib"] > 0 and m["cpu_model"]
-    assert set(m["isa"]) == {f for f in record.ISA_FLAGS if f in flags}
+    assert set(m["isa"]) == {f for f in facts.ISA_FLAGS if f in flags}
     v = rec["versions"]
-    assert v["starpu"] == record.starpu_version() and v["numpy"] and v["python"]
+    assert v["starpu"] == facts.starpu_version() and v["numpy"] and v["python"]
     assert any(info["version"] for info in v["blas"].values())
     assert rec["git_commit"] is None or len(rec["git_commit"].split("-")[0]) == 40
     assert not [p for p in os.listdir(path.parent) if p.endswith(".tmp")]

@@ -15,7 +15,7 @@ import sys
 from nntile_lab.bench import depth, kernels, memory, schedulers, submit_cost, train
 from nntile_lab.errors import UsageError
 from nntile_lab.options import float_range, int_list, int_range
-from nntile_lab.record import json_safe, write_record
+from nntile_lab.engine import json_safe, save_record
 from nntile_lab.spec import DEFAULTS, PRECISIONS, add_arguments, from_args, given, parse_hints
 
 # The spec fields ``bench train`` takes (no training schedule: it times a few steps).
@@ -77,7 +77,7 @@ def register_cli(subparsers) -> None:
                         "default 1)")
     t.add_argument("--json", action="store_true", help="print one JSON object")
     t.add_argument("--record", metavar="FILE", help="also write the run's record (spec, "
-                   "versions, machine, results: nntile_lab.record) to FILE")
+                   "versions, machine, results: nntile_lab.engine.record) to FILE")
     t.set_defaults(func=_train)
 
     sc = bsub.add_parser("schedulers", help="StarPU policies with and without task "
@@ -227,7 +227,7 @@ def _train(args) -> int:
                     with_fp32=args.with_fp32, rounds=args.rounds,
                     progress=lambda m: print(m, file=sys.stderr, flush=True))
     if args.record:
-        write_record(args.record, spec, res, kind="bench-train")
+        save_record(args.record, "bench-train", spec, res)
     print(json.dumps(res) if args.json else train.report(res))
     return 0
 

@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from nntile_lab.figures.records import check_record
-from nntile_lab.record import read_record
+from nntile_lab.engine import read_record
 from nntile_lab.sweep.cache import damage
 from tests.faults._proc import ROOT
 
