@@ -13,9 +13,9 @@ import json
 import sys
 
 from nntile_lab.bench import depth, kernels, memory, schedulers, submit_cost, train
+from nntile_lab.engine import json_safe, save_record
 from nntile_lab.errors import UsageError
 from nntile_lab.options import float_range, int_list, int_range
-from nntile_lab.engine import json_safe, save_record
 from nntile_lab.spec import DEFAULTS, PRECISIONS, add_arguments, from_args, given, parse_hints
 
 # The spec fields ``bench train`` takes (no training schedule: it times a few steps).

@@ -23,8 +23,8 @@ import pandas as pd
 
 from nntile_lab.bench.schedulers import default_ooc_dir, out_of_core
 from nntile_lab.data.bins import atomic_write_bytes
-from nntile_lab.jupyter_figure import Figure
 from nntile_lab.engine import save_record
+from nntile_lab.jupyter_figure import Figure
 from nntile_lab.spec import ExperimentSpec
 from nntile_lab.sweep import run as sweep_run
 

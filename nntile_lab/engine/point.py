@@ -3,8 +3,9 @@
 ``Point.key()`` names it in a store: a digest of everything that decides the numbers —
 the kind, the measurement and its options, the spec, the memory cap, and the machine (CPU,
 ISA, cores; ``facts.machine_id``). The time limit is not in it: it decides only whether a
-point finishes (a point that timed out runs again under a longer limit: ``runner``). ``inputs`` are values the measurement uses that do not
-change what is measured (the sgemm peak an MFU divides by): not part of the key.
+point finishes (a point that timed out runs again under a longer limit: ``runner``).
+``inputs`` are values the measurement uses that do not change what is measured (the sgemm
+peak an MFU divides by): not part of the key either.
 """
 from __future__ import annotations
 

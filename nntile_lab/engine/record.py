@@ -252,7 +252,7 @@ def _from_figure_point(raw: dict, path) -> dict:
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise RecordError(f"{path} is a damaged record (result.{k}={v!r}); run that point "
                               "again to replace it")
-    results = {k: v for k, v in r.items() if k not in ("spec", "status", "error")}
+    results = {k: v for k, v in r.items() if k not in ("status", "error")}
     return _base(raw) | {
         "kind": "figure-point", "spec": r.get("spec"), "measure": "figure",
         "options": {"system": r.get("system"), "out_of_core": bool(r.get("out_of_core"))},

@@ -21,6 +21,7 @@ points are in the store already, so running the same points again resumes after 
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -63,10 +64,8 @@ def _check(stop) -> None:
 
 def _kill(proc: subprocess.Popen) -> None:
     """The point's process and whatever it started (its own session)."""
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):   # already gone
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
     proc.wait()
 
 

@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 
 from nntile_lab.data.bins import atomic_write_bytes
-from nntile_lab.errors import writable_dir
 from nntile_lab.engine import json_safe, make_record, write_record
+from nntile_lab.errors import writable_dir
 from nntile_lab.spec import ExperimentSpec, field_names, spec_fields
 from nntile_lab.sweep import plots
 from nntile_lab.sweep.grid import InvalidSpec, grid, parse_axes

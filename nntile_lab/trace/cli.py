@@ -29,8 +29,8 @@ import os
 from nntile_lab import sgemm_peak
 from nntile_lab import spec as specs
 from nntile_lab.data.bins import atomic_write_bytes
-from nntile_lab.options import int_range
 from nntile_lab.engine import save_record
+from nntile_lab.options import int_range
 from nntile_lab.spec import DEFAULTS
 from nntile_lab.trace import metrics, placement, viz
 from nntile_lab.trace.chrome import write_chrome

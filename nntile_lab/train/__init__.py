@@ -17,7 +17,6 @@ from nntile_lab.train.schedule import Constant, WarmupCosine
 from nntile_lab.train.trainer import NonFiniteLoss, evaluate, log_frame, train
 
 
-
 def write_run_record(out_dir, config: dict, results: dict, spec=None) -> Path:
     """``OUT/run.json``: the engine's record of a training run (kind ``train``;
     ``config``: what else describes the run)."""

@@ -17,11 +17,11 @@ from pathlib import Path
 from nntile_lab import memory
 from nntile_lab import spec as specs
 from nntile_lab.data import prepare_default_corpus
+from nntile_lab.engine import save_record
 from nntile_lab.experiment import build as build_spec
 from nntile_lab.experiment import runtime
 from nntile_lab.options import int_range
 from nntile_lab.parallel.launch import for_this_rank, relaunch_train, wants_launch
-from nntile_lab.engine import save_record
 from nntile_lab.train.checkpoint import clean_stale, config_dict, find_checkpoint, read_state
 from nntile_lab.train.plots import save_loss_plot
 from nntile_lab.train.resume import resumed_schedule

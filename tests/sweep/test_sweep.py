@@ -11,9 +11,9 @@ import pytest
 
 from nntile_lab import cli, sgemm_peak, sweep
 from nntile_lab.engine import read_record
-from nntile_lab.sweep.run import sweep_point
 from nntile_lab.memory import MemoryPlanError
 from nntile_lab.spec import ExperimentSpec
+from nntile_lab.sweep.run import sweep_point
 from nntile_lab.trace import Trace, training
 
 BASE = ExperimentSpec(n_layer=1, n_head=2, n_embd=16, vocab_size=64, seq_len=8, batch=2,
