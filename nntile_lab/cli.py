@@ -33,7 +33,6 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "nntile_lab.trace.cli": ("trace", "peak"),
     "nntile_lab.sweep.cli": ("sweep",),
     "nntile_lab.bench.cli": ("bench",),
-    "nntile_lab.bench.point_cli": ("_bench-memory-point",),
     "nntile_lab.figures.cli": ("figures",),
     "nntile_lab.proxies.cli": ("proxy", "collectives", "_replay-rank", "_collectives-rank"),
 }

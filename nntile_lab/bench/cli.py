@@ -3,8 +3,8 @@ sibling modules; this module only parses options and prints).
 
     gemm, train, schedulers, kernels, memory, depth, trace-overhead, submit-cost
 
-(the hidden ``_bench-memory-point`` that ``bench memory`` starts once per point is in
-point_cli.py, so that its process imports no more than it measures).
+(every point that must run in a process of its own — a ``bench memory`` point, a sweep's —
+runs through the engine: ``nntile_lab.engine``).
 """
 from __future__ import annotations
 

@@ -17,21 +17,31 @@
 Every study — ``sweep``, ``bench``, ``figures``, ``tune`` — and the widgets run points
 through this package; the plots of records are in ``nntile_lab.plots``.
 """
-from nntile_lab.engine.facts import code_version, environment, json_safe, machine, versions
-from nntile_lab.engine.point import Caps, Point
-from nntile_lab.engine.record import (
-    SCHEMA,
-    STATUSES,
-    RecordError,
-    make_record,
-    read_record,
-    save_record,
-    write_record,
-)
-from nntile_lab.engine.runner import measure_or_reuse, refused, run_point, run_points
-from nntile_lab.engine.store import Store, default_dir
+from __future__ import annotations
 
-__all__ = ["SCHEMA", "STATUSES", "Caps", "Point", "RecordError", "Store", "code_version",
-           "default_dir", "environment", "json_safe", "machine", "make_record",
-           "measure_or_reuse", "read_record", "refused", "run_point", "run_points",
-           "save_record", "versions", "write_record"]
+import importlib
+
+# loaded on first use (PEP 562): a point's process imports ``engine.worker`` and only what it
+# needs — its peak RSS is what some measurements report
+_NAMES = {
+    **dict.fromkeys(("code_version", "environment", "json_safe", "machine", "versions"),
+                    "facts"),
+    **dict.fromkeys(("Caps", "Point"), "point"),
+    **dict.fromkeys(("SCHEMA", "STATUSES", "RecordError", "make_record", "read_record",
+                     "save_record", "write_record"), "record"),
+    **dict.fromkeys(("measure_or_reuse", "refused", "run_point", "run_points"), "runner"),
+    **dict.fromkeys(("Store", "default_dir"), "store"),
+}
+__all__ = sorted(_NAMES)
+
+
+def __getattr__(name: str):
+    if name not in _NAMES:
+        raise AttributeError(f"module 'nntile_lab.engine' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"nntile_lab.engine.{_NAMES[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_NAMES))

@@ -17,7 +17,6 @@ from nntile_lab.engine import (
     SCHEMA,
     Caps,
     Point,
-    RecordError,
     Store,
     code_version,
     make_record,
@@ -37,7 +36,10 @@ OLD = Path(__file__).parent / "old_records"
 H = "tests.engine.helpers:"
 
 
-def point(fn, caps=Caps(timeout_s=60), **options):
+MINUTE = Caps(timeout_s=60)
+
+
+def point(fn, caps=MINUTE, **options):
     return Point(H + fn, SPEC, options, caps, kind="test-point")
 
 
