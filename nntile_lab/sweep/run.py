@@ -119,6 +119,7 @@ def run(specs, cache_dir=None, *, isolate: bool = True, progress: bool = True,
     (as a kernel interrupt or a Stop button does). ``df.attrs["messages"]`` lists what
     was ignored and why (corrupt or outdated records)."""
     specs = list(specs)
+    peak_gflops = sgemm_peak.check_peak(peak_gflops)
     store = Store(cache_dir)
     messages: list[str] = []
     own_peak = peak_gflops is None and any(isinstance(s, ExperimentSpec) for s in specs)
