@@ -1,6 +1,7 @@
 """Stop tokens (interrupts.stoppable): a long action in any thread ends within a second or
 two of a stop request — a Stop button's ``token.request()`` or a SIGINT's ``stop_all()`` —
 between points, inside a StarPU wait, and while a child process runs."""
+import os
 import signal
 import subprocess
 import sys
@@ -118,9 +119,35 @@ def test_run_process_ends_a_child_within_seconds_of_a_stop():
     assert isinstance(box.get("error"), Stopped), box
 
 
-def _run_under(token, cmd):
+def _run_under(token, cmd, **popen):
     with stoppable(token):
-        return run_process(cmd, timeout=120)
+        return run_process(cmd, timeout=120, **popen)
+
+
+def test_run_process_ends_a_child_session_with_its_children(tmp_path):
+    """mpirun and its ranks (the proxies): with ``start_new_session`` the whole session
+    goes, not only the child."""
+    pid_file = tmp_path / "grandchild"
+    cmd = ["sh", "-c", f"sleep 60 & echo $! > {pid_file}; wait"]
+    token = StopToken()
+    t, box = in_thread(lambda: _run_under(token, cmd, start_new_session=True))
+    end = time.monotonic() + 30
+    while not (pid_file.exists() and pid_file.read_text().strip()):
+        assert time.monotonic() < end
+        time.sleep(0.05)
+    grandchild = int(pid_file.read_text())
+    token.request("stopped")
+    t.join(STOP_S + 2)
+    assert not t.is_alive() and isinstance(box.get("error"), Stopped), box
+    end = time.monotonic() + 5
+    while time.monotonic() < end:
+        try:
+            os.kill(grandchild, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(f"the child's own child {grandchild} outlived the stop")
 
 
 def test_run_process_is_subprocess_run_otherwise():
