@@ -117,6 +117,7 @@ def cases(d: dict) -> list[Case]:
     sm_m, sm_k = d["batch_tile"] * d["heads"] * d["seq"], d["seq"]   # attention scores
     sm = sm_m * sm_k
     hd = d["heads"] * d["head_size"]             # a head tile's width
+    cache = d["batch_tile"] * hd * d["seq"]       # a KV-cache tile (batch and head tile)
     ln = dict(m=t, k=e, n=1)                       # layer norm and biases along n_embd
     ln_stats = {"mean": lambda n: np.zeros(n, np.float32), "inv_std": _positive}
     emb = dict(n=t, e=e, voff=0, vrows=vt, vocab=d["vocab"], check=0)
@@ -226,6 +227,20 @@ def cases(d: dict) -> list[Case]:
         Case("permute", dict(n0=1, n1=1, n2=d["batch_tile"], n3=d["heads"], n4=d["seq"],
                              n5=d["head_size"], s0=0, s1=0, s2=d["seq"] * hd, s3=d["head_size"],
                              s4=hd, s5=1), {"x": t * hd, "y": t * hd}),
+        # a decode step (generation, one new token per sequence): its keys into a cache of
+        # seq positions, then its attention over all of them
+        Case("kv_write", dict(b=d["batch_tile"], h=d["heads"], d=d["head_size"], sb=hd,
+                              st=hd, sh=d["head_size"], x0=0, cs=d["seq"], c0=d["seq"] - 1,
+                              n=1), {"x": d["batch_tile"] * hd, "cache": cache},
+             bytes=2 * d["batch_tile"] * hd * F32, elements=d["batch_tile"] * hd),
+        Case("attend", dict(b=d["batch_tile"], h=d["heads"], d=d["head_size"], tq=1,
+                            tk=d["seq"], q0=d["seq"] - 1, k0=0, qb=hd, qt=hd,
+                            qh=d["head_size"], yb=hd, yt=hd, yh=d["head_size"],
+                            scale=1.0 / math.sqrt(d["head_size"]), first=1, last=1),
+             {"q": d["batch_tile"] * hd, "pads": d["batch_tile"], "k": cache, "v": cache,
+              "y": d["batch_tile"] * hd, "stats": 2 * d["batch_tile"] * d["heads"]},
+             init={"pads": lambda n: np.zeros(n, np.int64)},
+             exps=d["batch_tile"] * d["heads"] * d["seq"]),
     ]
 
 

@@ -73,7 +73,7 @@ def left_pad(prompts, *, vocab_size: int, n_positions: int | None = None,
     T = max(r.size for r in rows)
     if n_positions is not None:
         longest = max(range(len(rows)), key=lambda b: rows[b].size)
-        if T > n_positions:
+        if n_positions < T:
             raise ValueError(f"prompt {longest} has {T} tokens, more than the model's "
                              f"n_positions={n_positions}: use at most {n_positions} tokens")
         # the last new token is never fed back: T + N − 1 positions in all

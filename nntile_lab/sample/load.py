@@ -17,9 +17,8 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 import ml_dtypes
+import numpy as np
 
 GPT2_HEAD_SIZE = 64
 _SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64,

@@ -109,3 +109,31 @@ def test_attend_refuses_mismatched_tiles(rt1):
         nl.ops.attend(q, k, k, pads, 8)
     with pytest.raises(ValueError, match="outside the cache"):
         nl.ops.kv_write(q, k, 8)
+
+
+def test_outputs_that_alias_an_input_are_refused(rt1):
+    """kv_write's cache, attend's out and take_position's out may not share tiles with an
+    input (the aliasing coverage list of tests/faults/test_aliasing.py points here)."""
+    cache = nl.zeros((2, 2, 4, 3), (1, 1, 4, 3))
+    with pytest.raises(ValueError, match=r"^kv_write: cache is x"):
+        nl.ops.kv_write(cache, cache, 0, heads_first=True)
+    q = nl.zeros((2, 1, 6), (1, 1, 3))
+    pads = nl.from_numpy(np.zeros(2, np.int64), (1,))
+    with pytest.raises(ValueError, match=r"^attend: out is q"):
+        nl.ops.attend(q, cache, cache, pads, 0, out=q)
+    with pytest.raises(ValueError, match=r"^attend: out shares its tiles with q"):
+        nl.ops.attend(q, cache, cache, pads, 0, out=q.split_axis(2, 3).merge_axes(2))
+    with pytest.raises(ValueError, match=r"^take_position: out is x"):
+        nl.ops.take_position(q, 0, out=q)
+
+
+@given(st.integers(1, 4), st.integers(1, 9), st.integers(1, 7), st.data())
+def test_take_position(rt, B, T, E, data):
+    tiles = (data.draw(st.integers(1, B)), data.draw(st.integers(1, T)),
+             data.draw(st.integers(1, E)))
+    i = data.draw(st.integers(0, T - 1))
+    x = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1))).standard_normal(
+        (B, T, E)).astype(np.float32)
+    out = nl.ops.take_position(nl.from_numpy(x, tiles), i)
+    assert out.tile_shape == (tiles[0], 1, tiles[2])
+    assert np.array_equal(out.to_numpy(), x[:, i:i + 1, :])
