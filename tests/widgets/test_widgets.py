@@ -133,7 +133,7 @@ def test_interrupting_the_widget_keeps_finished_points(tmp_path, monkeypatch):
 
 def test_bad_points_are_messages_and_the_rest_runs(tmp_path):
     """Issue 9 item 7 in the widget: a tile larger than its dimension or zero, a cache file
-    from an older version, a model that does not fit, an unknown scheduler."""
+    of an unknown version, a model that does not fit, an unknown scheduler."""
     ts = TileSweep(BASE, {"vocab_tile": "32,65,0"}, cache_dir=tmp_path, isolate=False,
                    peak_gflops=100.0)
     df = ts.run()
@@ -143,10 +143,10 @@ def test_bad_points_are_messages_and_the_rest_runs(tmp_path):
         in ts.message.value
     assert "vocab_tile=0: vocab_tile=0 must be from 1" in ts.message.value
     path = tmp_path / f"{df.loc[0, 'key']}.json"
-    path.write_text(path.read_text().replace('"format": 1', '"format": 0'))
-    again = ts.run()                       # the old record is measured again, with a notice
+    path.write_text(path.read_text().replace('"schema": 2', '"schema": 3'))
+    again = ts.run()                       # an unknown record is measured again, with a notice
     assert again["cached"].tolist() == [False, False, False] and again.loc[0, "gflops"] > 0
-    assert "has format 0" in ts.message.value and "older version" in ts.message.value
+    assert "has schema 3" in ts.message.value and "newer version" in ts.message.value
     # a model that cannot run under its memory cap: rows with the planner's reason
     capped = TileSweep(BASE.replace(memory_limit_mb=16), {"vocab_tile": "32,64"},
                        cache_dir=tmp_path, isolate=False, peak_gflops=100.0)
