@@ -17,82 +17,76 @@ from __future__ import annotations
 
 import numpy as np
 
-from nntile_lab import ops
-from nntile_lab.tensor import TiledTensor, empty, from_numpy
+from nntile_lab.nn import backend
+from nntile_lab.nn.attention import Attention
+from nntile_lab.nn.backend import ops
+from nntile_lab.nn.policy import StepPolicy
 
 
 class KVCache:
-    """K and V of every attention layer, for a batch of ``batch`` rows and ``positions``
-    positions. ``shapes``: (n_head, head_size, head_tile) of each attention layer, in call
-    order."""
+    """K and V of each attention layer of ``model`` for ``batch`` rows and ``n_positions``
+    positions: (B, H, P, D) tiled (batch tile, the layer's head tile, ``cache_tile``, D)."""
 
-    def __init__(self, shapes, batch: int, positions: int, *, batch_tile: int | None = None,
+    def __init__(self, model, batch: int, n_positions: int, *, batch_tile: int | None = None,
                  cache_tile: int | None = None):
-        self.batch, self.positions = batch, positions
+        positions = n_positions
+        self.batch, self.n_positions = batch, n_positions
         self.batch_tile = batch if batch_tile is None else min(batch_tile, batch)
         self.cache_tile = positions if cache_tile is None else min(cache_tile, positions)
-        self.k, self.v = [], []
-        for n_head, head_size, head_tile in shapes:
-            shape = (batch, n_head, positions, head_size)
-            tiles = (self.batch_tile, head_tile, self.cache_tile, head_size)
-            self.k.append(empty(shape, tiles))
-            self.v.append(empty(shape, tiles))
-        self.pads: TiledTensor | None = None
-        self.column = 0          # the first position the running step writes
-        self._next = 0           # the attention layer the running step reaches next
+        self.layers: dict[int, tuple] = {}
+        for _, m in model.named_modules():
+            if isinstance(m, Attention):
+                wk = m.projections[1].weight          # (E, n_kv_heads·D), whole heads per tile
+                D = m.head_size
+                shape = (batch, wk.shape[1] // D, positions, D)
+                tiles = (self.batch_tile, wk.tile_shape[1] // D, self.cache_tile, D)
+                self.layers[id(m)] = (backend.empty(shape, tiles), backend.empty(shape, tiles))
+        self.pads = None          # (B,) int64: each row's left pads
+        self.positions = None     # (B, t) int64 numpy: the running step's (rotary reads them)
+        self.column = 0           # the first cache position the running step writes
+
+    @property
+    def tensors(self) -> list:
+        return [t for kv in self.layers.values() for t in kv]
 
     def start(self, pads: np.ndarray) -> None:
         """A new batch: each row's left pads."""
         if self.pads is not None:
             self.pads.free()
-        self.pads = from_numpy(np.ascontiguousarray(pads, np.int64), (self.batch_tile,))
+        self.pads = backend.from_numpy(np.ascontiguousarray(pads, np.int64), (self.batch_tile,))
 
-    def begin_step(self, column: int) -> None:
-        self.column, self._next = column, 0
-
-    def next_layer(self) -> tuple[TiledTensor, TiledTensor]:
-        """The (K, V) of the next attention layer of this step."""
-        if self._next >= len(self.k):
-            raise RuntimeError(f"the model called {self._next + 1} attention layers in one "
-                               f"step; its cache has {len(self.k)}")
-        i, self._next = self._next, self._next + 1
-        return self.k[i], self.v[i]
+    def attend(self, layer, q, k, v, *, heads_first: bool = False):
+        """One attention layer of the running step: its keys and values into the cache at
+        ``column``, then the queries' attention over the cache up to each of them; q, k, v
+        as the projections made them ((B, t, E) by whole heads, or (B, H, t, D) with
+        ``heads_first``). Returns (B, t, E), heads merged."""
+        kc, vc = self.layers[id(layer)]
+        ops.kv_write(k, kc, self.column, heads_first=heads_first)
+        ops.kv_write(v, vc, self.column, heads_first=heads_first)
+        return ops.attend(q, kc, vc, self.pads, self.column, heads_first=heads_first)
 
     def nbytes(self) -> int:
-        return sum(2 * 4 * int(np.prod(k.shape)) for k in self.k)
+        return sum(4 * int(np.prod(t.shape)) for t in self.tensors)
 
     def free(self) -> None:
-        for t in (*self.k, *self.v):
+        for t in self.tensors:
             t.free()
         if self.pads is not None:
             self.pads.free()
-        self.k, self.v, self.pads = [], [], None
-
-
-def attend_cached(q: TiledTensor, k: TiledTensor, v: TiledTensor, cache: KVCache, *,
-                  heads_first: bool = False) -> TiledTensor:
-    """One attention layer of a generation step: this step's keys and values into the
-    cache, then the queries' attention over the cache up to each of them. q, k, v as the
-    projections made them ((B, t, E) by whole heads, or (B, H, t, D) with ``heads_first``);
-    returns (B, t, E), heads merged."""
-    kc, vc = cache.next_layer()
-    ops.kv_write(k, kc, cache.column, heads_first=heads_first)
-    ops.kv_write(v, vc, cache.column, heads_first=heads_first)
-    return ops.attend(q, kc, vc, cache.pads, cache.column, heads_first=heads_first)
+        self.layers, self.pads = {}, None
 
 
 class Decoder:
-    """``generate.loop``'s Decoder for a model: ``prefill(prompts)`` and ``step(tokens,
-    column)`` return the (B, V) float32 logits of each row's last position. The model gives
-    ``attention_shapes()``, ``cached_hidden(ids, pos, cache)`` (the trunk over the new
-    positions, final norm included: (B, t, E)) and ``head_weight`` (the (V, E) matrix the
-    logits come from)."""
+    """``generate.loop``'s Decoder for a ``LanguageModel``: ``prefill(prompts)`` and
+    ``step(tokens, column)`` run the model's own forward over the new positions in a
+    generation step (``StepPolicy(cache=...)``: attention layers use the cache, the loss
+    layer gives the last position's logits) and return them, (B, V) float32."""
 
     def __init__(self, model, batch: int, *, cache_tile: int | None = None):
-        c = model.config
         self.model = model
-        self.cache = KVCache(model.attention_shapes(), batch, c.n_positions,
-                             batch_tile=c.batch_tile, cache_tile=cache_tile)
+        c = model.config
+        self.cache = KVCache(model, batch, c.n_positions, batch_tile=c.batch_tile,
+                             cache_tile=cache_tile)
         self._pads = np.zeros(batch, np.int64)
 
     def prefill(self, prompts) -> np.ndarray:
@@ -106,17 +100,16 @@ class Decoder:
         return self._run(np.asarray(tokens, np.int64)[:, None], pos, column)
 
     def _run(self, ids: np.ndarray, pos: np.ndarray, column: int) -> np.ndarray:
-        c = self.model.config
-        B, t = ids.shape
-        tiles = (c.tile("batch_tile", B), c.tile("seq_tile", t))
-        self.cache.begin_step(column)
-        with from_numpy(np.ascontiguousarray(ids), tiles) as tids, \
-                from_numpy(np.ascontiguousarray(pos, np.int64), tiles) as tpos:
-            x = self.model.cached_hidden(tids, tpos, self.cache)
-            with x, ops.take_position(x, t - 1) as last:
-                w = self.model.head_weight
-                with ops.gemm(last, w, trans_b=True) as logits:     # (B, 1, V)
-                    return logits.to_numpy()[:, 0, :]
+        self.cache.column = column
+        self.cache.positions = pos
+        arrays = self.model.generation_inputs(np.ascontiguousarray(ids, np.int64),
+                                              np.ascontiguousarray(pos, np.int64))
+        logits = self.model._forward(StepPolicy(self.model, training=False, cache=self.cache),
+                                     arrays)                            # (B, 1, V)
+        try:
+            return logits.to_numpy()[:, 0, :]
+        finally:
+            logits.storage.free()
 
     def close(self) -> None:
         self.cache.free()
