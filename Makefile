@@ -12,6 +12,9 @@ run:
 	.venv/bin/nntile-lab sweep --inner-tile 512,1024 --vocab-tile 4096,8192 --out $(RUN_DIR)
 	@echo "$(RUN_DIR): loss.png, sweep.png, trace/gantt.png (and the rest)"
 	@echo "Open the notebooks in JupyterLab:  make lab"
+	@echo "Three samples from the model it trained (nntile-lab sample --from $(RUN_DIR)):"
+	.venv/bin/nntile-lab sample --from $(RUN_DIR) --num-samples 3 --max-new-tokens 40 \
+		--temperature 0.8 --top-k 50 --seed 0
 
 test:
 	scripts/setup.sh test

@@ -25,6 +25,7 @@ from nntile_lab.generate.batching import Prompts
 from nntile_lab.generate.sampling import Sampler
 from nntile_lab.generate.stopping import StopTokens
 from nntile_lab.interrupts import Interrupted
+from nntile_lab.interrupts import check_stop as _check_stop
 
 
 @dataclass
@@ -89,9 +90,10 @@ def run(decoder, prompts: Prompts, max_new_tokens: int, sampler: Sampler,
         check_stop: Callable[[], None] | None = None) -> Generation:
     """Generate up to ``max_new_tokens`` per row. ``on_tokens(tokens, live)`` is called
     with each step's tokens (B,) and which rows they extend (a row's stop token included);
-    ``check_stop()`` between steps raises to stop (``interrupts.check_stop``). A
-    KeyboardInterrupt ends the loop with ``GenerationInterrupted``, which holds what was
-    generated."""
+    ``check_stop()`` between steps raises to stop (default ``interrupts.check_stop``: a
+    widget's Stop button, Kernel → Interrupt). A KeyboardInterrupt (``Stopped`` included)
+    ends the loop with ``GenerationInterrupted``, which holds what was generated."""
+    check_stop = _check_stop if check_stop is None else check_stop
     B = prompts.ids.shape[0]
     stop = stop or StopTokens()
     gen = Generation(prompts, [[] for _ in range(B)], ["length"] * B)
@@ -102,8 +104,7 @@ def run(decoder, prompts: Prompts, max_new_tokens: int, sampler: Sampler,
         gen.prefill_seconds = time.perf_counter() - t0
         column = prompts.ids.shape[1]
         while True:
-            if check_stop is not None:
-                check_stop()
+            check_stop()
             t0 = time.perf_counter()
             tokens = sampler(logits)
             for b in np.flatnonzero(live):

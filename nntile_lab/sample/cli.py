@@ -17,6 +17,7 @@ from nntile_lab import spec as specs
 from nntile_lab.errors import UsageError
 from nntile_lab.options import int_range
 
+DEFAULT_NEW_TOKENS = 100
 RUNTIME_FIELDS = ("scheduler", "ncpu", "memory_limit_mb", "ooc_dir", "ooc_size_mb", "nopencl",
                   "opencl_memory_limit_mb", "hints")
 # Tiles of generation (docs/generation.md): whole embedding and batch tiles (a decode step
@@ -37,8 +38,9 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
                    "nothing, the end-of-text token)")
     g.add_argument("--prompt-file", metavar="FILE", help="read the prompt from FILE")
     s = p.add_argument_group("sampling")
-    s.add_argument("--max-new-tokens", type=int, default=100, metavar="N",
-                   help="tokens to generate per sample (default 100)")
+    s.add_argument("--max-new-tokens", type=int, default=None, metavar="N",
+                   help=f"tokens to generate per sample (default {DEFAULT_NEW_TOKENS}, or as "
+                        "many as the model's positions leave after the prompt)")
     s.add_argument("--num-samples", type=int_range(1), default=1, metavar="N",
                    help="samples, one after another (default 1)")
     s.add_argument("--greedy", action="store_true", help="the most likely token each step")
@@ -66,7 +68,7 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
 def _sampling(args) -> dict:
     """The sampling options, checked: each bad one a usage error naming it."""
     from nntile_lab.generate import Sampling
-    if args.max_new_tokens < 1:
+    if args.max_new_tokens is not None and args.max_new_tokens < 1:
         raise UsageError(f"--max-new-tokens {args.max_new_tokens}: must be ≥ 1")
     try:
         Sampling(greedy=args.greedy, temperature=args.temperature, top_k=args.top_k,
@@ -117,9 +119,15 @@ def run_cli(args) -> int:
 
     sampling = _sampling(args)
     prompt = _prompt(args)
-    weights = read_weights(args.source, n_head=args.n_head)
+    try:   # a path that is not weights is a bad --from: one line, exit 2
+        weights = read_weights(args.source, n_head=args.n_head)
+    except (FileNotFoundError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
     tiles = {k: getattr(args, k, None) for k in GEN_TILES}
     config = model_config(weights.sizes, tiles)
+    if args.max_new_tokens is None:   # the default: as many as fit, up to 100
+        args.max_new_tokens = max(1, min(DEFAULT_NEW_TOKENS,
+                                         config.n_positions - len(encode(prompt)) + 1))
     # the prompt against the model before StarPU starts: one line, exit 2
     try:
         left_pad([encode(prompt)], vocab_size=config.vocab_size, n_positions=config.n_positions,
@@ -147,7 +155,10 @@ def _generate(args, weights, config, prompt, sampling, runtime_spec) -> int:
           f"{config.n_positions} positions", file=sys.stderr)
     with Runtime(**runtime_spec.runtime_kwargs()):
         model = GPT2(config)
-        model.load_state_dict(weights.state)
+        try:
+            model.load_state_dict(weights.state)
+        except ValueError as exc:    # a state dict of another shape than its config says
+            raise UsageError(f"--from {weights.source}: {exc}") from None
         for i in range(args.num_samples):
             if args.json:
                 def on_text(piece, i=i):

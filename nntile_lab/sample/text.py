@@ -30,8 +30,10 @@ class Sample:
     interrupted: bool = False
 
     def record(self) -> dict:
+        g = {k: v for k, v in self.generation.summary().items()
+             if k not in ("batch", "new_tokens", "finish")}
         return {"prompt": self.prompt, "text": self.text, "tokens": self.tokens,
-                "finish": self.generation.finish[0], **self.generation.summary()}
+                "finish": self.generation.finish[0], **g}
 
 
 def sample_text(model, prompt: str, max_new_tokens: int, *, on_text: Callable[[str], None]
