@@ -9,9 +9,9 @@ import ipywidgets as w
 import pandas as pd
 
 from nntile_lab.jupyter_figure import interactive, png_bytes
+from nntile_lab.plots.sweep import ok_rows, varied
 from nntile_lab.spec import field_names
 from nntile_lab.sweep import run
-from nntile_lab.sweep.plots import ok_rows, varied
 
 
 class PlotArea:
