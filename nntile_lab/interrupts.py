@@ -212,19 +212,22 @@ def interrupted_exit(returncode: int) -> bool:
     return returncode in (-signal.SIGINT, 128 + signal.SIGINT)
 
 
-def run_process(cmd, *, input: str | None = None, env=None, timeout: float | None = None,
-                ) -> subprocess.CompletedProcess:
-    """``subprocess.run(cmd, input=..., capture_output=True, text=True, env=..., timeout=...)``
-    that a stop request ends within a second or so: the child gets SIGTERM (SIGKILL
-    after ``TERMINATE_WAIT_S``) and ``Stopped`` is raised; so is it when the child itself
-    died of a SIGINT (``interrupted_exit``). ``subprocess.TimeoutExpired`` as
-    ``subprocess.run`` raises it. Call it from the thread that waits for the child:
-    a child started with ``orphans.child_env`` dies when that thread ends
-    (PR_SET_PDEATHSIG follows the thread)."""
+def run_process(cmd, *, input: str | None = None, timeout: float | None = None,
+                **popen) -> subprocess.CompletedProcess:
+    """``subprocess.run(cmd, input=..., capture_output=True, text=True, timeout=...,
+    **popen)`` that a stop request (``stoppable``) ends within a second or so: the child —
+    its whole session with ``start_new_session=True`` — gets SIGTERM (SIGKILL after
+    ``TERMINATE_WAIT_S``) and ``Stopped`` is raised; so is it when the child itself died of
+    a SIGINT (``interrupted_exit``). ``subprocess.TimeoutExpired`` as ``subprocess.run``
+    raises it. Call it from the thread that waits for the child: a child started with
+    ``orphans.child_env`` dies when that thread ends (PR_SET_PDEATHSIG follows the
+    thread). (Measurements' points run under ``engine.runner``, which writes the child's
+    output to a file instead.)"""
     deadline = None if timeout is None else time.monotonic() + timeout
     with subprocess.Popen(cmd, stdin=subprocess.PIPE if input is not None else None,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          env=env) as proc:
+                          **popen) as proc:
+        session = bool(popen.get("start_new_session"))
         pending = input
         try:
             while True:
@@ -235,22 +238,30 @@ def run_process(cmd, *, input: str | None = None, env=None, timeout: float | Non
                     pending = None       # sent with the first call
                 check_stop()
                 if deadline is not None and time.monotonic() > deadline:
-                    _end(proc)
+                    _end(proc, session)
                     raise subprocess.TimeoutExpired(cmd, timeout) from None
         except BaseException:            # Stopped, a KeyboardInterrupt, anything: no orphan
-            _end(proc)
+            _end(proc, session)
             raise
     if interrupted_exit(proc.returncode):
         raise Stopped("interrupted")
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
-def _end(proc: subprocess.Popen) -> None:
-    if proc.poll() is not None:
+def _end(proc: subprocess.Popen, session: bool) -> None:
+    """SIGTERM, then SIGKILL: to the child's session when it has one of its own (mpirun
+    and its ranks), else to the child."""
+    def send(sig):
+        with contextlib.suppress(ProcessLookupError, PermissionError):   # already gone
+            if session:
+                os.killpg(proc.pid, sig)
+            else:
+                proc.send_signal(sig)
+    if proc.poll() is not None and not session:
         return
-    proc.terminate()
+    send(signal.SIGTERM)
     try:
         proc.wait(TERMINATE_WAIT_S)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        send(signal.SIGKILL)
         proc.wait()
