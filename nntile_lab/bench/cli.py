@@ -17,6 +17,7 @@ from nntile_lab.bench import generate as gen_bench
 from nntile_lab.engine import json_safe, save_record
 from nntile_lab.errors import UsageError
 from nntile_lab.options import float_range, int_list, int_range, refuse_given
+from nntile_lab.sample.cli import GEN_TILES
 from nntile_lab.spec import (
     DEFAULTS,
     PRECISIONS,
@@ -267,14 +268,13 @@ def _train(args) -> int:
 
 
 def _generate(args) -> int:
-    from nntile_lab.sample.cli import GEN_TILES
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     bad = [m for m in models if m not in gen_bench.MODELS]
     if not models or bad:
         raise UsageError(f"--models {args.models!r}: give a comma list of "
                          f"{', '.join(gen_bench.MODELS)}")
     _scheduler(args.scheduler)
-    load = [open("/proc/loadavg").read().split()[:3]]
+    load = [_loadavg()]
     results = []
     for name in models:
         sizes = gen_bench.MODELS[name]
@@ -289,7 +289,7 @@ def _generate(args) -> int:
             prompt_len=args.prompt_len, new_tokens=args.new_tokens,
             rounds=args.rounds, ncpu=args.ncpu, scheduler=args.scheduler, tiles=tiles,
             cache_tile=args.cache_tile, log=lambda m: print(m, file=sys.stderr, flush=True)))
-    load.append(open("/proc/loadavg").read().split()[:3])
+    load.append(_loadavg())
     res = {"models": results, "loadavg_before": load[0], "loadavg_after": load[1]}
     if args.record:
         save_record(args.record, "bench-generate", None, res, argv=args.argv)
@@ -299,6 +299,15 @@ def _generate(args) -> int:
         print(gen_bench.report(results))
         print(f"load average before {' '.join(load[0])}, after {' '.join(load[1])}")
     return 0
+
+
+def _loadavg() -> list[str]:
+    """The 1, 5 and 15-minute load averages (a timing on a shared machine says how busy)."""
+    try:
+        with open("/proc/loadavg") as f:
+            return f.read().split()[:3]
+    except OSError:
+        return []
 
 
 def _no_ooc(args) -> None:

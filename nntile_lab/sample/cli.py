@@ -15,7 +15,11 @@ from pathlib import Path
 
 from nntile_lab import spec as specs
 from nntile_lab.errors import UsageError
-from nntile_lab.options import int_range
+from nntile_lab.generate import Sampling, left_pad
+from nntile_lab.nn.config import GPT2Config
+from nntile_lab.options import INT_MAX, float_range, int_range
+from nntile_lab.sample.load import read_weights
+from nntile_lab.sample.text import encode, sample_text
 
 DEFAULT_NEW_TOKENS = 100
 RUNTIME_FIELDS = ("scheduler", "ncpu", "memory_limit_mb", "ooc_dir", "ooc_size_mb", "nopencl",
@@ -38,18 +42,19 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
                    "nothing, the end-of-text token)")
     g.add_argument("--prompt-file", metavar="FILE", help="read the prompt from FILE")
     s = p.add_argument_group("sampling")
-    s.add_argument("--max-new-tokens", type=int, default=None, metavar="N",
+    s.add_argument("--max-new-tokens", type=int_range(1), default=None, metavar="N",
                    help=f"tokens to generate per sample (default {DEFAULT_NEW_TOKENS}, or as "
                         "many as the model's positions leave after the prompt)")
     s.add_argument("--num-samples", type=int_range(1), default=1, metavar="N",
                    help="samples, one after another (default 1)")
     s.add_argument("--greedy", action="store_true", help="the most likely token each step")
-    s.add_argument("--temperature", type=float, default=1.0, metavar="T", help="default 1.0")
-    s.add_argument("--top-k", type=int, default=None, metavar="K", help="keep the K most "
+    s.add_argument("--temperature", type=float_range(0, lo_open=True), default=1.0, metavar="T",
+                   help="sampling temperature, > 0 (default 1.0)")
+    s.add_argument("--top-k", type=int_range(1), default=None, metavar="K", help="keep the K most "
                    "likely tokens (default all)")
-    s.add_argument("--top-p", type=float, default=None, metavar="P",
+    s.add_argument("--top-p", type=float_range(0, 1, lo_open=True), default=None, metavar="P",
                    help="nucleus: the most likely tokens holding mass P (default 1: all)")
-    s.add_argument("--seed", type=int, default=None, metavar="S",
+    s.add_argument("--seed", type=int_range(0), default=None, metavar="S",
                    help="reproducible samples (sample i uses S + i)")
     s.add_argument("--stop", action="append", default=[], metavar="TEXT",
                    help="stop a sample once its text contains TEXT (repeatable)")
@@ -66,20 +71,11 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
 
 
 def _sampling(args) -> dict:
-    """The sampling options, checked: each bad one a usage error naming it."""
-    from nntile_lab.generate import Sampling
-    if args.max_new_tokens is not None and args.max_new_tokens < 1:
-        raise UsageError(f"--max-new-tokens {args.max_new_tokens}: must be ≥ 1")
-    try:
-        Sampling(greedy=args.greedy, temperature=args.temperature, top_k=args.top_k,
-                 top_p=args.top_p)
-    except ValueError as exc:
-        name = str(exc).split("=")[0].replace("_", "-")
-        raise UsageError(f"--{name} {getattr(args, name.replace('-', '_'))}: {exc}") from None
-    if args.seed is not None and args.seed < 0:
-        raise UsageError(f"--seed {args.seed}: must be ≥ 0")
-    return dict(greedy=args.greedy, temperature=args.temperature, top_k=args.top_k,
-                top_p=args.top_p)
+    """The sampling options (each in its range already: argparse's types)."""
+    kw = dict(greedy=args.greedy, temperature=args.temperature, top_k=args.top_k,
+              top_p=args.top_p)
+    Sampling(**kw)   # the library's own check: the same rules
+    return kw
 
 
 def _prompt(args) -> str:
@@ -88,14 +84,13 @@ def _prompt(args) -> str:
     try:
         return Path(args.prompt_file).read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise UsageError(f"--prompt-file {args.prompt_file}: not UTF-8 text") from None
+        raise UsageError(f"--prompt-file {args.prompt_file!r}: not UTF-8 text") from None
     except OSError as exc:
-        raise UsageError(f"--prompt-file {args.prompt_file}: {exc.strerror or exc}") from None
+        raise UsageError(f"--prompt-file {args.prompt_file!r}: {exc.strerror or exc}") from None
 
 
 def model_config(sizes: dict, tiles: dict):
     """A ``GPT2Config`` of the weights' sizes with generation's tiles (given ones first)."""
-    from nntile_lab.nn.config import GPT2Config
     fields = {k: sizes[k] for k in ("n_layer", "n_head", "n_embd", "n_positions",
                                     "vocab_size", "n_inner", "layer_norm_epsilon")
               if k in sizes}
@@ -113,40 +108,44 @@ def model_config(sizes: dict, tiles: dict):
 
 
 def run_cli(args) -> int:
-    from nntile_lab.generate import left_pad
-    from nntile_lab.sample.load import read_weights
-    from nntile_lab.sample.text import encode
-
+    # every option that needs no weights first: one line, exit 2, before any file is read
     sampling = _sampling(args)
     prompt = _prompt(args)
-    try:   # a path that is not weights is a bad --from: one line, exit 2
-        weights = read_weights(args.source, n_head=args.n_head)
-    except (FileNotFoundError, ValueError) as exc:
-        raise UsageError(str(exc)) from None
     tiles = {k: getattr(args, k, None) for k in GEN_TILES}
-    config = model_config(weights.sizes, tiles)
-    if args.max_new_tokens is None:   # the default: as many as fit, up to 100
-        args.max_new_tokens = max(1, min(DEFAULT_NEW_TOKENS,
-                                         config.n_positions - len(encode(prompt)) + 1))
-    # the prompt against the model before StarPU starts: one line, exit 2
-    try:
-        left_pad([encode(prompt)], vocab_size=config.vocab_size, n_positions=config.n_positions,
-                 max_new_tokens=args.max_new_tokens)
-    except ValueError as exc:
-        raise UsageError(f"--prompt: {exc}" if "max_new_tokens" not in str(exc)
-                         else f"--max-new-tokens {args.max_new_tokens}: {exc}") from None
+    for k, v in tiles.items():
+        if v is not None and not 1 <= v <= INT_MAX:
+            raise UsageError(f"--{k.replace('_', '-')} {v}: a tile is a number of elements "
+                             f"from 1 to {INT_MAX:,} (leave it out for the default)")
     rt_kw = {k: getattr(args, k) for k in RUNTIME_FIELDS if getattr(args, k, None) is not None}
     try:
         runtime_spec = specs.ExperimentSpec.from_dict(rt_kw)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    # the compiled extension: loaded here, so that --help and parsing work without it
+    from nntile_lab.runtime import check_scheduler
+    check_scheduler(runtime_spec.scheduler)     # a mistyped policy: exit 2, before any work
+    try:   # a path that is not weights is a bad --from: one line, exit 2
+        weights = read_weights(args.source, n_head=args.n_head)
+    except (FileNotFoundError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    config = model_config(weights.sizes, tiles)
+    ids = encode(prompt)
+    if args.max_new_tokens is None:   # the default: as many as fit, up to 100
+        args.max_new_tokens = max(1, min(DEFAULT_NEW_TOKENS, config.n_positions - len(ids) + 1))
+    # the prompt against the model before StarPU starts
+    try:
+        left_pad([ids], vocab_size=config.vocab_size, n_positions=config.n_positions,
+                 max_new_tokens=args.max_new_tokens)
+    except ValueError as exc:
+        raise UsageError(f"--prompt: {exc}" if "max_new_tokens" not in str(exc)
+                         else f"--max-new-tokens {args.max_new_tokens}: {exc}") from None
     return _generate(args, weights, config, prompt, sampling, runtime_spec)
 
 
 def _generate(args, weights, config, prompt, sampling, runtime_spec) -> int:
+    # the model and the runtime load the compiled extension: importing this module must not
     from nntile_lab.nn import GPT2
     from nntile_lab.runtime import Runtime
-    from nntile_lab.sample.text import sample_text
 
     out = sys.stdout
     results, interrupted = [], False

@@ -20,12 +20,20 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
+from nntile_lab.train.checkpoint import find_checkpoint, load_checkpoint
+
 GPT2_HEAD_SIZE = 64
 _SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64,
                        "BF16": ml_dtypes.bfloat16}
 # tensors of Hugging Face checkpoints that are not parameters (causal-mask buffers of old
 # transformers versions) or repeat one (the tied head)
 _NOT_PARAMS = (".attn.bias", ".attn.masked_bias", "lm_head.weight")
+
+
+def _shown(path) -> str:
+    """A path for a one-line message: as typed, or quoted when it holds control characters."""
+    text = str(path)
+    return text if text.isprintable() else repr(text)
 
 
 @dataclass
@@ -44,7 +52,7 @@ def read_weights(source, *, n_head: int | None = None) -> Weights:
     ``ValueError``/``FileNotFoundError`` naming the path and what is wrong."""
     path = Path(source)
     if not path.exists():
-        raise FileNotFoundError(f"--from {source}: no such file or directory (give a run "
+        raise FileNotFoundError(f"--from {_shown(source)}: no such file or directory (give a run "
                                 "directory of `nntile-lab train`, its checkpoint, or a Hugging "
                                 "Face GPT-2 model.safetensors / pytorch_model.bin)")
     if path.is_dir():
@@ -58,14 +66,13 @@ def read_weights(source, *, n_head: int | None = None) -> Weights:
     elif path.suffix in (".bin", ".pt", ".pth"):
         state = _read_torch(path)
     else:
-        raise ValueError(f"--from {path}: not a run directory nor a .safetensors / .bin "
+        raise ValueError(f"--from {_shown(path)}: not a run directory nor a .safetensors / .bin "
                          "state-dict file")
     state = hf_gpt2_names(state, path)
     return Weights(_sizes_from_state(state, path, n_head), state, str(path), "huggingface")
 
 
 def _is_checkpoint(path: Path) -> bool:
-    from nntile_lab.train.checkpoint import find_checkpoint
     try:
         find_checkpoint(path)
     except FileNotFoundError:
@@ -74,11 +81,10 @@ def _is_checkpoint(path: Path) -> bool:
 
 
 def _from_checkpoint(path: Path) -> Weights:
-    from nntile_lab.train.checkpoint import load_checkpoint
     ckpt = load_checkpoint(path)
     config = ckpt.state.get("config")
     if not isinstance(config, dict):
-        raise ValueError(f"--from {ckpt.path}: the checkpoint has no model config")
+        raise ValueError(f"--from {_shown(ckpt.path)}: the checkpoint has no model config")
     return Weights(dict(config), dict(ckpt.model_state), str(ckpt.path), "checkpoint")
 
 
@@ -88,12 +94,12 @@ def read_safetensors(path) -> dict[str, np.ndarray]:
     with open(path, "rb") as f:
         head = f.read(8)
         if len(head) != 8:
-            raise ValueError(f"--from {path}: too short for a .safetensors file")
+            raise ValueError(f"--from {_shown(path)}: too short for a .safetensors file")
         (n,) = struct.unpack("<Q", head)
         try:
             header = json.loads(f.read(n))
         except (ValueError, UnicodeDecodeError) as exc:
-            raise ValueError(f"--from {path}: not a .safetensors file (bad header: {exc})") \
+            raise ValueError(f"--from {_shown(path)}: not a .safetensors file (bad header: {exc})") \
                 from None
         data = f.read()
     out = {}
@@ -102,11 +108,11 @@ def read_safetensors(path) -> dict[str, np.ndarray]:
             continue
         dtype = _SAFETENSORS_DTYPES.get(info.get("dtype"))
         if dtype is None:
-            raise ValueError(f"--from {path}: tensor {name} has dtype {info.get('dtype')}; "
+            raise ValueError(f"--from {_shown(path)}: tensor {name} has dtype {info.get('dtype')}; "
                              f"readable: {', '.join(_SAFETENSORS_DTYPES)}")
         a, b = info["data_offsets"]
         if b > len(data):
-            raise ValueError(f"--from {path}: tensor {name} runs past the end of the file "
+            raise ValueError(f"--from {_shown(path)}: tensor {name} runs past the end of the file "
                              "(truncated download?)")
         out[name] = np.frombuffer(data[a:b], dtype=dtype).reshape(info["shape"])
     return out
@@ -116,16 +122,16 @@ def _read_torch(path: Path) -> dict[str, np.ndarray]:
     try:
         import torch
     except ImportError:
-        raise ValueError(f"--from {path}: a .bin state dict is a PyTorch file and needs PyTorch "
+        raise ValueError(f"--from {_shown(path)}: a .bin state dict is a PyTorch file and needs PyTorch "
                          "(pip install 'nntile_lab[bench]'), or convert it to .safetensors")\
             from None
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 — any unpickling failure is a bad file
-        raise ValueError(f"--from {path}: not a PyTorch state dict ({type(exc).__name__}: "
+        raise ValueError(f"--from {_shown(path)}: not a PyTorch state dict ({type(exc).__name__}: "
                          f"{exc})") from None
     if not isinstance(state, dict):
-        raise ValueError(f"--from {path}: holds a {type(state).__name__}, not a state dict")
+        raise ValueError(f"--from {_shown(path)}: holds a {type(state).__name__}, not a state dict")
     return {k: v.float().numpy() for k, v in state.items() if hasattr(v, "numpy")}
 
 

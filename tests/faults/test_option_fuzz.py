@@ -63,6 +63,10 @@ COMMANDS = {
     "bench kernels": ([], [("nntile_lab.bench.kernels", "run")]),
     "bench trace-overhead": ([], [("nntile_lab.trace.overhead", "measure")]),
     "bench submit-cost": ([], [("nntile_lab.bench.submit_cost", "measure")]),
+    "bench generate": ([], [("nntile_lab.bench.generate", "measure")]),
+    # every option is checked before the weights are read
+    "sample": (["--from", "/nonexistent/nl-fuzz-run"], [("nntile_lab.sample.cli",
+                                                         "read_weights")]),
 }
 
 

@@ -5,7 +5,6 @@ import html
 import re
 import time
 
-
 import nntile_lab as nl
 from nntile_lab.data.tokenizer import get_encoding
 from nntile_lab.nn.config import GPT2Config
