@@ -85,6 +85,7 @@ starpu_data_handle_t *nl_tiles_new(int64_t n);
 void nl_tiles_release(starpu_data_handle_t *h);
 int64_t nl_tiles_unregister_all(void);
 int64_t nl_tiles_unregister_all_lazily(double timeout_s);
+void nl_tiles_track_frees(int on);
 int64_t nl_tiles_live(void);
 int nl_wait_all(int timeout_ms);
 struct nl_ready;

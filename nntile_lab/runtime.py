@@ -281,6 +281,9 @@ class Runtime:
         # the memory hints are for one process out of core: under StarPU-MPI a rank would
         # hint (and invalidate) tiles it does not own
         self.hints = self._hints if self.mpi is None else frozenset()
+        # tiles freed lazily are counted until StarPU destroys them, so that stop() waits
+        # for them out of core (kernels/runtime/tiles.c; StarPU-MPI hooks handles itself)
+        lib.nl_tiles_track_frees(int(self.mpi is None))
         lib.nl_disk_counters(ffi.NULL, 1)
         # a task whose tiles together exceed the RAM limit is refused at submission
         # (StarPU would wait forever); under StarPU-MPI a rank submits only its share

@@ -25,9 +25,37 @@ MAX_NDIM = 16   # nl_tile_copy's index array
 
 class TensorTraits:
     """Shape, tile shape and the grid they make; the last tile of a dimension may
-    be smaller (a leftover). ``tile_shape=None`` means one tile."""
+    be smaller (a leftover). ``tile_shape=None`` means one tile.
+
+    Immutable, and made once per (shape, tile shape): a step makes the same few layouts
+    hundreds of times (every op's output, every view), and a generation step is short
+    enough for their construction to show (a third of a decode step's Python time)."""
+
+    _made: dict = {}          # (shape, tile_shape) as given → the traits
+    _MADE_MAX = 4096
+
+    def __new__(cls, shape, tile_shape=None):
+        try:
+            key = (tuple(shape), None if tile_shape is None else tuple(tile_shape))
+            made = cls._made.get(key)
+        except TypeError:     # not sequences, unhashable: __init__ says what is wrong
+            key = made = None
+        if made is not None:
+            return made
+        self = super().__new__(cls)
+        self._key = key
+        return self
 
     def __init__(self, shape, tile_shape=None):
+        if getattr(self, "ntiles", None) is not None:   # a layout made before
+            return
+        self._build(shape, tile_shape)
+        if self._key is not None:
+            if len(TensorTraits._made) >= TensorTraits._MADE_MAX:
+                TensorTraits._made.clear()
+            TensorTraits._made[self._key] = self
+
+    def _build(self, shape, tile_shape) -> None:
         self.shape = _positive_tuple(shape, "shape")
         if tile_shape is None:
             tile_shape = self.shape

@@ -69,6 +69,29 @@ void nl_register_tiles(int64_t n, const int64_t *nelems, size_t elemsize,
     }
 }
 
+/* Tiles freed lazily (starpu_data_unregister_submit) that StarPU has not destroyed yet,
+ * counted by an unregister hook when `track_frees` is on (a runtime without StarPU-MPI,
+ * which sets hooks of its own): out of core a freed tile can still have a transfer to or
+ * from the disk node in flight, and stopping StarPU then aborts it
+ * (_starpu_data_request_prio_list_deinit's assertion: a generation's KV cache and model
+ * freed just before the runtime stopped, 2 runs in 5). The shutdown waits for them. */
+void _starpu_data_set_unregister_hook(starpu_data_handle_t handle,
+                                      void (*hook)(starpu_data_handle_t));
+static int track_frees;
+static int64_t frees_pending;
+
+static void free_done(starpu_data_handle_t handle)
+{
+    (void)handle;
+    __atomic_sub_fetch(&frees_pending, 1, __ATOMIC_RELEASE);
+}
+
+void nl_tiles_track_frees(int on)
+{
+    track_frees = on;
+    __atomic_store_n(&frees_pending, 0, __ATOMIC_RELAXED);   /* none from an earlier StarPU */
+}
+
 /* sync = 0: unregister once the tasks using the tiles are done, without
  * waiting (the usual free); sync = 1: now, blocking (runtime shutdown: StarPU
  * must have no pending request left when it stops). */
@@ -82,6 +105,10 @@ void nl_unregister_tiles(int64_t n, starpu_data_handle_t *handles, int sync)
                 starpu_data_unregister(handles[i]);
             } else {
                 __atomic_add_fetch(&nl_freed_pending_bytes, bytes, __ATOMIC_RELAXED);
+                if (track_frees) {   /* counted before its hook can fire */
+                    __atomic_add_fetch(&frees_pending, 1, __ATOMIC_RELAXED);
+                    _starpu_data_set_unregister_hook(handles[i], free_done);
+                }
                 starpu_data_unregister_submit(handles[i]);
             }
             handles[i] = NULL;
@@ -153,36 +180,24 @@ int64_t nl_tiles_unregister_all(void)
  * _starpu_allocate_memory_on_node for an idle fetch of that very tile). So every tile is
  * unregistered at once, lazily (starpu_data_unregister_submit: each goes when its
  * transfers end, freeing room for the others' transfers), and this waits until StarPU
- * has destroyed them all, counted by an unregister hook, or `timeout_s` passes. Returns
- * how many tiles were still there (0: all gone). StarPU 1.3 has no public "handle
- * destroyed" notice; _starpu_data_set_unregister_hook is exported by its library (StarPU-MPI
- * uses it for its own handles, so this is not used under StarPU-MPI). */
-void _starpu_data_set_unregister_hook(starpu_data_handle_t handle,
-                                      void (*hook)(starpu_data_handle_t));
-static int64_t tiles_left;
-
-static void tile_gone(starpu_data_handle_t handle)
-{
-    (void)handle;
-    __atomic_sub_fetch(&tiles_left, 1, __ATOMIC_RELEASE);
-}
-
+ * has destroyed them all — and the tiles freed lazily before — counted by the unregister
+ * hook (above), or `timeout_s` passes. Returns how many tiles were still there (0: all
+ * gone). StarPU 1.3 has no public "handle destroyed" notice; _starpu_data_set_unregister_hook
+ * is exported by its library (StarPU-MPI uses it for its own handles, so this is not used
+ * under StarPU-MPI, nor is the count: Runtime turns it on only without StarPU-MPI). */
 int64_t nl_tiles_unregister_all_lazily(double timeout_s)
 {
-    __atomic_store_n(&tiles_left, 0, __ATOMIC_RELAXED);   /* none left from an earlier StarPU */
+    int track = track_frees;
+    track_frees = 1;
     pthread_mutex_lock(&tiles_lock);
     for (struct nl_tiles *b = live_tiles.next; b != &live_tiles; b = b->next)
-        for (int64_t i = 0; i < b->n; i++)
-            if (b->h[i]) {   /* counted before its hook can fire */
-                __atomic_add_fetch(&tiles_left, 1, __ATOMIC_RELAXED);
-                _starpu_data_set_unregister_hook(b->h[i], tile_gone);
-                nl_unregister_tiles(1, &b->h[i], 0);
-            }
+        nl_unregister_tiles(b->n, b->h, 0);
     pthread_mutex_unlock(&tiles_lock);
+    track_frees = track;
     struct timespec nap = {0, 1000000}, t0, now;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (;;) {
-        int64_t left = __atomic_load_n(&tiles_left, __ATOMIC_ACQUIRE);
+        int64_t left = __atomic_load_n(&frees_pending, __ATOMIC_ACQUIRE);
         clock_gettime(CLOCK_MONOTONIC, &now);
         if (left <= 0 || (double)(now.tv_sec - t0.tv_sec) + 1e-9 * (double)(now.tv_nsec
                                                                        - t0.tv_nsec) > timeout_s)

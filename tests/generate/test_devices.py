@@ -26,6 +26,8 @@ def _generate(cfg, state, prompts, n, where=None, **rt_kw):
         else:
             g = model.generate(prompts, n, greedy=True, cache_tile=8)
         traffic = rt.disk_traffic() if rt_kw.get("ooc_dir") else None
+        # freed just before the runtime stops: out of core, stop() waits for the tiles'
+        # transfers (it aborted in StarPU once: kernels/runtime/tiles.c)
         model.free()
     return g.tokens, traffic
 
