@@ -1,6 +1,7 @@
-/* Reductions and broadcasts along one axis of a tile viewed as (m, k, n) (see
- * axis.h). s is a slice (one value per (i, l)), f a fiber (one value per j).
- * Where an output takes alpha/beta, beta == 0 overwrites it without reading. */
+/* Reductions along one axis of a tile viewed as (m, k, n) (see axis.h). s is a slice
+ * (one value per (i, l)), f a fiber (one value per j). Where an output takes alpha/beta,
+ * beta == 0 overwrites it without reading. The broadcasts (add_slice, mul_fiber, ...) are
+ * formulas of the codelet table: generated. */
 #include "prototypes.h"
 #include <math.h>
 #include <stdint.h>
@@ -118,88 +119,4 @@ void nl_sumsq_all(int64_t n, float alpha, float beta, const float *x, float *s)
     }
     for (int64_t q = 0; q < NL_NB; q++) total += acc[q];
     nl_store(1, alpha, beta, &total, s);
-}
-
-/* The broadcasts below are single passes: they walk x in memory order (i, j, l),
- * which streams best, instead of by groups. The axis is most often the last one
- * (n == 1: a bias add, a per-row scale): called with a constant n = 1, the l loop
- * vanishes and the loop along contiguous j vectorises. */
-#define NL_N1_OR_N(call_n1, call_n) \
-    do {                            \
-        if (n == 1)                 \
-            call_n1;                \
-        else                        \
-            call_n;                 \
-    } while (0)
-
-/* x[i,j,l] = alpha · s[i,l] + beta · x[i,j,l] */
-NL_INLINE void add_slice(int64_t m, int64_t k, int64_t n, float alpha, float beta,
-                         const float *s, float *x)
-{
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < k; j++) {
-            float *p = x + (i * k + j) * n;
-            const float *v = s + i * n;
-            if (beta == 0.0f)
-                for (int64_t l = 0; l < n; l++) p[l] = alpha * v[l];
-            else
-                for (int64_t l = 0; l < n; l++) p[l] = alpha * v[l] + beta * p[l];
-        }
-}
-
-void nl_add_slice(int64_t m, int64_t k, int64_t n, float alpha, float beta, const float *s,
-                  float *x)
-{
-    NL_N1_OR_N(add_slice(m, k, 1, alpha, beta, s, x), add_slice(m, k, n, alpha, beta, s, x));
-}
-
-/* x[i,j,l] = s[i,l] · x[i,j,l] */
-NL_INLINE void mul_slice(int64_t m, int64_t k, int64_t n, const float *s, float *x)
-{
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < k; j++) {
-            float *p = x + (i * k + j) * n;
-            const float *v = s + i * n;
-            for (int64_t l = 0; l < n; l++) p[l] *= v[l];
-        }
-}
-
-void nl_mul_slice(int64_t m, int64_t k, int64_t n, const float *s, float *x)
-{
-    NL_N1_OR_N(mul_slice(m, k, 1, s, x), mul_slice(m, k, n, s, x));
-}
-
-/* x[i,j,l] = alpha · f[j] + beta · x[i,j,l] */
-NL_INLINE void add_fiber(int64_t m, int64_t k, int64_t n, float alpha, float beta,
-                         const float *f, float *x)
-{
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < k; j++) {
-            float *p = x + (i * k + j) * n, v = alpha * f[j];
-            if (beta == 0.0f)
-                for (int64_t l = 0; l < n; l++) p[l] = v;
-            else
-                for (int64_t l = 0; l < n; l++) p[l] = v + beta * p[l];
-        }
-}
-
-void nl_add_fiber(int64_t m, int64_t k, int64_t n, float alpha, float beta, const float *f,
-                  float *x)
-{
-    NL_N1_OR_N(add_fiber(m, k, 1, alpha, beta, f, x), add_fiber(m, k, n, alpha, beta, f, x));
-}
-
-/* x[i,j,l] = f[j] · x[i,j,l] */
-NL_INLINE void mul_fiber(int64_t m, int64_t k, int64_t n, const float *f, float *x)
-{
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < k; j++) {
-            float *p = x + (i * k + j) * n, v = f[j];
-            for (int64_t l = 0; l < n; l++) p[l] *= v;
-        }
-}
-
-void nl_mul_fiber(int64_t m, int64_t k, int64_t n, const float *f, float *x)
-{
-    NL_N1_OR_N(mul_fiber(m, k, 1, f, x), mul_fiber(m, k, n, f, x));
 }

@@ -1,7 +1,8 @@
-/* Reductions and broadcasts along one axis of a tile viewed as (m, k, n) (kernels/cpu/axis.h):
+/* Reductions along one axis of a tile viewed as (m, k, n) (kernels/cpu/axis.h):
  * element (i, j, l) at (i*k + j)*n + l, a slice value s[i*n + l] (one per fiber x[i, :, l]),
  * a fiber value f[j]. A reduction runs one thread per output value, summing in double
- * along j in order. Where an output takes alpha/beta, beta == 0 overwrites it unread. */
+ * along j in order. Where an output takes alpha/beta, beta == 0 overwrites it unread. The
+ * broadcasts (add_slice, mul_fiber, ...) are formulas of the codelet table: generated. */
 #include "common.cuh"
 
 /* out = alpha·acc + beta·out (beta == 0: out not read), as nl_store in kernels/cpu/axis.h */
@@ -107,49 +108,4 @@ const char *nl_cu_sumsq_all(cudaStream_t stream, int64_t n, float alpha, float b
 {
     NL_CU_RUN_BLOCK(sumsq_all, stream, n, alpha, beta, x, s);   /* n = 0: s = beta·s */
     return nl_cu_launched();
-}
-
-/* The broadcasts: one thread per element of x.
- * add_slice:  x[i,j,l] = alpha · s[i,l] + beta · x[i,j,l]
- * mul_slice:  x[i,j,l] = s[i,l] · x[i,j,l]
- * add_fiber:  x[i,j,l] = alpha · f[j] + beta · x[i,j,l]
- * mul_fiber:  x[i,j,l] = f[j] · x[i,j,l] */
-template <bool slice>
-__global__ static void add_bcast(int64_t m, int64_t k, int64_t n, float alpha, float beta,
-                                 const float *v, float *x)
-{
-    NL_CU_FOR(id, m * k * n) {
-        float a = alpha * (slice ? v[id / (k * n) * n + id % n] : v[id / n % k]);
-        x[id] = beta == 0.0f ? a : a + beta * x[id];
-    }
-}
-
-template <bool slice>
-__global__ static void mul_bcast(int64_t m, int64_t k, int64_t n, const float *v, float *x)
-{
-    NL_CU_FOR(id, m * k * n) x[id] *= slice ? v[id / (k * n) * n + id % n] : v[id / n % k];
-}
-
-const char *nl_cu_add_slice(cudaStream_t stream, int64_t m, int64_t k, int64_t n, float alpha,
-                            float beta, const float *s, float *x)
-{
-    NL_CU_LAUNCH(add_bcast<true>, m * k * n, stream, m, k, n, alpha, beta, s, x);
-}
-
-const char *nl_cu_mul_slice(cudaStream_t stream, int64_t m, int64_t k, int64_t n,
-                            const float *s, float *x)
-{
-    NL_CU_LAUNCH(mul_bcast<true>, m * k * n, stream, m, k, n, s, x);
-}
-
-const char *nl_cu_add_fiber(cudaStream_t stream, int64_t m, int64_t k, int64_t n, float alpha,
-                            float beta, const float *f, float *x)
-{
-    NL_CU_LAUNCH(add_bcast<false>, m * k * n, stream, m, k, n, alpha, beta, f, x);
-}
-
-const char *nl_cu_mul_fiber(cudaStream_t stream, int64_t m, int64_t k, int64_t n,
-                            const float *f, float *x)
-{
-    NL_CU_LAUNCH(mul_bcast<false>, m * k * n, stream, m, k, n, f, x);
 }

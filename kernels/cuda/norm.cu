@@ -1,154 +1,11 @@
-/* Softmax and layer normalisation along one axis of an (m, k, n) tile: the formulas and
- * the split-axis passes of kernels/cpu/norm.c (read its header comment), one thread per
- * fiber x[i, :, l] (slice entry e = i*n + l), sums in double along j in order. */
+/* Layer normalisation along one axis of an (m, k, n) tile: the formulas and the
+ * split-axis passes of kernels/cpu/norm.c (read its header comment), one thread per fiber
+ * x[i, :, l] (slice entry e = i*n + l), sums in double along j in order. layer_norm_apply
+ * and layer_norm_backward_dx are formulas of the codelet table: generated (formulas.cu). */
 #include "common.cuh"
 
 /* the fiber of slice entry e: its first element, then stride n */
 #define FIBER(e) ((e) / n * k * n + (e) % n)
-
-/* ---- softmax: y = exp(x − max_j x) / Σ_j exp(x − max_j x) ---------------------- */
-
-/* s[e] = Σ_j exp(x − mx[e]) + beta·s[e] */
-__global__ static void softmax_sumexp(int64_t m, int64_t k, int64_t n, float beta,
-                                      const float *x, const float *mx, float *s)
-{
-    NL_CU_FOR(e, m * n) {
-        const float *p = x + FIBER(e);
-        double acc = 0;
-        for (int64_t j = 0; j < k; j++) acc += expf(p[j * n] - mx[e]);
-        s[e] = (float)(acc + (beta == 0.0f ? 0.0 : (double)beta * s[e]));
-    }
-}
-
-const char *nl_cu_softmax_sumexp(cudaStream_t stream, int64_t m, int64_t k, int64_t n,
-                                 float beta, const float *x, const float *mx, float *s)
-{
-    NL_CU_LAUNCH(softmax_sumexp, m * n, stream, m, k, n, beta, x, mx, s);
-}
-
-/* y = exp(x − mx[e]) / s[e]  (y may be x) */
-__global__ static void softmax_apply(int64_t m, int64_t k, int64_t n, const float *x,
-                                     const float *mx, const float *s, float *y)
-{
-    NL_CU_FOR(e, m * n) {
-        const int64_t f = FIBER(e);
-        const float r = 1.0f / s[e];
-        for (int64_t j = 0; j < k; j++) y[f + j * n] = expf(x[f + j * n] - mx[e]) * r;
-    }
-}
-
-const char *nl_cu_softmax_apply(cudaStream_t stream, int64_t m, int64_t k, int64_t n,
-                                const float *x, const float *mx, const float *s, float *y)
-{
-    NL_CU_LAUNCH(softmax_apply, m * n, stream, m, k, n, x, mx, s, y);
-}
-
-/* the whole softmax of a fiber: max, y = exp(x − max) while summing, y /= sum */
-__global__ static void softmax_tile(int64_t m, int64_t k, int64_t n, const float *x, float *y)
-{
-    NL_CU_FOR(e, m * n) {
-        const int64_t f = FIBER(e);
-        float mx = -INFINITY;
-        for (int64_t j = 0; j < k; j++) mx = nl_cu_max_nan(mx, x[f + j * n]);
-        double acc = 0;
-        for (int64_t j = 0; j < k; j++) {
-            float v = expf(x[f + j * n] - mx);
-            y[f + j * n] = v;
-            acc += v;
-        }
-        const float r = (float)(1.0 / acc);
-        for (int64_t j = 0; j < k; j++) y[f + j * n] *= r;
-    }
-}
-
-const char *nl_cu_softmax_tile(cudaStream_t stream, int64_t m, int64_t k, int64_t n,
-                               const float *x, float *y)
-{
-    NL_CU_LAUNCH(softmax_tile, m * n, stream, m, k, n, x, y);
-}
-
-/* Σ_j dy·y and Σ_j y along the fiber f */
-__device__ static inline void softmax_sums(int64_t k, int64_t n, int64_t f, const float *y,
-                                           const float *dy, double *sdy, double *sy)
-{
-    *sdy = *sy = 0;
-    for (int64_t j = 0; j < k; j++) {
-        *sdy += (double)dy[f + j * n] * y[f + j * n];
-        *sy += y[f + j * n];
-    }
-}
-
-/* dx = y·(dy − s) + beta·dx along the fiber f */
-__device__ static inline void softmax_dx(int64_t k, int64_t n, int64_t f, float beta,
-                                         const float *y, const float *dy, double s, float *dx)
-{
-    for (int64_t j = 0; j < k; j++) {
-        const int64_t o = f + j * n;
-        float v = (float)(y[o] * (dy[o] - s));
-        dx[o] = beta == 0.0f ? v : v + beta * dx[o];
-    }
-}
-
-/* sums = four blocks of m·n: hi, lo of Σ dy·y, then hi, lo of Σ y (+ themselves when
- * accumulate): ~48 bits between tasks, as on the CPU */
-__global__ static void softmax_backward_sums(int64_t m, int64_t k, int64_t n,
-                                             int32_t accumulate, const float *y,
-                                             const float *dy, float *sums)
-{
-    const int64_t mn = m * n;
-    NL_CU_FOR(e, mn) {
-        double acc[2];
-        softmax_sums(k, n, FIBER(e), y, dy, &acc[0], &acc[1]);
-        for (int b = 0; b < 2; b++) {
-            float *hi = sums + 2 * b * mn + e, *lo = hi + mn;
-            double v = acc[b] + (accumulate ? (double)*hi + *lo : 0.0);
-            *hi = (float)v;
-            *lo = (float)(v - *hi);
-        }
-    }
-}
-
-const char *nl_cu_softmax_backward_sums(cudaStream_t stream, int64_t m, int64_t k, int64_t n,
-                                        int32_t accumulate, const float *y, const float *dy,
-                                        float *sums)
-{
-    NL_CU_LAUNCH(softmax_backward_sums, m * n, stream, m, k, n, accumulate, y, dy, sums);
-}
-
-__global__ static void softmax_backward(int64_t m, int64_t k, int64_t n, float beta,
-                                        const float *y, const float *dy, const float *sums,
-                                        float *dx)
-{
-    const int64_t mn = m * n;
-    NL_CU_FOR(e, mn) {
-        const float *s = sums + e;
-        double ratio = ((double)s[0] + s[mn]) / ((double)s[2 * mn] + s[3 * mn]);
-        softmax_dx(k, n, FIBER(e), beta, y, dy, ratio, dx);
-    }
-}
-
-const char *nl_cu_softmax_backward(cudaStream_t stream, int64_t m, int64_t k, int64_t n,
-                                   float beta, const float *y, const float *dy,
-                                   const float *sums, float *dx)
-{
-    NL_CU_LAUNCH(softmax_backward, m * n, stream, m, k, n, beta, y, dy, sums, dx);
-}
-
-__global__ static void softmax_backward_tile(int64_t m, int64_t k, int64_t n, float beta,
-                                             const float *y, const float *dy, float *dx)
-{
-    NL_CU_FOR(e, m * n) {
-        double sdy, sy;
-        softmax_sums(k, n, FIBER(e), y, dy, &sdy, &sy);
-        softmax_dx(k, n, FIBER(e), beta, y, dy, sdy / sy, dx);
-    }
-}
-
-const char *nl_cu_softmax_backward_tile(cudaStream_t stream, int64_t m, int64_t k, int64_t n,
-                                        float beta, const float *y, const float *dy, float *dx)
-{
-    NL_CU_LAUNCH(softmax_backward_tile, m * n, stream, m, k, n, beta, y, dy, dx);
-}
 
 /* ---- layer normalisation ---------------------------------------------------------
  * mean = Σ_j x / K, var = Σ_j (x − mean)² / K, r = 1/√(var + eps),
@@ -180,25 +37,6 @@ const char *nl_cu_layer_norm_invstd(cudaStream_t stream, int64_t m, int64_t k, i
 {
     NL_CU_LAUNCH(layer_norm_invstd, m * n, stream, m, k, n, alpha, beta, eps, finish, x, mean,
                  s);
-}
-
-/* y = (x − mean)·r·gamma[j] + bias[j]  (y may be x): one thread per element */
-__global__ static void layer_norm_apply(int64_t m, int64_t k, int64_t n, const float *x,
-                                        const float *mean, const float *inv_std,
-                                        const float *gamma, const float *bias, float *y)
-{
-    NL_CU_FOR(id, m * k * n) {
-        const int64_t e = id / (k * n) * n + id % n, j = id / n % k;
-        y[id] = (x[id] - mean[e]) * inv_std[e] * gamma[j] + bias[j];
-    }
-}
-
-const char *nl_cu_layer_norm_apply(cudaStream_t stream, int64_t m, int64_t k, int64_t n,
-                                   const float *x, const float *mean, const float *inv_std,
-                                   const float *gamma, const float *bias, float *y)
-{
-    NL_CU_LAUNCH(layer_norm_apply, m * k * n, stream, m, k, n, x, mean, inv_std, gamma, bias,
-                 y);
 }
 
 /* the whole forward of a tile holding the full axis: mean, inv_std, then y (three kernels
@@ -271,25 +109,6 @@ const char *nl_cu_layer_norm_backward_sums(cudaStream_t stream, int64_t m, int64
 {
     NL_CU_LAUNCH(layer_norm_backward_sums, m * n, stream, m, k, n, alpha, beta, x, dy, gamma,
                  mean, inv_std, sums);
-}
-
-__global__ static void layer_norm_backward_dx(int64_t m, int64_t k, int64_t n, float beta,
-                                              const float *x, const float *dy,
-                                              const float *gamma, const float *mean,
-                                              const float *inv_std, const float *sums,
-                                              float *dx)
-{
-    NL_CU_FOR(e, m * n)
-        ln_dx(m, k, n, e, beta, x, dy, gamma, mean, inv_std, sums[e], sums[m * n + e], dx);
-}
-
-const char *nl_cu_layer_norm_backward_dx(cudaStream_t stream, int64_t m, int64_t k, int64_t n,
-                                         float beta, const float *x, const float *dy,
-                                         const float *gamma, const float *mean,
-                                         const float *inv_std, const float *sums, float *dx)
-{
-    NL_CU_LAUNCH(layer_norm_backward_dx, m * n, stream, m, k, n, beta, x, dy, gamma, mean,
-                 inv_std, sums, dx);
 }
 
 __global__ static void layer_norm_backward_tile(int64_t m, int64_t k, int64_t n, float beta,

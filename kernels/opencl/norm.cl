@@ -6,9 +6,10 @@
  *   dx = r·(g − mean_j g − xhat·mean_j(g·xhat)) + beta·dx,
  *        xhat = (x − mean)·r,  g = dy·gamma[j]
  *   dgamma[j] = Σ_{i,l} dy·xhat,  dbias[j] = Σ_{i,l} dy  (each + its own beta·itself)
- * Sums in nl_acc (double where the device has it, axis.clh). The passes that write a
- * whole tile (apply, backward_dx) are one work item per value; the others are axis
- * launches (axis.clh). y may be x: each value is read and written by one work item. */
+ * Sums in nl_acc (double where the device has it, kernels/formula.h). The passes that
+ * write a whole tile one value at a time (apply, backward_dx) are formulas of the codelet
+ * table (generated); the others are axis launches (axis.clh). y may be x: each value is
+ * read and written by one work item. */
 
 /* acc = alpha · Σ_j (x − mean)² + beta · s;  s = finish ? 1/√(acc + eps) : acc */
 __kernel void nl_layer_norm_invstd(long m, long k, long n, float alpha, float beta, float eps,
@@ -26,18 +27,6 @@ __kernel void nl_layer_norm_invstd(long m, long k, long n, float alpha, float be
     if (!p.on || p.ly) return;
     nl_acc v = alpha * acc + (beta == 0.0f ? (nl_acc)0 : (nl_acc)beta * s[p.e]);
     s[p.e] = (float)(finish ? 1 / sqrt(v + eps) : v);
-}
-
-/* y[i,j,l] = (x[i,j,l] − mean[i,l])·r[i,l]·gamma[j] + bias[j]  (one work item per value) */
-__kernel void nl_layer_norm_apply(long m, long k, long n, __global const float *x,
-                                  __global const float *mean, __global const float *inv_std,
-                                  __global const float *gamma, __global const float *bias,
-                                  __global float *y)
-{
-    long id = get_global_id(0);
-    if (id >= m * k * n) return;
-    long e = NL_SLICE_OF(id, k, n), j = NL_FIBER_OF(id, k, n);
-    y[id] = (x[id] - mean[e]) * inv_std[e] * gamma[j] + bias[j];
 }
 
 /* The whole forward of a tile holding the full axis: mean, inv_std, then y */
@@ -113,21 +102,6 @@ __kernel void nl_layer_norm_backward_sums(long m, long k, long n, float alpha, f
     *s2 = nl_axpby_acc(alpha, a2, beta, s2);
 }
 
-/* dx from the sums of backward_sums (one work item per value) */
-__kernel void nl_layer_norm_backward_dx(long m, long k, long n, float beta,
-                                        __global const float *x, __global const float *dy,
-                                        __global const float *gamma,
-                                        __global const float *mean,
-                                        __global const float *inv_std,
-                                        __global const float *sums, __global float *dx)
-{
-    long id = get_global_id(0);
-    if (id >= m * k * n) return;
-    long e = NL_SLICE_OF(id, k, n);
-    nl_ln_dx(id, NL_FIBER_OF(id, k, n), beta, x, dy, gamma, mean[e], inv_std[e], sums[e],
-             sums[m * n + e], dx);
-}
-
 /* dx of a tile holding the full axis: the sums, then dx */
 __kernel void nl_layer_norm_backward_tile(long m, long k, long n, float beta,
                                           __global const float *x, __global const float *dy,
@@ -147,7 +121,7 @@ __kernel void nl_layer_norm_backward_tile(long m, long k, long n, float beta,
 
 /* dgamma[j] = Σ_{i,l} dy·xhat + beta_gamma·dgamma[j]
  * dbias[j]  = Σ_{i,l} dy      + beta_bias·dbias[j]
- * launched as sum_fiber is (reduce.cl) */
+ * launched as sum_fiber is (axis.cl) */
 __kernel void nl_layer_norm_backward_fiber(long m, long k, long n, float beta_gamma,
                                            float beta_bias, __global const float *x,
                                            __global const float *dy,
