@@ -100,12 +100,23 @@ class Codelet:
     formula: str = ""
     per_slice: str = ""
     per_fiber: str = ""
+    # reductions written once (see above): "slice" or "fiber", the sums and their statements
+    reduce: str = ""
+    sums: str = ""
+    accumulate: str = ""
+    store: str = ""
     family: str = ""
 
     def __post_init__(self):
         # a formula is compiled for every back end: one OpenCL work item and one CUDA
         # thread per value of its index space
-        if self.formula:
+        if self.reduce:   # an axis launch: one work-group column per result
+            object.__setattr__(self, "opencl", self.opencl or "axis")
+            object.__setattr__(self, "cuda", self.cuda or "kernel")
+            if self.reduce == "fiber":
+                object.__setattr__(self, "opencl_axis", "n == 1 ? 1 : k, n == 1 ? m : m*n, "
+                                                        "n == 1 ? k : 1")
+        elif self.formula:
             mkn = [a.split()[-1] for a in self.args.split(",")[:3]] == ["m", "k", "n"]
             object.__setattr__(self, "opencl", self.opencl or "kernel")
             object.__setattr__(self, "cuda", self.cuda or "kernel")
@@ -174,22 +185,47 @@ CODELETS = [
                     "overwritten dx).",
                 formula="float s, q; nl_sigmoid(x, &s, &q); "
                         "dx = dy * (s * (1.0f + x * q)) + (overwrite ? 0.0f : beta * dx)"),
+        # SwiGLU's gate (Llama's MLP: down(silu(gate(x))·up(x))), fused: y = silu(g)·u;
+        #   dg = dy·u·silu'(g),  du = dy·silu(g)
+        Codelet("silu_gate", "R g, R u, W out", "i64 n", "7*n", exps="n", width="inner",
+                py="silu_gate(g, u, out=None)",
+                doc="out[i] = silu(g[i])·u[i] = g[i]·σ(g[i])·u[i]  (SwiGLU's gate).",
+                formula="float s, q; nl_sigmoid(g, &s, &q); out = g * s * u"),
+        Codelet("silu_gate_backward", "R g, R u, R dy, RW dg, RW du", "i64 n, f32 beta", "14*n",
+                overwrite="beta == 0", exps="n", width="inner",
+                doc="dg[i] = dy[i]·u[i]·silu'(g[i]) + β·dg[i], du[i] = dy[i]·silu(g[i]) + "
+                    "β·du[i] (β = 0: new or overwritten dg, du).",
+                formula="float s, q; nl_sigmoid(g, &s, &q); "
+                        "float vg = dy * u * (s * (1.0f + g * q)); float vu = dy * (g * s); "
+                        "dg = overwrite ? vg : vg + beta * dg; "
+                        "du = overwrite ? vu : vu + beta * du"),
     ),
     # reductions and broadcasts along an axis of an (m, k, n) tile
     *family(
         "axis",
+        # alpha·(the sums) + beta·(the old value), rounded once; beta == 0 overwrites
         Codelet("sum_slice", "R x, RW s", "i64 m, i64 k, i64 n, f32 alpha, f32 beta",
-                "m*k*n + 3*m*n", overwrite="beta == 0", opencl="axis", cuda="kernel"),
+                "m*k*n + 3*m*n", overwrite="beta == 0",
+                doc="s[i,l] = α·Σ_j x[i,j,l] + β·s[i,l].",
+                reduce="slice", sums="acc", accumulate="acc += x",
+                store="s[e] = (float)(alpha * acc + (overwrite ? 0 : (nl_acc)beta * s[e]))"),
         Codelet("sumsq_slice", "R x, RW s", "i64 m, i64 k, i64 n, f32 alpha, f32 beta",
-                "2*m*k*n + 3*m*n", overwrite="beta == 0", opencl="axis", cuda="kernel"),
+                "2*m*k*n + 3*m*n", overwrite="beta == 0",
+                doc="s[i,l] = α·Σ_j x[i,j,l]² + β·s[i,l].",
+                reduce="slice", sums="acc", accumulate="acc += (nl_acc)x * x",
+                store="s[e] = (float)(alpha * acc + (overwrite ? 0 : (nl_acc)beta * s[e]))"),
         Codelet("sumprod_slice", "R a, R b, RW s", "i64 m, i64 k, i64 n, f32 alpha, f32 beta",
-                "2*m*k*n + 3*m*n", overwrite="beta == 0", opencl="axis", cuda="kernel"),
+                "2*m*k*n + 3*m*n", overwrite="beta == 0",
+                doc="s[i,l] = α·Σ_j a[i,j,l]·b[i,j,l] + β·s[i,l].",
+                reduce="slice", sums="acc", accumulate="acc += (nl_acc)a * b",
+                store="s[e] = (float)(alpha * acc + (overwrite ? 0 : (nl_acc)beta * s[e]))"),
         Codelet("max_slice", "R x, RW s", "i64 m, i64 k, i64 n, i32 accumulate", "m*k*n",
                 opencl="axis", cuda="kernel"),
         Codelet("sum_fiber", "R x, RW f", "i64 m, i64 k, i64 n, f32 alpha, f32 beta",
                 "m*k*n + 3*k", overwrite="beta == 0",
-                opencl="axis", opencl_axis="n == 1 ? 1 : k, n == 1 ? m : m*n, n == 1 ? k : 1",
-                cuda="kernel"),
+                doc="f[j] = α·Σ_{i,l} x[i,j,l] + β·f[j].",
+                reduce="fiber", sums="acc", accumulate="acc += x",
+                store="f[j] = (float)(alpha * acc + (overwrite ? 0 : (nl_acc)beta * f[j]))"),
         Codelet("sumsq_all", "R x, RW s", "i64 n, f32 alpha, f32 beta", "2*n + 3",
                 overwrite="beta == 0", opencl="axis", opencl_axis="1, n, 1", cuda="kernel"),
         Codelet("add_slice", "R s, RW x", "i64 m, i64 k, i64 n, f32 alpha, f32 beta", "3*m*k*n",
@@ -208,15 +244,29 @@ CODELETS = [
     *family(
         "softmax",
         Codelet("softmax_sumexp", "R x, R mx, RW s", "i64 m, i64 k, i64 n, f32 beta",
-                "3*m*k*n + 2*m*n", overwrite="beta == 0", opencl="axis", cuda="kernel"),
+                "3*m*k*n + 2*m*n", overwrite="beta == 0",
+                doc="s[i,l] = Σ_j exp(x[i,j,l] − mx[i,l]) + β·s[i,l].",
+                reduce="slice", per_slice="float mv = mx[e]", sums="acc",
+                accumulate="acc += nl_exp(x - mv)",
+                store="s[e] = (float)(acc + (overwrite ? 0 : (nl_acc)beta * s[e]))"),
         Codelet("softmax_apply", "R x, R mx, R s, W y", "i64 m, i64 k, i64 n", "3*m*k*n + m*n",
                 doc="y[i,j,l] = exp(x[i,j,l] − mx[i,l]) / s[i,l]  (y may be x).",
                 per_slice="float mv = mx[e], r = 1.0f / s[e]", formula="y = nl_exp(x - mv) * r"),
         Codelet("softmax_tile", "R x, W y", "i64 m, i64 k, i64 n", "5*m*k*n + m*n", opencl="axis",
                 cuda="kernel"),
+        # sums: four blocks of m·n, the float pairs hi, lo of Σ_j dy·y, then of Σ_j y (~48
+        # bits between tasks), each + itself when accumulate
         Codelet("softmax_backward_sums", "R y, R dy, RW sums",
-                "i64 m, i64 k, i64 n, i32 accumulate", "3*m*k*n + 8*m*n", opencl="axis",
-                cuda="kernel"),
+                "i64 m, i64 k, i64 n, i32 accumulate", "3*m*k*n + 8*m*n",
+                doc="sums = (Σ_j dy·y, Σ_j y) as float pairs hi + lo (+ sums when accumulate).",
+                reduce="slice", sums="sdy, sy",
+                accumulate="sdy += (nl_acc)dy * y; sy += y",
+                store="nl_acc v0 = sdy + (accumulate ? (nl_acc)sums[e] + sums[mn + e] : 0); "
+                      "nl_acc v1 = sy + (accumulate ? (nl_acc)sums[2 * mn + e] "
+                      "+ sums[3 * mn + e] : 0); "
+                      "sums[e] = (float)v0; sums[mn + e] = (float)(v0 - sums[e]); "
+                      "sums[2 * mn + e] = (float)v1; "
+                      "sums[3 * mn + e] = (float)(v1 - sums[2 * mn + e])"),
         # sums: the float pairs hi + lo of Σ_j dy·y and of Σ_j y (softmax_backward_sums)
         Codelet("softmax_backward", "R y, R dy, R sums, RW dx", "i64 m, i64 k, i64 n, f32 beta",
                 "4*m*k*n + 3*m*n", overwrite="beta == 0",
@@ -225,7 +275,11 @@ CODELETS = [
                           "/ ((nl_acc)sums[2 * mn + e] + sums[3 * mn + e])",
                 formula="float v = (float)(y * (dy - s)); dx = overwrite ? v : v + beta * dx"),
         Codelet("softmax_backward_tile", "R y, R dy, RW dx", "i64 m, i64 k, i64 n, f32 beta",
-                "7*m*k*n + m*n", overwrite="beta == 0", opencl="axis", cuda="kernel"),
+                "7*m*k*n + m*n", overwrite="beta == 0",
+                doc="dx = y·(dy − s) + β·dx, s = Σ_j dy·y / Σ_j y, the axis in the tile.",
+                reduce="slice", sums="sdy, sy",
+                accumulate="sdy += (nl_acc)dy * y; sy += y", store="nl_acc s = sdy / sy",
+                formula="float v = (float)(y * (dy - s)); dx = overwrite ? v : v + beta * dx"),
     ),
     # layer normalisation along an axis (flops count a sqrt and a division as one each):
     # kernels/cpu/norm.c
@@ -233,7 +287,12 @@ CODELETS = [
         "norm",
         Codelet("layer_norm_invstd", "R x, R mean, RW s",
                 "i64 m, i64 k, i64 n, f32 alpha, f32 beta, f32 eps, i32 finish",
-                "3*m*k*n + 6*m*n", overwrite="beta == 0", opencl="axis", cuda="kernel"),
+                "3*m*k*n + 6*m*n", overwrite="beta == 0",
+                doc="v = α·Σ_j (x − mean)² + β·s;  s = finish ? 1/√(v + eps) : v.",
+                reduce="slice", per_slice="float mu = mean[e]", sums="acc",
+                accumulate="nl_acc d = (nl_acc)x - mu; acc += d * d",
+                store="nl_acc v = alpha * acc + (overwrite ? 0 : (nl_acc)beta * s[e]); "
+                      "s[e] = (float)(finish ? 1 / sqrt(v + eps) : v)"),
         Codelet("layer_norm_apply", "R x, R mean, R inv_std, R gamma, R bias, W y",
                 "i64 m, i64 k, i64 n", "4*m*k*n",
                 doc="y[i,j,l] = (x[i,j,l] − mean[i,l])·inv_std[i,l]·gamma[j] + bias[j]  "
@@ -242,9 +301,18 @@ CODELETS = [
                 formula="y = (x - mu) * r * gamma[j] + bias[j]"),
         Codelet("layer_norm_tile", "R x, R gamma, R bias, W y, W mean, W inv_std",
                 "i64 m, i64 k, i64 n, f32 eps", "8*m*k*n + 6*m*n", opencl="axis", cuda="kernel"),
+        # sums (two blocks of m·n) = α·(Σ_j g, Σ_j g·xhat) + β·sums, α = 1/K: their means
         Codelet("layer_norm_backward_sums", "R x, R dy, R gamma, R mean, R inv_std, RW sums",
                 "i64 m, i64 k, i64 n, f32 alpha, f32 beta", "6*m*k*n + 6*m*n",
-                overwrite="beta == 0", opencl="axis", cuda="kernel"),
+                overwrite="beta == 0",
+                doc="sums = α·(Σ_j g, Σ_j g·xhat) + β·sums, g = dy·gamma[j], "
+                    "xhat = (x − mean)·inv_std.",
+                reduce="slice", per_slice="float mu = mean[e], r = inv_std[e]", sums="a1, a2",
+                accumulate="nl_acc gv = (nl_acc)dy * gamma[j]; a1 += gv; "
+                           "a2 += gv * (((nl_acc)x - mu) * r)",
+                store="sums[e] = (float)(alpha * a1 + (overwrite ? 0 : (nl_acc)beta * sums[e])); "
+                      "sums[mn + e] = (float)(alpha * a2 "
+                      "+ (overwrite ? 0 : (nl_acc)beta * sums[mn + e]))"),
         # sums: mean_j g, then mean_j g·xhat (layer_norm_backward_sums)
         Codelet("layer_norm_backward_dx",
                 "R x, R dy, R gamma, R mean, R inv_std, R sums, RW dx",
@@ -258,12 +326,105 @@ CODELETS = [
                         "dx = overwrite ? v : v + beta * dx"),
         Codelet("layer_norm_backward_tile", "R x, R dy, R gamma, R mean, R inv_std, RW dx",
                 "i64 m, i64 k, i64 n, f32 beta", "15*m*k*n + 2*m*n",
-                overwrite="beta == 0", opencl="axis", cuda="kernel"),
+                overwrite="beta == 0",
+                doc="layer_norm_backward_dx with its sums, the axis in the tile.",
+                reduce="slice", per_slice="float mu = mean[e], r = inv_std[e]", sums="a1, a2",
+                accumulate="nl_acc gv = (nl_acc)dy * gamma[j]; a1 += gv; "
+                           "a2 += gv * (((nl_acc)x - mu) * r)",
+                store="nl_acc s1 = a1 / k, s2 = a2 / k",
+                formula="nl_acc xhat = ((nl_acc)x - mu) * r; nl_acc g = (nl_acc)dy * gamma[j]; "
+                        "float v = (float)(r * (g - s1 - xhat * s2)); "
+                        "dx = overwrite ? v : v + beta * dx"),
+        # dgamma and dbias apart from dx, so that their chain over all tiles stays off dx's
+        # path; each with its own beta
+        # RMS norm (Llama), with K values along the whole axis:
+        #   r = 1/√(Σ_j x²/K + eps),  y = x·r·w[j];  backward, with xhat = x·r, g = dy·w[j]:
+        #   dx = r·(g − xhat·mean_j(g·xhat)) + β·dx,  dw[j] = Σ_{i,l} dy·xhat + β·dw[j]
+        # Split axis: rms_norm_invrms accumulates α·Σ_j x² tile after tile (α = 1/K; the last
+        # one finishes r), rms_norm_apply writes y; backward: rms_norm_backward_sums
+        # accumulates mean_j(g·xhat), rms_norm_backward_dx writes dx. rms_norm_backward_fiber
+        # does dw apart, off dx's path. The *_tile rows: the axis in one tile, one task.
+        Codelet("rms_norm_invrms", "R x, RW s",
+                "i64 m, i64 k, i64 n, f32 alpha, f32 beta, f32 eps, i32 finish",
+                "2*m*k*n + 6*m*n", overwrite="beta == 0",
+                doc="v = α·Σ_j x² + β·s;  s = finish ? 1/√(v + eps) : v.",
+                reduce="slice", sums="acc", accumulate="acc += (nl_acc)x * x",
+                store="nl_acc v = alpha * acc + (overwrite ? 0 : (nl_acc)beta * s[e]); "
+                      "s[e] = (float)(finish ? 1 / sqrt(v + eps) : v)"),
+        Codelet("rms_norm_apply", "R x, R inv_rms, R w, W y", "i64 m, i64 k, i64 n", "2*m*k*n",
+                doc="y[i,j,l] = x[i,j,l]·inv_rms[i,l]·w[j]  (y may be x).",
+                per_slice="float r = inv_rms[e]", formula="y = x * r * w[j]"),
+        Codelet("rms_norm_tile", "R x, R w, W y, W inv_rms", "i64 m, i64 k, i64 n, f32 eps",
+                "4*m*k*n + 4*m*n",
+                doc="inv_rms = 1/√(mean_j x² + eps), y = x·inv_rms·w[j]: the axis in the tile "
+                    "(y may be x).",
+                reduce="slice", sums="acc", accumulate="acc += (nl_acc)x * x",
+                store="float r = (float)(1 / sqrt(acc / k + eps)); inv_rms[e] = r",
+                formula="y = x * r * w[j]"),
+        Codelet("rms_norm_backward_sums", "R x, R dy, R w, R inv_rms, RW sums",
+                "i64 m, i64 k, i64 n, f32 alpha, f32 beta", "5*m*k*n + 3*m*n",
+                overwrite="beta == 0",
+                doc="sums = α·Σ_j g·xhat + β·sums, g = dy·w[j], xhat = x·inv_rms.",
+                reduce="slice", per_slice="float r = inv_rms[e]", sums="acc",
+                accumulate="acc += (nl_acc)dy * w[j] * ((nl_acc)x * r)",
+                store="sums[e] = (float)(alpha * acc + (overwrite ? 0 : (nl_acc)beta * sums[e]))"),
+        Codelet("rms_norm_backward_dx", "R x, R dy, R w, R inv_rms, R sums, RW dx",
+                "i64 m, i64 k, i64 n, f32 beta", "6*m*k*n", overwrite="beta == 0",
+                doc="dx = r·(g − xhat·s) + β·dx, xhat = x·r, g = dy·w[j], r = inv_rms, "
+                    "s = sums (mean_j g·xhat).",
+                per_slice="float r = inv_rms[e]; nl_acc s = sums[e]",
+                formula="nl_acc g = (nl_acc)dy * w[j]; "
+                        "float v = (float)(r * (g - (nl_acc)x * r * s)); "
+                        "dx = overwrite ? v : v + beta * dx"),
+        Codelet("rms_norm_backward_tile", "R x, R dy, R w, R inv_rms, RW dx",
+                "i64 m, i64 k, i64 n, f32 beta", "11*m*k*n + m*n", overwrite="beta == 0",
+                doc="rms_norm_backward_dx with its sums, the axis in the tile.",
+                reduce="slice", per_slice="float r = inv_rms[e]", sums="acc",
+                accumulate="acc += (nl_acc)dy * w[j] * ((nl_acc)x * r)",
+                store="nl_acc s = acc / k",
+                formula="nl_acc g = (nl_acc)dy * w[j]; "
+                        "float v = (float)(r * (g - (nl_acc)x * r * s)); "
+                        "dx = overwrite ? v : v + beta * dx"),
+        Codelet("rms_norm_backward_fiber", "R x, R dy, R inv_rms, RW dw",
+                "i64 m, i64 k, i64 n, f32 beta", "3*m*k*n + 3*k", overwrite="beta == 0",
+                doc="dw[j] = Σ_{i,l} dy·x·inv_rms + β·dw[j].",
+                reduce="fiber", sums="acc",
+                accumulate="acc += (nl_acc)dy * ((nl_acc)x * inv_rms[e])",
+                store="dw[j] = (float)(acc + (overwrite ? 0 : (nl_acc)beta * dw[j]))"),
         Codelet("layer_norm_backward_fiber", "R x, R dy, R mean, R inv_std, RW dgamma, RW dbias",
                 "i64 m, i64 k, i64 n, f32 beta_gamma, f32 beta_bias", "6*m*k*n + 6*k",
                 overwrite="beta_gamma == 0 && beta_bias == 0",
-                opencl="axis", opencl_axis="n == 1 ? 1 : k, n == 1 ? m : m*n, n == 1 ? k : 1",
-                cuda="kernel"),
+                doc="dgamma[j] = Σ_{i,l} dy·xhat + β_γ·dgamma[j], dbias[j] = Σ_{i,l} dy + "
+                    "β_b·dbias[j].",
+                reduce="fiber", sums="ag, ab",
+                accumulate="ab += dy; ag += (nl_acc)dy * (((nl_acc)x - mean[e]) * inv_std[e])",
+                store="dgamma[j] = (float)(ag + (overwrite || beta_gamma == 0 ? 0 "
+                      ": (nl_acc)beta_gamma * dgamma[j])); "
+                      "dbias[j] = (float)(ab + (overwrite || beta_bias == 0 ? 0 "
+                      ": (nl_acc)beta_bias * dbias[j]))"),
+    ),
+    # Rotary position embedding in Hugging Face's rotate-half convention (Llama): each head's
+    # D values as two halves x1, x2 of n = D/2, pair d rotated by the angle θ of the token's
+    # position p: θ = p·rope_theta^(−2d/D) (nntile_lab.ops.rope_tables);
+    #   y1 = x1·cos θ − x2·sin θ,  y2 = x2·cos θ + x1·sin θ
+    # backward, the rotation's transpose: dx1 = dy1·cos θ + dy2·sin θ, dx2 = dy2·cos θ − dy1·sin θ.
+    # A tile is seen as (m, k, 2n): m rows (batch, heads) of k tokens of D values; cos_t and
+    # sin_t hold the k tokens' (k, n) tables. One item per pair: (i, j, l), l < n.
+    *family(
+        "rope",
+        Codelet("rope", "R x, R cos_t, R sin_t, W y", "i64 m, i64 k, i64 n", "6*m*k*n",
+                doc="y1 = x1·cos − x2·sin, y2 = x2·cos + x1·sin: each head's halves rotated "
+                    "(y may be x).",
+                formula="const int64_t a = (i * k + j) * 2 * n + l, t = j * n + l; "
+                        "float x1 = x[a], x2 = x[a + n], c = cos_t[t], s = sin_t[t]; "
+                        "y[a] = x1 * c - x2 * s; y[a + n] = x2 * c + x1 * s"),
+        Codelet("rope_backward", "R dy, R cos_t, R sin_t, W dx", "i64 m, i64 k, i64 n",
+                "6*m*k*n",
+                doc="dx1 = dy1·cos + dy2·sin, dx2 = dy2·cos − dy1·sin: the rotation's "
+                    "transpose (dx may be dy).",
+                formula="const int64_t a = (i * k + j) * 2 * n + l, t = j * n + l; "
+                        "float d1 = dy[a], d2 = dy[a + n], c = cos_t[t], s = sin_t[t]; "
+                        "dx[a] = d1 * c + d2 * s; dx[a + n] = d2 * c - d1 * s"),
     ),
     *family(
         "gemm",

@@ -8,7 +8,7 @@
  *                              cpu/fastexp.h (libm's expf keeps gcc from vectorising a loop),
  *                              OpenCL its exp, CUDA expf
  *   nl_acc                     the type sums are kept in: double (OpenCL: where the device
- *                              has it, else float)
+ *                              has it, else float); sqrt of an nl_acc is spelt sqrt in all
  *   int64_t, int32_t, uint32_t, uint16_t  OpenCL C spells them long, int, uint, ushort
  * and the helpers below are plain functions of floats, the same text in all three. */
 #ifndef NL_FORMULA_H

@@ -11,46 +11,6 @@ __device__ static inline void store(float alpha, float beta, double acc, float *
     *out = (float)(alpha * acc + (beta == 0.0f ? 0.0 : (double)beta * *out));
 }
 
-/* what a slice reduction sums: x, x², or a·b */
-enum { SUM, SUMSQ, SUMPROD };
-
-template <int what>
-__global__ static void reduce_slice(int64_t m, int64_t k, int64_t n, float alpha, float beta,
-                                    const float *a, const float *b, float *s)
-{
-    NL_CU_FOR(e, m * n) {
-        const int64_t base = e / n * k * n + e % n;
-        double acc = 0;
-        for (int64_t j = 0; j < k; j++) {
-            double v = a[base + j * n];
-            acc += what == SUM ? v : what == SUMSQ ? v * v : v * b[base + j * n];
-        }
-        store(alpha, beta, acc, s + e);
-    }
-}
-
-/* s[i,l] = alpha · Σ_j x[i,j,l] + beta · s[i,l] */
-const char *nl_cu_sum_slice(cudaStream_t stream, int64_t m, int64_t k, int64_t n, float alpha,
-                            float beta, const float *x, float *s)
-{
-    NL_CU_LAUNCH(reduce_slice<SUM>, m * n, stream, m, k, n, alpha, beta, x, x, s);
-}
-
-/* s[i,l] = alpha · Σ_j x[i,j,l]² + beta · s[i,l] */
-const char *nl_cu_sumsq_slice(cudaStream_t stream, int64_t m, int64_t k, int64_t n,
-                              float alpha, float beta, const float *x, float *s)
-{
-    NL_CU_LAUNCH(reduce_slice<SUMSQ>, m * n, stream, m, k, n, alpha, beta, x, x, s);
-}
-
-/* s[i,l] = alpha · Σ_j a[i,j,l]·b[i,j,l] + beta · s[i,l] */
-const char *nl_cu_sumprod_slice(cudaStream_t stream, int64_t m, int64_t k, int64_t n,
-                                float alpha, float beta, const float *a, const float *b,
-                                float *s)
-{
-    NL_CU_LAUNCH(reduce_slice<SUMPROD>, m * n, stream, m, k, n, alpha, beta, a, b, s);
-}
-
 /* s[i,l] = max_j x[i,j,l], or max(s[i,l], that) when accumulate; a NaN wins */
 __global__ static void max_slice(int64_t m, int64_t k, int64_t n, int32_t accumulate,
                                  const float *x, float *s)
@@ -67,24 +27,6 @@ const char *nl_cu_max_slice(cudaStream_t stream, int64_t m, int64_t k, int64_t n
                             int32_t accumulate, const float *x, float *s)
 {
     NL_CU_LAUNCH(max_slice, m * n, stream, m, k, n, accumulate, x, s);
-}
-
-/* f[j] = alpha · Σ_{i,l} x[i,j,l] + beta · f[j] */
-__global__ static void sum_fiber(int64_t m, int64_t k, int64_t n, float alpha, float beta,
-                                 const float *x, float *f)
-{
-    NL_CU_FOR(j, k) {
-        double acc = 0;
-        for (int64_t i = 0; i < m; i++)
-            for (int64_t l = 0; l < n; l++) acc += x[(i * k + j) * n + l];
-        store(alpha, beta, acc, f + j);
-    }
-}
-
-const char *nl_cu_sum_fiber(cudaStream_t stream, int64_t m, int64_t k, int64_t n, float alpha,
-                            float beta, const float *x, float *f)
-{
-    NL_CU_LAUNCH(sum_fiber, k, stream, m, k, n, alpha, beta, x, f);
 }
 
 /* s[0] = alpha · Σ_i x[i]² + beta · s[0]: one block, each thread a strided partial sum,

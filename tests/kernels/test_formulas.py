@@ -47,15 +47,15 @@ def _in_family(files, row, backend, ext):
 
 
 def test_a_formula_is_written_once():
-    rows = [r for r in CODELETS if r.formula]
-    assert len(rows) >= 29
+    rows = [r for r in CODELETS if r.formula or r.reduce]
+    assert len(rows) >= 38
     for row in rows:
         n = row.name
         assert not _defined(CPU, rf"^void nl_{n}\("), n
         assert not _defined(OCL_KERNELS, rf"__kernel void nl_{n}\("), n
         assert not _defined(OCL_HOST, rf"^void nl_ocl_{n}\("), n
         assert not _defined(CUDA, rf"^const char \*nl_cu_{n}\("), n
-        assert (row.opencl, row.cuda) == ("kernel", "kernel"), n
+        assert (row.opencl, row.cuda) == ("axis" if row.reduce else "kernel", "kernel"), n
 
 
 def test_every_element_wise_row_is_a_formula():
@@ -68,7 +68,7 @@ def test_every_element_wise_row_is_a_formula():
 
 def test_hand_written_kernels_live_in_their_familys_files():
     for row in CODELETS:
-        if row.formula:
+        if row.formula or row.reduce:
             continue
         n = row.name
         assert row.family, f"{n} has no family"
@@ -92,7 +92,7 @@ def test_family_file_names_are_the_same_in_every_back_end():
             stem = path.split("/")[1].rsplit(".", 1)[0]
             assert stem in families or stem.split("_")[0] in families, path
     for fam in families:
-        rows = [r for r in CODELETS if r.family == fam and not r.formula]
+        rows = [r for r in CODELETS if r.family == fam and not (r.formula or r.reduce)]
         stems = {
             "cpu": {p for p in CPU if re.fullmatch(rf"cpu/{fam}(_\w+)?\.c", p)},
             "opencl": {p for p in (*OCL_KERNELS, *OCL_HOST)
@@ -103,8 +103,8 @@ def test_family_file_names_are_the_same_in_every_back_end():
         assert bool(stems["cuda"]) == any(r.cuda for r in rows), fam
 
 
-def _row(**change):
-    good = next(r for r in CODELETS if r.name == "relu_backward")
+def _row(base="relu_backward", **change):
+    good = next(r for r in CODELETS if r.name == base)
     return dataclasses.replace(good, name="bad_op", **change)
 
 
@@ -120,10 +120,21 @@ BAD = [
     (dict(args="i64 count, f32 beta"), r"arguments start with 'i64 n'"),
     (dict(doc=""), r"give its formula in words as doc="),
     (dict(args="i64 m, i64 k, i64 n, f32 beta", per_slice="float v = x"),
-     r"per_slice 'float v = x' reads x: only slices indexed by e"),
+     r"per_slice 'float v = x' reads x at no index: there it reads buffers by e, mn"),
     (dict(args="i64 m, i64 k, i64 n, f32 beta", per_fiber="float v = dy[e]"),
-     r"per_fiber 'float v = dy\[e\]' reads e: only fibers indexed by j"),
-    (dict(per_slice="float v = 1.0f"), r"per_slice and per_fiber need an \(m, k, n\) row"),
+     r"e in per_fiber 'float v = dy\[e\]' is not a buffer, argument, local, index \(j\)"),
+    (dict(per_slice="float v = 1.0f"), r"per_slice= has no place in a row of this kind"),
+    (dict(base="sumsq_slice", store="s[e] = acc * alpha + (overwrite ? 0 : beta * s)"),
+     r"reads s at no index: there it reads buffers by e, mn"),
+    (dict(base="sumsq_slice", accumulate="acc = x"),
+     r"accumulate 'acc = x': a local, or a sum \+= a term"),
+    (dict(base="sumsq_slice", store="s[e] = overwrite ? acc : acc + s[e]; float t = 0"),
+     r"its locals come before its stores"),
+    (dict(base="sumsq_slice", store="s[e] = overwrite ? acc : acc + x[j]"),
+     r"j in store .* is not a buffer, argument, local, index \(e, mn\)"),
+    (dict(base="sum_fiber", formula="x = f[j]"), r"formula= has no place in a row of this kind"),
+    (dict(base="sumsq_slice", sums=""), r"a reduction needs sums=, accumulate= and store="),
+    (dict(base="sumsq_slice", reduce="axis"), r"reduce='axis': a reduction is 'slice'"),
 ]
 
 
@@ -131,6 +142,21 @@ BAD = [
 def test_the_generator_refuses_a_bad_formula_naming_the_row(change, message):
     with pytest.raises(formulas.TableError, match=rf"^codelet bad_op \(formula\): .*{message}"):
         formulas.c_file([_row(**change)])
+
+
+def test_a_reduction_walks_the_tile_as_the_c_kernels_do():
+    """Sums along the axis: per-lane partial sums folded across lanes (kernels/cpu/axis.h), one
+    work-group column per slice entry on OpenCL, one thread per fiber on CUDA."""
+    k = formulas.Kernel(next(r for r in CODELETS if r.name == "layer_norm_invstd"))
+    c = k.c_source()
+    assert "NL_FOR_GROUPS(m, k, n, layer_norm_invstd_group, m, k, n," in c
+    assert "mu_q[nl_q] = mean[e];" in c and "acc_q[nl_q] += d * d;" in c
+    assert "nl_fold_sum(G, lanes, acc_q);" in c
+    assert "s[e] = (float)(finish ? 1 / sqrt(v_q[nl_q] + eps) : v_q[nl_q]);" in c
+    ocl = k.ocl_source()
+    assert "acc = nl_sum_y(nl_red, nl_p, acc);" in ocl
+    assert "if (nl_p.on && nl_p.ly == 0) {\n        s[e] = " in ocl
+    assert "NL_CU_LAUNCH(layer_norm_invstd_kernel, m * n," in k.cuda_source()
 
 
 def test_a_formula_reads_its_buffers_at_the_index_of_its_space():
