@@ -28,11 +28,9 @@ import sys
 
 from nntile_lab.data import prepare_default_corpus
 from nntile_lab.errors import UsageError
-from nntile_lab.parallel.mpirun import mpirun_command
+from nntile_lab.parallel.mpirun import mpirun_command, parse_hosts, read_hostfile
 
 LAUNCHERS = ("auto", "mpirun", "srun")
-# Open MPI over TCP only: the ob1 messaging layer with the TCP and self transports
-TCP_MCA = ["--mca", "pml", "ob1", "--mca", "btl", "tcp,self"]
 RANK_ENV = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID")
 # options of the launch itself, removed from the ranks' command line: name -> takes a value
 LAUNCH_OPTIONS = {"--ranks": True, "--print-mpirun": False, "--hosts": True,
@@ -58,25 +56,6 @@ def _has(argv: list[str], option: str) -> bool:
     return any(a == option or a.startswith(option + "=") for a in argv)
 
 
-def parse_hosts(text: str) -> list[tuple[str, int]]:
-    """``"a:2,b"`` -> ``[("a", 2), ("b", 1)]``."""
-    hosts = []
-    for part in (p.strip() for p in text.split(",")):
-        if not part:
-            continue
-        name, _, slots = part.partition(":")
-        try:
-            n = int(slots) if slots else 1
-        except ValueError:
-            n = 0
-        if not name or n < 1:
-            raise UsageError(f"--hosts {text!r}: give host[:slots] entries, e.g. node1:2,node2:2")
-        hosts.append((name, n))
-    if not hosts:
-        raise UsageError(f"--hosts {text!r}: give at least one host, e.g. node1:2,node2:2")
-    return hosts
-
-
 def choose_launcher(launcher: str = "auto", hosts=None, hostfile=None, environ=os.environ) -> str:
     """mpirun or srun: ``auto`` takes srun inside a Slurm allocation (unless hosts are given)."""
     if launcher not in LAUNCHERS:
@@ -87,7 +66,26 @@ def choose_launcher(launcher: str = "auto", hosts=None, hostfile=None, environ=o
     if launcher == "srun" and (hosts or hostfile):
         raise UsageError("--hosts/--hostfile are for mpirun; under Slurm the allocation says "
                          "where the ranks run (drop them, or use --launcher mpirun)")
+    if launcher == "srun" and shutil.which("srun") is None:
+        raise UsageError("--launcher srun: there is no srun on PATH (not a Slurm cluster, or "
+                         "Slurm's commands are not loaded): run inside a Slurm allocation, or "
+                         "use --launcher mpirun")
     return launcher
+
+
+def _slurm_ntasks(environ) -> int | None:
+    text = environ.get("SLURM_NTASKS")
+    if not text:
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        raise UsageError(f"SLURM_NTASKS={text!r} (from the environment) is not a whole number: "
+                         "give --ranks N, or fix the allocation (salloc --ntasks N)") from None
+    if n < 2:
+        raise UsageError(f"SLURM_NTASKS={text} (from the environment): the allocation has {n} "
+                         "task; give --ranks N (2 or more), or allocate more (salloc --ntasks N)")
+    return n
 
 
 def train_command(argv: list[str], ranks: int | None, *, hosts: str | None = None,
@@ -95,21 +93,20 @@ def train_command(argv: list[str], ranks: int | None, *, hosts: str | None = Non
                   environ=os.environ) -> list[str]:
     """The launch line for ``nntile-lab train`` with ``argv`` (its options) on ``ranks``."""
     host_list = parse_hosts(hosts) if hosts else None
-    if hostfile and not os.path.isfile(hostfile):
-        raise UsageError(f"--hostfile {hostfile!r}: no such file")
-    if ranks is None and host_list and sum(n for _, n in host_list) < 2:
-        # the count comes from --hosts: name the option the user gave
-        raise UsageError(f"--hosts {hosts!r}: {sum(n for _, n in host_list)} slot in all; "
-                         "give 2 or more (e.g. node1:2), or drop it for the ordinary run")
+    hf = read_hostfile(hostfile) if hostfile else None
     if ranks is None:
-        if launcher == "srun" and environ.get("SLURM_NTASKS"):
-            ranks = int(environ["SLURM_NTASKS"])
-        elif host_list:
-            ranks = sum(n for _, n in host_list)
+        if launcher == "srun" and (n := _slurm_ntasks(environ)):
+            ranks = n
+        elif host_list or hf:
+            # the count comes from the hosts' slots: name the option the user gave
+            slots = sum(n for _, n in host_list) if host_list else hf.slots
+            if slots < 2:
+                given = f"--hosts {hosts!r}" if host_list else f"--hostfile {hostfile!r}"
+                raise UsageError(f"{given}: {slots} slot in all; give --ranks N (2 or more) "
+                                 "or more slots, or drop it for the ordinary run")
+            ranks = slots
         else:
-            # a hostfile's slot count is mpirun's to read: the rank count must be given
-            raise UsageError((f"--hostfile {hostfile!r} needs --ranks N: " if hostfile else "")
-                             + "give --ranks N (or run under Slurm, or give --hosts)")
+            raise UsageError("give --ranks N (or run under Slurm, or give --hosts/--hostfile)")
     if ranks < 2:
         raise UsageError(f"--ranks {ranks}: give 2 or more (1 is the ordinary run)")
     for option, takes_value in LAUNCH_OPTIONS.items():
@@ -124,12 +121,7 @@ def train_command(argv: list[str], ranks: int | None, *, hosts: str | None = Non
         srun = shutil.which("srun") or "srun"
         exports = ",".join(["ALL", *(f"{k}={v}" for k, v in env.items())])
         return [srun, "--ntasks", str(ranks), f"--export={exports}", *program]
-    where = []
-    if host_list:
-        where += ["--host", ",".join(f"{h}:{n}" for h, n in host_list)]
-    if hostfile:
-        where += ["--hostfile", hostfile]
-    return mpirun_command(ranks, [*where, *(TCP_MCA if tcp else []), *program], extra_env=env)
+    return mpirun_command(ranks, program, extra_env=env, hosts=hosts, hostfile=hf, tcp=tcp)
 
 
 def wants_launch(args) -> bool:
@@ -142,6 +134,9 @@ def wants_launch(args) -> bool:
 
 def relaunch_train(args) -> int:
     """Start (or with ``--print-mpirun`` only print) the launch line for this ``train``."""
+    if not wants_launch(args):
+        raise UsageError("--print-mpirun prints the launch line of a run on several ranks: "
+                         "give --ranks N (or --hosts/--hostfile, or --launcher srun)")
     argv = list(getattr(args, "argv", None) or sys.argv[1:])
     if "train" not in argv:
         raise UsageError("--ranks needs the command line of `nntile-lab train`")
