@@ -171,7 +171,7 @@ EOF
         ip -n "$host" link set lo up
         ip -n "$host" link set eth0 up
         # a connection whose segments go unacknowledged ends after ~13 s, not ~15 min
-        ip netns exec "$host" sysctl -qw net.ipv4.tcp_retries2=5
+        ip netns exec "$host" sh -c "echo 5 > /proc/sys/net/ipv4/tcp_retries2"
         shape_dev "$host" eth0 "$gbit" "$lat"     # what the host sends
         shape_dev "" "$port" "$gbit" 0            # what it receives (the bridge's port)
     done

@@ -28,6 +28,7 @@ import sys
 
 from nntile_lab.data import prepare_default_corpus
 from nntile_lab.errors import UsageError
+from nntile_lab.parallel.failures import Filter, diagnose
 from nntile_lab.parallel.mpirun import mpirun_command, parse_hosts, read_hostfile
 
 LAUNCHERS = ("auto", "mpirun", "srun")
@@ -132,8 +133,11 @@ def wants_launch(args) -> bool:
             or getattr(args, "launcher", "auto") == "srun")
 
 
-def relaunch_train(args) -> int:
-    """Start (or with ``--print-mpirun`` only print) the launch line for this ``train``."""
+def relaunch_train(args, *, resume_dir: str | None = None, checkpoint_note=None) -> int:
+    """Start (or with ``--print-mpirun`` only print) the launch line for this ``train``.
+    ``resume_dir``: the run directory a ``--resume`` continues in (the ranks write there);
+    ``checkpoint_note(run_dir)``: a sentence on the last checkpoint, for the line that says
+    why the ranks stopped."""
     if not wants_launch(args):
         raise UsageError("--print-mpirun prints the launch line of a run on several ranks: "
                          "give --ranks N (or --hosts/--hostfile, or --launcher srun)")
@@ -141,6 +145,8 @@ def relaunch_train(args) -> int:
     if "train" not in argv:
         raise UsageError("--ranks needs the command line of `nntile-lab train`")
     argv = argv[argv.index("train") + 1:]
+    if resume_dir and not _has(argv, "--out"):
+        argv += ["--out", resume_dir]
     launcher = choose_launcher(args.launcher, args.hosts, args.hostfile)
     if launcher == "srun" and args.tcp:
         raise UsageError("--tcp sets Open MPI's transports for mpirun; under srun set "
@@ -154,34 +160,52 @@ def relaunch_train(args) -> int:
     if not _has(argv, "--data"):   # prepare the default corpus once, before N ranks read it
         prepare_default_corpus()
     print(f"nntile-lab: {line}", file=sys.stderr, flush=True)
-    return run_ranks(cmd, args.ranks)
+    out = cmd[len(cmd) - 1 - cmd[::-1].index("--out") + 1]
+    return run_ranks(cmd, args.ranks, log_path=os.path.join(out, "mpirun.log"),
+                     after_failure=(lambda: checkpoint_note(out)) if checkpoint_note else None)
 
 
-# What Open MPI prints when ranks die starting up: its help text names MPI_Init or the
-# unreachable pair, and when that help text itself is lost only the show_help unpack
-# errors remain.
-_INIT_FAILED = ("mpi_init", "unable to reach each other", "show_help.c")
+# Open MPI lines that say nothing to a user of a run that went well: the plm's warning when
+# the launch agent execs before mpirun's setpgid (scripts/cluster.sh's agent does)
+_NOISE = ("plm:rsh: Warning: setpgid",)
 
 
-def run_ranks(cmd: list[str], ranks) -> int:
-    """Run the launch line, passing its stderr through; when the ranks die in ``MPI_Init``
-    end with one line that says why and what to change. Open MPI's own explanation (its
-    "help message") is sometimes lost when a rank aborts at once, which left only
-    ``ORTE_ERROR_LOG`` lines."""
-    init_failed = False
+def run_ranks(cmd: list[str], ranks, *, log_path: str | None = None,
+              after_failure=None) -> int:
+    """Run the launch line and pass its stderr through, except Open MPI's help blocks and log
+    lines (``failures.Filter``), which go to ``log_path`` with the rest. If the ranks fail,
+    end with one line: what happened, on which host (``failures.diagnose``), and
+    ``after_failure()`` (where the last checkpoint is); what it cannot explain is shown as
+    Open MPI printed it."""
+    said = Filter()
     with subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, errors="replace") as proc:
         for text in proc.stderr:
-            sys.stderr.write(text)
-            init_failed |= any(mark in text.lower() for mark in _INIT_FAILED)
+            shown = said.feed(text)
+            if shown:
+                sys.stderr.write(shown)
+                sys.stderr.flush()
         code = proc.wait()
-    if code and init_failed:
-        btl = os.environ.get("OMPI_MCA_btl")  # noqa: SIM112 (Open MPI reads this spelling)
-        allowed = f"OMPI_MCA_btl={btl}" if btl else "the transports Open MPI found"
-        print(f"nntile-lab: MPI could not start the {ranks or ''} ranks (MPI_Init failed): "
-              f"they are unable to reach each other with {allowed}. Fix: let them use a "
-              "transport they share (--tcp for TCP between every pair; unset OMPI_MCA_btl / "
-              "OMPI_MCA_pml), or check that every host can open connections to the others.",
-              file=sys.stderr, flush=True)
+    if log_path:
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
+            with open(log_path, "w") as f:
+                f.write(said.all())
+        except OSError:
+            log_path = None
+    held = "".join(ln for ln in said.held().splitlines(keepends=True)
+                   if not any(n in ln for n in _NOISE))
+    if not code:
+        sys.stderr.write(held)
+        return code
+    btl = os.environ.get("OMPI_MCA_btl")  # noqa: SIM112 (Open MPI reads this spelling)
+    failure = diagnose(said.all(), btl, ranks)
+    if failure is None:
+        sys.stderr.write(held)
+        return code
+    after = after_failure() if after_failure else ""
+    if log_path:
+        after += f"{' ' if after else ''}(Open MPI's messages: {log_path})"
+    print(failure.line(ranks, after), file=sys.stderr, flush=True)
     return code
 
 

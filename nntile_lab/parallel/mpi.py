@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import sys
 import traceback
 
@@ -130,8 +131,8 @@ class MPIContext:
         waiting for its tiles. Prints the error first."""
         if exc is not None:
             traceback.print_exception(type(exc), exc, exc.__traceback__)
-        print(f"nntile_lab: rank {self.rank} failed: aborting all {self.size} ranks",
-              file=sys.stderr, flush=True)
+        print(f"nntile_lab: rank {self.rank} on host {socket.gethostname()} failed: aborting "
+              f"all {self.size} ranks", file=sys.stderr, flush=True)
         lib.nl_mpi_abort(code)
 
     def __repr__(self) -> str:

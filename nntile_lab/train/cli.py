@@ -31,6 +31,7 @@ from nntile_lab.train.checkpoint import (
     clean_stale,
     config_dict,
     find_checkpoint,
+    load_checkpoint,
     read_state,
 )
 from nntile_lab.train.plots import save_loss_plot
@@ -156,7 +157,8 @@ def build(spec: specs.ExperimentSpec):
 def run_cli(args: argparse.Namespace) -> int:
     """Run ``train`` for parsed arguments; return the process exit code."""
     if wants_launch(args) or args.print_mpirun:
-        return relaunch_train(args)
+        resume_dir = str(find_checkpoint(args.resume).parent) if args.resume else None
+        return relaunch_train(args, resume_dir=resume_dir, checkpoint_note=_last_checkpoint)
     if args.layout is not None and not under_mpirun():
         raise UsageError(f"--layout {args.layout} shares the work between ranks: give "
                          "--ranks N (2 or more), or leave it out for one process")
@@ -215,6 +217,19 @@ def run_cli(args: argparse.Namespace) -> int:
         if comm is not None:
             print(network.report(comm))
     return 0
+
+
+def _last_checkpoint(run_dir) -> str:
+    """Where a stopped multi-rank run can continue from (a sentence; every file of the
+    checkpoint read and checked against its manifest)."""
+    try:
+        ckpt = load_checkpoint(run_dir)
+    except FileNotFoundError:
+        return f"No checkpoint in {run_dir} yet."
+    except ValueError as exc:
+        return f"The last checkpoint is damaged: {exc}"
+    return (f"The last checkpoint ({ckpt.path}, step {ckpt.state['step']}) is intact: continue "
+            f"with --resume {run_dir}.")
 
 
 def _already_done(resume, steps: int) -> str | None:
