@@ -23,8 +23,8 @@ import pandas as pd
 
 from nntile_lab.bench.schedulers import check_ooc_on_opencl, default_ooc_dir, out_of_core
 from nntile_lab.data.bins import atomic_write_bytes
+from nntile_lab.engine import save_record
 from nntile_lab.jupyter_figure import Figure
-from nntile_lab.record import write_record
 from nntile_lab.spec import ExperimentSpec
 from nntile_lab.sweep import run as sweep_run
 
@@ -262,8 +262,8 @@ def write(summary: pd.DataFrame, df: pd.DataFrame, out, base: ExperimentSpec) ->
     figure(summary, title).savefig(tmp, dpi=110, format="png")
     tmp.replace(paths["png"])
     atomic_write_bytes(paths["md"], (table(summary) + "\n").encode())
-    write_record(paths["json"], base, {"summary": summary.to_dict("records"),
-                                       "points": df.to_dict("records")}, kind="bench-depth")
+    save_record(paths["json"], "bench-depth", base, {"summary": summary.to_dict("records"),
+                                                     "points": df.to_dict("records")})
     return paths
 
 

@@ -35,9 +35,9 @@ import pandas as pd
 
 from nntile_lab import memory, perfmodels
 from nntile_lab.data.bins import atomic_write_bytes
+from nntile_lab.engine import save_record
 from nntile_lab.jupyter_figure import Figure
 from nntile_lab.options import float_range, int_range
-from nntile_lab.record import write_record
 from nntile_lab.spec import ExperimentSpec
 from nntile_lab.sweep import run as sweep_run
 
@@ -395,5 +395,5 @@ def write(summary: pd.DataFrame, df: pd.DataFrame, out, base: ExperimentSpec) ->
         md += models_table(models) + "\n"
         results["perfmodels"] = models.to_dict("records")
     atomic_write_bytes(paths["md"], md.encode())
-    write_record(paths["json"], base, results, kind="bench-schedulers")
+    save_record(paths["json"], "bench-schedulers", base, results)
     return paths

@@ -17,6 +17,7 @@ from pathlib import Path
 from nntile_lab import memory
 from nntile_lab import spec as specs
 from nntile_lab.data import prepare_default_corpus
+from nntile_lab.engine import save_record
 from nntile_lab.errors import UsageError
 from nntile_lab.experiment import build as build_spec
 from nntile_lab.experiment import runtime
@@ -25,7 +26,6 @@ from nntile_lab.parallel import traffic as network
 from nntile_lab.parallel.distribution import LAYOUTS, layout, scope
 from nntile_lab.parallel.launch import for_this_rank, relaunch_train, wants_launch
 from nntile_lab.parallel.mpirun import under_mpirun
-from nntile_lab.record import write_record
 from nntile_lab.train.checkpoint import (
     atomic_write_text,
     clean_stale,
@@ -207,9 +207,9 @@ def run_cli(args: argparse.Namespace) -> int:
     save_loss_plot(log, args.out, title=f"GPT-2 L={spec.n_layer} E={spec.n_embd} "
                    f"T={spec.seq_len} B={spec.batch}")
     options = {k: v for k, v in vars(args).items() if k not in ("func", "spec")}
-    write_record(Path(args.out) / "run.json", spec,
-                 {k: v for k, v in summary.items() if k != "summary"}, kind="train",
-                 config={"model": model_config, "options": options, "data": str(data),
+    save_record(Path(args.out) / "run.json", "train", spec,
+                {k: v for k, v in summary.items() if k != "summary"},
+                config={"model": model_config, "options": options, "data": str(data),
                          "precision": getattr(model, "precision_choice", None),
                          "runtime": {"scheduler": spec.scheduler, "ncpu": ncpu}})
     if not args.json and not getattr(args, "quiet_rank", False):

@@ -198,7 +198,12 @@ def _execute(kc, code: str, timeout: float, on_output=None) -> dict:
             out.append(msg["content"]["text"])
             on_output("".join(out))
         if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-            return kc.get_shell_msg(timeout=10)["content"]
+            # the execute reply: a slow kernel start leaves wait_for_ready's extra
+            # kernel_info replies before it
+            while time.monotonic() < end:
+                reply = kc.get_shell_msg(timeout=10)
+                if reply["parent_header"].get("msg_id") == msg_id:
+                    return reply["content"]
     raise AssertionError(f"no answer within {timeout} s; output so far: {''.join(out)!r}")
 
 
