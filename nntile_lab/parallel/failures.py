@@ -12,10 +12,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-DASHES = re.compile(r"^-{20,}\s*$")
-# "[vm:04225] ..." (Open MPI's own log lines: aggregated help counts, ORTE_ERROR_LOG, the
-# plm's setpgid warning when an agent execs at once)
-OMPI_LOG = re.compile(r"^\[[\w.-]+:\d+\] ")
+# A help block's bar: 74 dashes. Ranks' output reaches mpirun in chunks that may end inside a
+# line, so a bar can arrive glued to the end of a rank's half line: a bar anywhere counts.
+DASHES = re.compile(r"-{40,}")
+# Open MPI's own log lines: "[vm:04225] ..." (aggregated help counts, ORTE_ERROR_LOG, the
+# plm's setpgid warning) and the transports' "[host][[job,vpid],rank][file:line:func] ..."
+# (BTL_ERROR writes its prefix, its message and its newline separately, so its pieces can
+# arrive apart: the messages a failing TCP connection prints are recognised alone too)
+OMPI_LOG = re.compile(r"^\[[\w.-]+:\d+\] |\[[\w.-]+\]\[\[\d+,\d+\],\d+\]\[")
+BTL_PIECES = re.compile(r"^\s*(invalid connection state|mca_btl_tcp_\w+: |[\w ]*(readv|writev|"
+                        r"recv|send|connect\(\)[^:]*) failed)")
+BLOCK_MAX = 80     # lines: a block this long without its closing bar was not one
 
 
 @dataclass(frozen=True)
@@ -88,14 +95,20 @@ class Filter:
         self.text: list[str] = []     # everything, for the log and the diagnosis
         self._held: list[str] = []
         self._in_block = False
+        self._block_lines = 0
 
     def feed(self, line: str) -> str:
         self.text.append(line)
-        if DASHES.match(line):
+        if DASHES.search(line):
             self._in_block = not self._in_block
+            self._block_lines = 0
             self._held.append(line)
             return ""
-        if self._in_block or OMPI_LOG.match(line):
+        if self._in_block:
+            self._block_lines += 1
+            if self._block_lines > BLOCK_MAX:   # a stray bar: stop holding everything
+                self._in_block = False
+        if self._in_block or OMPI_LOG.search(line) or BTL_PIECES.match(line):
             self._held.append(line)
             return ""
         return line

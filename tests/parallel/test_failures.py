@@ -82,3 +82,19 @@ def test_the_filter_holds_open_mpis_blocks_and_passes_the_rest():
     assert shown == "step 1 done\nTraceback (most recent call last):\n  x\nKeyError: 1\n"
     assert f.all() == text
     assert "mpirun noticed" in f.held() and "[vm:07066]" in f.held()
+
+
+def test_pieces_of_rank_lines_glued_to_a_bar_are_held():
+    """A rank's BTL_ERROR arrives in pieces (prefix, message, newline written apart), and
+    mpirun's own block can land between them: as in a CI run of the kill test."""
+    prefix = ("[c-h3][[9058,1],2][../../../../../../opal/mca/btl/tcp/btl_tcp_endpoint.c:1065:"
+              "mca_btl_tcp_endpoint_send_handler] ")
+    text = (prefix + "invalid connection state (2)\n" + prefix + BAR
+            + "Primary job  terminated normally, but 1 process returned\n" + BAR
+            + "invalid connection state (2)\n"
+            + "mca_btl_tcp_frag_send: writev failed: Broken pipe (32)\n"
+            + BAR + "mpirun noticed that process rank 1 with PID 1 on node c-h2 exited on "
+            "signal 9 (Killed).\n" + BAR + "step 3 done\n")
+    f = Filter()
+    assert "".join(f.feed(ln) for ln in text.splitlines(keepends=True)) == "step 3 done\n"
+    assert diagnose(f.all()).host == "c-h2"
