@@ -9,7 +9,7 @@ import sys
 
 from nntile_lab._lib import ffi, lib
 from nntile_lab.errors import UsageError
-from nntile_lab.interrupts import deferred_interrupts
+from nntile_lab.interrupts import check_stop, deferred_interrupts
 from nntile_lab.parallel.mpi import attach
 from nntile_lab.spec import DEFAULTS, parse_hints  # the runtime's defaults are the spec's (one set)
 from nntile_lab.watchdog import Watchdog
@@ -62,7 +62,9 @@ OPENCL_WITH_DISK = ("a disk node under an OpenCL device's memory (tiles moving d
 
 def wait_interruptibly(step, draining: bool = False) -> None:
     """Call ``step(POLL_MS)`` (a C wait with a timeout: 1 done, 0 timed out, < 0
-    errno) until it reports done; a KeyboardInterrupt can land between calls. The
+    errno) until it reports done; a KeyboardInterrupt can land between calls, and a stop
+    request of the thread's long action (``interrupts.stoppable``: a Stop button, a
+    kernel interrupt that reached another thread) is raised there as ``Stopped``. The
     running runtime's watchdog turns a stall into OutOfMemory (``draining``: into
     memory lent to the queued tasks only, while the runtime stops)."""
     rt = Runtime.active
@@ -70,6 +72,7 @@ def wait_interruptibly(step, draining: bool = False) -> None:
     if dog is not None:
         dog.arm()
     while True:
+        check_stop()           # also before a wait that returns at once (small steps)
         ret = step(POLL_MS)
         if ret > 0:
             return
@@ -181,15 +184,15 @@ class Runtime:
             raise ValueError(f"ncpu={ncpu!r} must be an integer from 1 to {cap} (this StarPU "
                              f"build's STARPU_MAXCPUS; rebuild StarPU with "
                              f"--enable-maxcpus=N for more)")
-        if memory_limit_mb is not None and (not isinstance(memory_limit_mb, int)
-                                            or memory_limit_mb < 16):
-            raise ValueError(f"memory_limit_mb={memory_limit_mb!r} must be an integer ≥ 16 "
-                             "(MiB), or None for no limit")
+        if memory_limit_mb is not None and not _is_mib(memory_limit_mb):
+            raise ValueError(f"memory_limit_mb={memory_limit_mb!r} must be an integer from 16 "
+                             f"to {MAX_MIB:,} (MiB), or None for no limit")
         if ooc_dir is not None and memory_limit_mb is None:
             raise ValueError(f"ooc_dir={ooc_dir!r} needs memory_limit_mb: StarPU evicts tiles "
                              "to disk only when RAM use reaches that limit")
-        if ooc_dir is not None and ooc_size_mb < 16:
-            raise ValueError(f"ooc_size_mb={ooc_size_mb!r} must be ≥ 16 (MiB)")
+        if ooc_dir is not None and not _is_mib(ooc_size_mb):
+            raise ValueError(f"ooc_size_mb={ooc_size_mb!r} must be an integer from 16 to "
+                             f"{MAX_MIB:,} (MiB)")
         if ooc_backend not in self.OOC_BACKENDS:
             raise ValueError(f"ooc_backend={ooc_backend!r} is not one of {self.OOC_BACKENDS}")
         self._opencl_env = _opencl_env(nopencl, opencl_memory_limit_mb)
@@ -672,15 +675,25 @@ def _check_ooc_dir(path: str) -> None:
                          "the out-of-core disk node")
 
 
+# StarPU reads its memory limits (STARPU_LIMIT_*_MEM, MiB) as a C int: 2**32 + 16 wrapped
+# to a 16 MiB cap. The largest it takes (2 PiB) is far above any machine's memory.
+MAX_MIB = 2**31 - 1
+
+
+def _is_mib(value) -> bool:
+    """A memory size in MiB StarPU takes: an integer from 16 to ``MAX_MIB``."""
+    return isinstance(value, int) and not isinstance(value, bool) and 16 <= value <= MAX_MIB
+
+
 def _opencl_env(nopencl, limit_mb) -> dict:
     """The STARPU_* variables an OpenCL runtime starts under, after checking the request
     against the devices present (StarPU itself only warns and starts fewer workers)."""
     if not isinstance(nopencl, int) or isinstance(nopencl, bool) or nopencl < 0:
         raise ValueError(f"nopencl={nopencl!r} must be an integer ≥ 0 (OpenCL workers)")
-    if limit_mb is not None and (not isinstance(limit_mb, int) or isinstance(limit_mb, bool)
-                                 or limit_mb < 16 or not nopencl):
-        raise ValueError(f"opencl_memory_limit_mb={limit_mb!r} must be an integer ≥ 16 (MiB) "
-                         "with nopencl ≥ 1, or None for the device's whole memory")
+    if limit_mb is not None and (not _is_mib(limit_mb) or not nopencl):
+        raise ValueError(f"opencl_memory_limit_mb={limit_mb!r} must be an integer from 16 to "
+                         f"{MAX_MIB:,} (MiB) with nopencl ≥ 1, or None for the device's whole "
+                         "memory")
     # StarPU uses GPUs and accelerators only, unless told to take CPU devices (PoCL) too.
     # It enumerates the devices once per process, at its first start (with nopencl=0
     # too), so the choice must not depend on nopencl: CPU devices exactly when the

@@ -10,6 +10,10 @@ import itertools
 
 from nntile_lab.spec import ExperimentSpec, field_names, parse_value
 
+# a range of more values than this is refused outright (a sweep of more than
+# sweep.size.MAX_POINTS points asks for confirmation; this many would only fill memory)
+MAX_RANGE = 10_000_000
+
 
 class InvalidSpec:
     """A grid point whose values do not make a spec: ``values`` and ``error``."""
@@ -53,13 +57,20 @@ def grid(base: ExperimentSpec | None = None, **axes) -> list[ExperimentSpec | In
     return [point(base, **dict(zip(names, combo))) for combo in itertools.product(*values)]
 
 
+# Fields whose one value is itself a comma set (``hints``: "invalidate,wont_use"): their
+# values are separated by "/" instead (``--hints none/invalidate,wont_use/all``), so that a
+# hint set is never split into an axis of single hints
+SET_SEPARATOR = {"hints": "/"}
+
+
 def parse_axes(texts: dict[str, str]) -> dict[str, list]:
     """Axes from comma lists (``{"vocab_tile": "2048,4096"}``), ``a:b:step`` ranges
-    (inclusive, ``"256:1024:256"``) and ``none`` for the whole dimension."""
+    (inclusive, ``"256:1024:256"``) and ``none`` for the whole dimension; the hint sets of
+    ``hints`` are separated by "/" (``SET_SEPARATOR``)."""
     axes = {}
     for name, text in texts.items():
         values = []
-        for part in str(text).split(","):
+        for part in str(text).split(SET_SEPARATOR.get(name, ",")):
             part = part.strip()
             if not part:
                 continue
@@ -68,7 +79,16 @@ def parse_axes(texts: dict[str, str]) -> dict[str, list]:
                 if not all(isinstance(v, int) for v in (lo, hi, step)) or step < 1:
                     raise ValueError(f"--{name.replace('_', '-')} {part!r}: a range is "
                                      "LOW:HIGH:STEP with integers and STEP ≥ 1")
-                values += list(range(lo, hi + 1, step))
+                if lo > hi:
+                    raise ValueError(f"--{name.replace('_', '-')} {part!r}: LOW={lo} is "
+                                     f"above HIGH={hi}; a range is LOW:HIGH:STEP with "
+                                     "LOW ≤ HIGH")
+                span = range(lo, hi + 1, step)
+                if len(span) > MAX_RANGE:     # counted before it fills memory
+                    raise ValueError(f"--{name.replace('_', '-')} {part!r} has "
+                                     f"{len(span):,} values: no sweep can measure that "
+                                     "many; give a larger STEP")
+                values += list(span)
             else:
                 values.append(parse_value(name, part))
         if not values:
