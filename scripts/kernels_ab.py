@@ -45,8 +45,13 @@ def _run(pythonpath: str | None, args: list[str], env: dict) -> dict:
            "assert _lib.EXT_FILE.startswith(sys.argv[1]), _lib.EXT_FILE; "
            "sys.exit(cli.main(sys.argv[2:]))",
            pythonpath or os.path.join(ROOT, "nntile_lab"), "bench", "kernels", "--json", *args]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
-    return json.loads(out)
+
+    # from the copy's folder: `python -c` puts the working directory first on sys.path
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                          cwd=pythonpath or ROOT)
+    if done.returncode:
+        raise RuntimeError(f"bench kernels failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout)
 
 
 def main(argv=None) -> int:

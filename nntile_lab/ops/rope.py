@@ -5,41 +5,19 @@ the angle θ = p·rope_theta^(−2d/D):
     y1 = x1·cos θ − x2·sin θ,   y2 = x2·cos θ + x1·sin θ
 and the backward is the rotation's transpose (θ → −θ). ``rope_tables`` gives cos θ and sin θ
 for the tokens' positions (any: a generation step at an offset passes its own); the tiled ops
-read them as (T, D/2) tensors tiled like x's tokens.
+read them as (T, D/2) tensors tiled like x's tokens (or longer: the first T rows are read).
 """
 from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from nntile_lab._lib import lib
 from nntile_lab.ops._common import check, no_alias
 from nntile_lab.ops.reduce import check_operand, like_out, tensor_in
+from nntile_lab.rotary import rope_tables
 from nntile_lab.tensor import TensorTraits, TiledTensor
 
-
-def rope_tables(positions, head_size: int, theta: float) -> tuple[np.ndarray, np.ndarray]:
-    """(cos θ, sin θ), float32 arrays of shape (len(positions), head_size/2), for the tokens
-    at ``positions`` (non-negative integers): θ[t, d] = positions[t]·theta^(−2d/head_size).
-
-    Computed in float64 and rounded once. Hugging Face's LlamaRotaryEmbedding computes the
-    inverse frequencies and the angles in float32 (even in a float64 model), so its angles
-    are off by up to |θ|·2⁻²⁴ from these; at short positions both agree to float32's
-    precision."""
-    if isinstance(head_size, bool) or not isinstance(head_size, int) or head_size < 2 \
-            or head_size % 2:
-        raise ValueError(f"head_size={head_size!r}: rotary positions turn pairs of values, so "
-                         "the head size must be an even integer ≥ 2 (n_embd / n_head)")
-    if not (isinstance(theta, (int, float)) and math.isfinite(theta) and theta > 0):
-        raise ValueError(f"rope_theta={theta!r} must be a finite number > 0 (Llama: 10000 or "
-                         "500000)")
-    pos = np.asarray(positions)
-    if pos.ndim != 1 or not np.issubdtype(pos.dtype, np.integer) or (pos < 0).any():
-        raise ValueError(f"positions must be a 1-D array of integers ≥ 0, got {pos!r}")
-    inv_freq = float(theta) ** (-2.0 * np.arange(head_size // 2) / head_size)
-    angle = pos.astype(np.float64)[:, None] * inv_freq[None, :]
-    return np.cos(angle).astype(np.float32), np.sin(angle).astype(np.float32)
+__all__ = ["rope", "rope_backward", "rope_tables"]
 
 
 def _check(x: TiledTensor, cos: TiledTensor, sin: TiledTensor, op: str, xname: str) -> int:
@@ -55,10 +33,13 @@ def _check(x: TiledTensor, cos: TiledTensor, sin: TiledTensor, op: str, xname: s
         raise ValueError(f"{op}: {xname} is {x!r}: its last axis (a head, {d} values) must be "
                          f"whole in each tile (tile {x.tile_shape[-1]}): rotation pairs its "
                          "halves")
-    want = TensorTraits((x.shape[-2], d // 2), (x.tile_shape[-2], d // 2))
+    # the table's first T rows are the tokens' (a longer one: the positions 0…P−1 of a
+    # model, used by sequences of any length up to P)
+    rows = max(x.shape[-2], cos.shape[0]) if isinstance(cos, TiledTensor) else x.shape[-2]
+    want = TensorTraits((rows, d // 2), (x.tile_shape[-2], d // 2))
     for name, t in (("cos", cos), ("sin", sin)):
-        check_operand(t, want, name, f"the table of x's {x.shape[-2]} tokens (rope_tables), "
-                                     f"tiled like x's tokens")
+        check_operand(t, want, name, f"the table of x's {x.shape[-2]} tokens (rope_tables: "
+                                     f"at least {x.shape[-2]} rows), tiled like x's tokens")
     return d // 2
 
 

@@ -95,6 +95,21 @@ def test_rope_backward_vs_torch(rt, case, seed, in_place):
     assert cond_err(dx.to_numpy(), xt.grad.numpy(), mag) <= 3 * U
 
 
+def test_a_longer_table_gives_its_first_rows(rt1):
+    """A model keeps the tables of positions 0…P−1 and turns a sequence of T ≤ P tokens
+    with their first T rows: the same as tables of exactly T rows."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 3, 5, 6)).astype(np.float32)
+    tiles = (1, 2, 2, 6)
+    _, _, tc, ts = tables(np.arange(5), 6, 10000.0, 2)
+    _, _, lc, ls = tables(np.arange(11), 6, 10000.0, 2)
+    short = nl.ops.rope(nl.from_numpy(x, tiles), tc, ts).to_numpy()
+    long = nl.ops.rope(nl.from_numpy(x, tiles), lc, ls).to_numpy()
+    assert np.array_equal(short, long)
+    back = nl.ops.rope_backward(nl.from_numpy(x, tiles), lc, ls).to_numpy()
+    assert np.array_equal(back, nl.ops.rope_backward(nl.from_numpy(x, tiles), tc, ts).to_numpy())
+
+
 def test_bad_inputs(rt1):
     cos, sin = nl.ops.rope_tables(np.arange(4), 6, 10000.0)
     tc, ts = nl.from_numpy(cos, (2, 3)), nl.from_numpy(sin, (2, 3))
@@ -106,6 +121,9 @@ def test_bad_inputs(rt1):
     with pytest.raises(ValueError, match=r"cos is .* the table of x's 4 tokens .* must have "
                                          r"shape \(4, 3\) with tile_shape \(1, 3\)"):
         nl.ops.rope(nl.zeros((2, 4, 6), (2, 1, 6)), tc, ts)
+    with pytest.raises(ValueError, match=r"cos is .*shape=\(4, 3\).* the table of x's 5 tokens "
+                                         r"\(rope_tables: at least 5 rows\)"):
+        nl.ops.rope(nl.zeros((5, 6), (2, 6)), tc, ts)
     with pytest.raises(ValueError, match=r"dx is .* dx \(like dy .* must have shape \(4, 6\)"):
         nl.ops.rope_backward(nl.zeros((4, 6), (2, 6)), tc, ts, dx=tc)
     with pytest.raises(ValueError, match=r"rope_theta=0.0 must be a finite number > 0"):
