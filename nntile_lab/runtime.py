@@ -206,12 +206,12 @@ class Runtime:
         if nopencl and ooc_dir is not None:
             raise ValueError(f"ooc_dir={ooc_dir!r} with nopencl={nopencl}: {OPENCL_WITH_DISK}")
         _check_cuda_limit(ncuda, cuda_memory_limit_mb)
-        _check_ncuda(ncuda)
         if ncuda and nopencl and scheduler == "heteroprio":
             raise ValueError(f"scheduler='heteroprio' with nopencl={nopencl} and ncuda={ncuda}: "
                              "its bucket layout (kernels/runtime/heteroprio.c) has one class "
                              "for one kind of accelerator; give OpenCL or CUDA workers, not "
                              "both, or use dmda, dmdas, eager or lws")
+        _check_ncuda(ncuda)
         if buffer_cache_mb is not None and (not isinstance(buffer_cache_mb, int)
                                             or isinstance(buffer_cache_mb, bool)
                                             or buffer_cache_mb < 0):

@@ -4,7 +4,7 @@ GPU, one part per process, each writing one JSON record as it goes.
     python3 scripts/gpu_check.py env --out DIR          # the machine (no nntile_lab needed)
     python3 scripts/gpu_check.py ready --out DIR        # the build loads, CUDA workers start
     python3 scripts/gpu_check.py part a|b|c|d|e|f --out DIR
-    python3 scripts/gpu_check.py stopped PART RC SECONDS --out DIR   # a part killed or crashed
+    python3 scripts/gpu_check.py stopped PART RC SECONDS --out DIR   # killed, crashed, not run
     python3 scripts/gpu_check.py summary --out DIR      # the table; exit 1 if a part failed
 
 Parts: (a) every CUDA kernel against the C kernel (the ``cuda`` tests), (b) GPT-2 steps on
@@ -57,6 +57,7 @@ MIB = 1 << 20
 # --e-plan, takes a subset): S1 and S2 for both systems and precisions; S3 under the cap;
 # one traced nntile_lab step at S1 per precision (where its time goes); torch.compile at S1
 E_GROUPS = ("fits", "overflow", "trace", "compile")
+NOT_STARTED = 125   # ``stopped``'s code for a part gpu_check.sh left out for want of time
 
 
 def emulated() -> bool:
@@ -868,7 +869,8 @@ def cmd_stopped(part: str, rc: int, seconds: float, out: str) -> int:
                 "accelerator": kind(), "emulated": emulated()}
     if data.get("status") not in (None, "RUNNING"):
         return 0
-    why = (f"stopped by its time budget after {seconds:.0f} s" if rc in (124, 137)
+    why = ("not started: --deadline left it no time" if rc == NOT_STARTED
+           else f"stopped by its time budget after {seconds:.0f} s" if rc in (124, 137)
            else f"its process ended with code {rc} (crash: see the log)")
     data.update(status="FAIL", error=why, seconds=seconds)
     write_json(path, data)

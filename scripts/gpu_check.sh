@@ -58,6 +58,10 @@ while (($#)); do
     esac
 done
 [[ $deadline =~ ^[0-9]+$ ]] || die "--deadline '$deadline': give whole seconds, e.g. 480"
+if [ -n "${NL_GPU_CHECK_E_PLAN:-}" ]; then
+    [[ ,$NL_GPU_CHECK_E_PLAN, =~ ^(,(fits|overflow|trace|compile))+,$ ]] \
+        || die "--e-plan '$NL_GPU_CHECK_E_PLAN': give groups from fits,overflow,trace,compile"
+fi
 [[ $parts =~ ^[a-f]+$ ]] || die "--parts '$parts': give letters from abcdef, e.g. --parts abd"
 n=0
 for x in "$build" "$prebuilt" "$make_bundle"; do [ -n "$x" ] && n=$((n + 1)); done
@@ -155,7 +159,7 @@ mkdir -p "$out/records" || die "--out '$out' cannot be created"
 out=$(realpath "$out")
 rec=$out/records
 log=$out/gpu_check.log
-exec > >(tee -a "$log") 2>&1
+exec > >(tee -a "$log") 2> >(tee -a "$log" >&2)
 t_start=$SECONDS
 export PYTHONUNBUFFERED=1
 # one StarPU home for every part: the bus calibration of the first start and the
@@ -218,7 +222,7 @@ for ((i = 0; i < ${#parts}; i++)); do
         ((left < b)) && b=$left
         if ((b < 10)); then
             echo "== part ($p): not started, ${left} s left of --deadline $deadline"
-            "$py" scripts/gpu_check.py stopped "$p" 124 0 --out "$rec"
+            "$py" scripts/gpu_check.py stopped "$p" 125 0 --out "$rec"
             continue
         fi
     fi
