@@ -25,6 +25,7 @@ import sys
 
 import nntile_lab
 from nntile_lab.errors import UsageError, os_error_message
+from nntile_lab.options import OneLineParser
 
 # module -> the subcommands its register_cli adds (in --help's order)
 COMMANDS: dict[str, tuple[str, ...]] = {
@@ -45,9 +46,9 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every subcommand, or only of the module that owns ``command`` (a fresh
     process started for one point imports no more than it needs)."""
-    parser = argparse.ArgumentParser(prog="nntile-lab", description=__doc__.split("\n\n")[0],
-                                     epilog="exit status: 0 done, 1 failed, 2 usage error, "
-                                     "130 interrupted; --json prints JSON Lines, result last")
+    parser = OneLineParser(prog="nntile-lab", description=__doc__.split("\n\n")[0],
+                           epilog="exit status: 0 done, 1 failed, 2 usage error, "
+                                  "130 interrupted; --json prints JSON Lines, result last")
     parser.add_argument("--version", action="version",
                         version=f"nntile-lab {nntile_lab.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -86,6 +87,8 @@ def _run(argv) -> int:
         args.argv = argv   # the command line as given (a launcher re-runs it on each rank)
     except SystemExit as exc:             # --help (0), or a usage error argparse printed (2)
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    # "nntile-lab bench memory" in its messages (OneLineParser names the subcommand)
+    name = getattr(args, "command_name", f"nntile-lab {args.command}")
     try:
         code = args.func(args)
     except KeyboardInterrupt as exc:      # Ctrl-C: the shell's code for SIGINT, no traceback
@@ -96,12 +99,12 @@ def _run(argv) -> int:
         # the work's own errors (a bad file, a full disk, a task that failed): one line, no
         # traceback; anything else is a bug and keeps its traceback (exit 1 too)
         if is_usage_error(exc):
-            print(f"nntile-lab {args.command}: error: {exc}", file=sys.stderr)
+            print(f"{name}: error: {exc}", file=sys.stderr)
             return EXIT_USAGE
         # a raw file-system error (errno set) as one sentence; one raised with our own text
         # keeps it
         text = os_error_message(exc) if isinstance(exc, OSError) and exc.errno else exc
-        print(f"nntile-lab {args.command}: error: {text}", file=sys.stderr)
+        print(f"{name}: error: {text}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK if code is None else int(code)
 

@@ -191,15 +191,15 @@ class Runtime:
             raise ValueError(f"ncpu={ncpu!r} must be an integer from 1 to {cap} (this StarPU "
                              f"build's STARPU_MAXCPUS; rebuild StarPU with "
                              f"--enable-maxcpus=N for more)")
-        if memory_limit_mb is not None and (not isinstance(memory_limit_mb, int)
-                                            or memory_limit_mb < 16):
-            raise ValueError(f"memory_limit_mb={memory_limit_mb!r} must be an integer ≥ 16 "
-                             "(MiB), or None for no limit")
+        if memory_limit_mb is not None and not _is_mib(memory_limit_mb):
+            raise ValueError(f"memory_limit_mb={memory_limit_mb!r} must be an integer from 16 "
+                             f"to {MAX_MIB:,} (MiB), or None for no limit")
         if ooc_dir is not None and memory_limit_mb is None:
             raise ValueError(f"ooc_dir={ooc_dir!r} needs memory_limit_mb: StarPU evicts tiles "
                              "to disk only when RAM use reaches that limit")
-        if ooc_dir is not None and ooc_size_mb < 16:
-            raise ValueError(f"ooc_size_mb={ooc_size_mb!r} must be ≥ 16 (MiB)")
+        if ooc_dir is not None and not _is_mib(ooc_size_mb):
+            raise ValueError(f"ooc_size_mb={ooc_size_mb!r} must be an integer from 16 to "
+                             f"{MAX_MIB:,} (MiB)")
         if ooc_backend not in self.OOC_BACKENDS:
             raise ValueError(f"ooc_backend={ooc_backend!r} is not one of {self.OOC_BACKENDS}")
         self._opencl_env = _opencl_env(nopencl, opencl_memory_limit_mb)
@@ -703,15 +703,25 @@ def _check_ooc_dir(path: str) -> None:
                          "the out-of-core disk node")
 
 
+# StarPU reads its memory limits (STARPU_LIMIT_*_MEM, MiB) as a C int: 2**32 + 16 wrapped
+# to a 16 MiB cap. The largest it takes (2 PiB) is far above any machine's memory.
+MAX_MIB = 2**31 - 1
+
+
+def _is_mib(value) -> bool:
+    """A memory size in MiB StarPU takes: an integer from 16 to ``MAX_MIB``."""
+    return isinstance(value, int) and not isinstance(value, bool) and 16 <= value <= MAX_MIB
+
+
 def _opencl_env(nopencl, limit_mb) -> dict:
     """The STARPU_* variables an OpenCL runtime starts under, after checking the request
     against the devices present (StarPU itself only warns and starts fewer workers)."""
     if not isinstance(nopencl, int) or isinstance(nopencl, bool) or nopencl < 0:
         raise ValueError(f"nopencl={nopencl!r} must be an integer ≥ 0 (OpenCL workers)")
-    if limit_mb is not None and (not isinstance(limit_mb, int) or isinstance(limit_mb, bool)
-                                 or limit_mb < 16 or not nopencl):
-        raise ValueError(f"opencl_memory_limit_mb={limit_mb!r} must be an integer ≥ 16 (MiB) "
-                         "with nopencl ≥ 1, or None for the device's whole memory")
+    if limit_mb is not None and (not _is_mib(limit_mb) or not nopencl):
+        raise ValueError(f"opencl_memory_limit_mb={limit_mb!r} must be an integer from 16 to "
+                         f"{MAX_MIB:,} (MiB) with nopencl ≥ 1, or None for the device's whole "
+                         "memory")
     # StarPU uses GPUs and accelerators only, unless told to take CPU devices (PoCL) too.
     # It enumerates the devices once per process, at its first start (with nopencl=0
     # too), so the choice must not depend on nopencl: CPU devices exactly when the
@@ -739,12 +749,12 @@ def _opencl_env(nopencl, limit_mb) -> dict:
 
 
 def _check_cuda_limit(ncuda, limit_mb) -> None:
-    """cuda_memory_limit_mb: a whole number of MiB ≥ 16 with CUDA workers, or None."""
-    if limit_mb is not None and (not isinstance(limit_mb, int) or isinstance(limit_mb, bool)
-                                 or limit_mb < 16 or not ncuda):
-        raise ValueError(f"cuda_memory_limit_mb={limit_mb!r} must be an integer ≥ 16 (MiB) "
-                         "with ncuda ≥ 1, or None for the GPU's memory (StarPU takes 90 % "
-                         "of it)")
+    """cuda_memory_limit_mb: a whole number of MiB StarPU takes (``_is_mib``) with CUDA
+    workers, or None."""
+    if limit_mb is not None and (not _is_mib(limit_mb) or not ncuda):
+        raise ValueError(f"cuda_memory_limit_mb={limit_mb!r} must be an integer from 16 to "
+                         f"{MAX_MIB:,} (MiB) with ncuda ≥ 1, or None for the GPU's memory "
+                         "(StarPU takes 90 % of it)")
 
 
 def _check_ncuda(ncuda) -> None:

@@ -33,6 +33,22 @@ from threadpoolctl import ThreadpoolController
 
 from nntile_lab.record import machine
 
+
+def check_peak(peak_gflops) -> float | None:
+    """A given peak (the MFU's denominator) as a float, or None (measured); anything but a
+    finite rate > 0 is refused naming it (-5 gave a negative MFU)."""
+    if peak_gflops is None:
+        return None
+    try:
+        value = float(peak_gflops)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if isinstance(peak_gflops, bool) or not 0 < value < float("inf"):
+        raise ValueError(f"peak_gflops={peak_gflops!r} must be the machine's GFLOP/s, a "
+                         "number > 0 (or None: nntile_lab.sgemm_peak measures it)")
+    return value
+
+
 N = 2048          # a matmul of ~17 GFLOP: tens of ms, long enough to reach the BLAS's rate
 TRIALS = 4        # matmuls per round
 ROUNDS = 3        # rounds, PAUSE_S apart

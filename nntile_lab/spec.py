@@ -90,6 +90,10 @@ def parse_hints(text: str | None, out_of_core: bool = True) -> frozenset:
     if text == "all":
         return frozenset(HINTS)
     names = {h.strip() for h in text.split(",") if h.strip()}
+    words = sorted(names & {"auto", "none", "all"})
+    if words:   # a set's name is no hint: it stands alone
+        raise ValueError(f"hints: {words[0]!r} stands alone, not in a list with other hints; "
+                         f"give {words[0]!r} or a comma list of {', '.join(HINTS)}")
     unknown = sorted(names - set(HINTS))
     if unknown:
         raise ValueError(f"hints: unknown hint(s) {unknown}; valid ones: {', '.join(HINTS)} "
@@ -225,7 +229,8 @@ class ExperimentSpec:
             raise ValueError(f"lr={self.lr!r} (--lr) must be > 0: a rate of 0 trains nothing")
         # StarPU refuses a smaller RAM limit or disk node (Runtime): say so here, where the
         # planner and every command see it, not only once a runtime starts
-        for name in ("memory_limit_mb", "ooc_size_mb", "cuda_memory_limit_mb"):
+        for name in ("memory_limit_mb", "ooc_size_mb", "opencl_memory_limit_mb",
+                     "cuda_memory_limit_mb"):
             v = getattr(self, name)
             if v is not None and v < 16:
                 raise ValueError(f"{name}={v!r} (--{_opt(name)}) must be ≥ 16 (MiB): StarPU "
@@ -426,11 +431,13 @@ def parse_value(name: str, text: str):
     if text.lower() in ("none", "whole"):
         return None
     kind = f.metadata["type"]
-    if kind is bool:
+    if kind is bool:   # (bool("maybe") is True: never let Python decide)
         if text.lower() in ("1", "true", "yes", "on"):
             return True
         if text.lower() in ("0", "false", "no", "off"):
             return False
+        raise ValueError(f"--{_opt(name)} {text!r}: not a yes/no value; give true or false "
+                         "(or 1/0, yes/no, on/off)")
     try:
         return kind(text)
     except ValueError:

@@ -225,3 +225,22 @@ def test_cpu_is_named_by_family_and_model(vendor, family, number, name):
     assert m["cpu"].startswith(m["cpu_model"])
     if m["cpu_family"] is not None:
         assert f"family {m['cpu_family']} model {m['cpu_model_number']}" in m["cpu"]
+
+
+@pytest.mark.parametrize("text", ["maybe", "2", "y e s", ""])
+def test_a_yes_no_field_refuses_anything_else(text):
+    """bool("maybe") is True: --priorities maybe used to sweep with priorities on."""
+    with pytest.raises(ValueError, match=rf"--priorities {text!r}: not a yes/no value"):
+        parse_value("priorities", text)
+
+
+@pytest.mark.parametrize("word", ["none", "all", "auto"])
+def test_a_hint_set_word_stands_alone(word):
+    """'none,invalidate' called none unknown, then listed it as valid."""
+    from nntile_lab.spec import parse_hints
+    with pytest.raises(ValueError, match=rf"'{word}' stands alone, not in a list with other "
+                                         r"hints; give '\w+' or a comma list of invalidate"):
+        parse_hints(f"invalidate,{word}")
+    with pytest.raises(ValueError, match="--hints"):
+        ExperimentSpec(hints=f"{word},wont_use")
+    assert parse_hints("invalidate,wont_use") == {"invalidate", "wont_use"}

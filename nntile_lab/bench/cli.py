@@ -14,9 +14,17 @@ import sys
 
 from nntile_lab.bench import depth, kernels, memory, schedulers, submit_cost, train
 from nntile_lab.errors import UsageError
-from nntile_lab.options import float_range, int_list, int_range
+from nntile_lab.options import float_range, int_list, int_range, refuse_given
 from nntile_lab.record import json_safe, write_record
-from nntile_lab.spec import DEFAULTS, PRECISIONS, add_arguments, from_args, given, parse_hints
+from nntile_lab.spec import (
+    DEFAULTS,
+    PRECISIONS,
+    add_arguments,
+    from_args,
+    given,
+    parse_hints,
+    spec_fields,
+)
 
 # The spec fields ``bench train`` takes (no training schedule: it times a few steps).
 BENCH_GROUPS = ("model", "data", "tiles", "runtime", "bench")
@@ -232,7 +240,23 @@ def _train(args) -> int:
     return 0
 
 
+def _no_ooc(args) -> None:
+    """--no-ooc with an out-of-core option: which one is meant is unclear (it was ignored).
+    On OpenCL workers (--nopencl) out of core is off (``schedulers.NO_OOC_ON_OPENCL``): an
+    out-of-core option is refused, and the default says so (each point used to fail)."""
+    if args.no_ooc:
+        refuse_given(args, ("ooc_fraction", "ooc_dir"), "sets the out-of-core runs that "
+                     "--no-ooc leaves out: give one of them")
+    elif args.nopencl:
+        refuse_given(args, ("ooc_fraction", "ooc_dir"),
+                     f"with --nopencl {args.nopencl}: {schedulers.NO_OOC_ON_OPENCL}")
+        print(f"nntile-lab bench {args.what}: in memory only with --nopencl "
+              f"{args.nopencl} ({schedulers.NO_OOC_ON_OPENCL})", file=sys.stderr)
+        args.no_ooc = True
+
+
 def _schedulers(args) -> int:
+    _no_ooc(args)
     base = from_args(args, SCHEDULER_GROUPS, base={"n_layer": 8})
     given = args.schedulers
     if given is None:
@@ -281,11 +305,44 @@ def _kernels(args) -> int:
     return 0
 
 
+# bench memory's experiments and the options each reads (besides --json): any other given
+# would be silently ignored, so it is refused naming the experiment it belongs to
+_SPEC_DESTS = tuple(f.name for g in HINT_GROUPS for f in spec_fields(g)
+                    if f.name not in HINT_SKIP)
+CAPACITY = "the capacity experiment (no --device, --hints or --precision A,B)"
+MEMORY_MODES = {
+    "--device": ("device", "device_cap_mb", "multiples"),
+    "--hints": ("hints_table", "fraction", "repeats", "ooc_dir", "precisions", *_SPEC_DESTS),
+    "--precision A,B": ("precisions", "caps", "widths", "speeds", "repeats", "ooc_dir",
+                            "hint_set", *_SPEC_DESTS),
+    CAPACITY: ("precisions", "caps", "widths", "max_width", "speeds",
+                                "ooc_dir", "hint_set"),
+}
+
+
+def _memory_mode(args) -> str:
+    """Which of bench memory's experiments the options ask for; an option of another one is
+    a usage error (``--device --hints`` used to drop --hints, ``--device-cap-mb`` without
+    --device was ignored)."""
+    if args.device and args.hints_table:
+        raise UsageError("--device and --hints are two experiments: give one of them")
+    several = args.precisions is not None and "," in args.precisions.strip(", ")
+    mode = ("--device" if args.device else "--hints" if args.hints_table
+            else "--precision A,B" if several else CAPACITY)
+    ours = set(MEMORY_MODES[mode]) | {"json"}
+    for dest in dict.fromkeys(d for dests in MEMORY_MODES.values() for d in dests):
+        if dest not in ours:
+            where = " or ".join(m for m, dests in MEMORY_MODES.items() if dest in dests)
+            refuse_given(args, [dest], f"applies only to {where}, not to {mode}")
+    return mode
+
+
 def _memory(args) -> int:
 
     def progress(msg):
         print(msg, file=sys.stderr if args.json else sys.stdout, flush=True)
 
+    _memory_mode(args)
     _scheduler(from_args(args, HINT_GROUPS).scheduler)   # checked even where unused
     if args.device:
         res = memory.run_device(args.device_cap_mb, tuple(_ints("--multiples", args.multiples)),
@@ -386,6 +443,7 @@ def _memory_precisions(args, precisions: list[str], progress) -> int:
 
 
 def _depth(args) -> int:
+    _no_ooc(args)
     try:
         layers = depth.check_layers(_ints("--layers", args.layers))
     except ValueError:

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from nntile_lab.bench.schedulers import default_ooc_dir, out_of_core
+from nntile_lab.bench.schedulers import check_ooc_on_opencl, default_ooc_dir, out_of_core
 from nntile_lab.data.bins import atomic_write_bytes
 from nntile_lab.jupyter_figure import Figure
 from nntile_lab.record import write_record
@@ -68,6 +68,7 @@ def points(base: ExperimentSpec, layers=LAYERS, repeats: int = 3,
     if repeats < 1:
         raise ValueError(f"repeats={repeats!r} must be ≥ 1")
     layers = check_layers(layers)
+    check_ooc_on_opencl(base, ooc_fraction)
     out = []
     for r in range(repeats):
         for n in layers:

@@ -330,16 +330,26 @@ def run_device(cap_mb: int = 256, multiples=(1, 2, 4), *, widths=WIDTHS, progres
                  "device_capped": (base.replace(nopencl=1, opencl_memory_limit_mb=cap_mb),
                                    "nntile-device")}
         plan = memory.estimate(specs["device_capped"][0])
+        # the multiple the model has, not the one asked: the family's smallest member may be
+        # far above a small cap (E=128 at a 16 MiB cap is 17x, once labelled "1x the cap")
+        actual = plan.peak_bytes / (cap_mb * MIB)
         for setting, label in DEVICE_SETTINGS:
             spec, system = specs[setting]
             refused = setting == "device_capped" and plan.verdict == "cannot_run"
             res = {"error": plan.reason} if refused else measure(spec, system)
-            row = {"multiple": k, "setting": setting, "label": label, "n_embd": e,
+            row = {"multiple": k, "actual_multiple": actual, "setting": setting,
+                   "label": label, "n_embd": e,
                    "params": base.num_params(), "planned_peak_bytes": plan.peak_bytes,
                    "device_cap_mb": cap_mb if setting == "device_capped" else None, **res}
             rows.append(row)
-            progress(f"{k}x the cap (E={e}), {label}: {_short_device(res)}")
+            progress(f"{_multiple(k, actual)} (E={e}), {label}: {_short_device(res)}")
     return {"cap_mb": cap_mb, "multiples": list(multiples), "rows": rows}
+
+
+def _multiple(asked: int, actual: float) -> str:
+    """The model's planned peak as a multiple of the cap; the one asked when they differ."""
+    text = f"{actual:.1f}x the cap"
+    return text if abs(actual - asked) <= 0.25 * asked else f"{text} (nearest to {asked}x)"
 
 
 def report_device(res: dict) -> str:
@@ -348,7 +358,7 @@ def report_device(res: dict) -> str:
              f"{'model':<16}{'setting':<26}{'step s':>8}{'RAM→dev MiB':>13}{'n':>7}"
              f"{'dev→RAM MiB':>13}{'n':>7}{'dev peak':>10}{'RAM peak':>10}"]
     for r in res["rows"]:
-        model = f"{r['multiple']}x E={r['n_embd']}"
+        model = f"{r.get('actual_multiple', r['multiple']):.1f}x E={r['n_embd']}"
         if "error" in r:
             lines.append(f"{model:<16}{r['label']:<26}error: {r['error']}")
             continue

@@ -74,6 +74,20 @@ def out_of_core(spec: ExperimentSpec, fraction: float, ooc_dir: str) -> Experime
                         ooc_size_mb=max(math.ceil(1.2 * plan.peak_bytes / MiB), 64))
 
 
+# out of core under OpenCL workers: StarPU 1.3 livelocks with a disk node below a device's
+# memory (runtime.OPENCL_WITH_DISK); the comparisons on unlike workers run in memory only
+NO_OOC_ON_OPENCL = ("a disk node under an OpenCL device's memory livelocks StarPU 1.3 "
+                    "(docs/accelerators.md): OpenCL workers compare in memory only")
+
+
+def check_ooc_on_opencl(base: ExperimentSpec, ooc_fraction) -> None:
+    """Refuse out-of-core points on OpenCL workers before any point runs (each failed
+    after the calibration, naming --ooc-dir/--memory-limit-mb but not the fix)."""
+    if ooc_fraction and base.nopencl:
+        raise ValueError(f"ooc_fraction={ooc_fraction} with nopencl={base.nopencl}: "
+                         f"{NO_OOC_ON_OPENCL}; give ooc_fraction=None (--no-ooc)")
+
+
 def add_run_options(parser, repeats_of: str, peak_of: str) -> None:
     """The options ``bench schedulers`` and ``bench depth`` share: repeats, the
     out-of-core cap and disk node, where points run, and the output form."""
@@ -108,6 +122,7 @@ def points(base: ExperimentSpec, schedulers=None, repeats: int = 3,
     schedulers = default_schedulers(base) if schedulers is None else schedulers
     if repeats < 1:
         raise ValueError(f"repeats={repeats!r} must be ≥ 1")
+    check_ooc_on_opencl(base, ooc_fraction)
     modes = [base.replace(memory_limit_mb=None, ooc_dir=None)]
     if ooc_fraction:
         modes.append(out_of_core(base, ooc_fraction, ooc_dir or default_ooc_dir()))

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -12,12 +13,18 @@ from nntile_lab.errors import writable_dir
 from nntile_lab.figures import FULL, SMOKE, point, redraw, run_figures
 from nntile_lab.figures.family import PRECISIONS, cpu_has_bf16, systems_for
 from nntile_lab.figures.records import failed
-from nntile_lab.options import int_range
+from nntile_lab.options import int_range, refuse_given
 from nntile_lab.record import json_safe
+
+# what --from reads: everything else measures, and would be silently ignored by a redraw
+FROM_OPTIONS = ("from_dir", "out", "json")
 
 
 def _run(args) -> int:
     if args.from_dir:
+        refuse_given(args, [d for d in args.options_given if d not in FROM_OPTIONS],
+                     "is for a measuring run: --from only redraws recorded points (give --from, "
+                     "--out and --json, or leave out --from)")
         out = args.out or args.from_dir
         if args.out:
             writable_dir(out, "--out")
@@ -88,6 +95,15 @@ def _check_options(args) -> None:
     # the compiled extension: imported here so that --help and --from work without it
     from nntile_lab.runtime import max_workers, scheduler_names
     # ranges (≥ 1, the cap ≥ 16) are checked by argparse (nntile_lab.options.int_range)
+    if args.cap_mb is not None and not args.no_ooc:
+        # out of core, StarPU's tiles get OOC_TILE_SHARE of the cap, and StarPU takes no
+        # limit under 16 MiB (the points' error named --memory-limit-mb, not an option here)
+        least = math.ceil(16 / point.OOC_TILE_SHARE)
+        if args.cap_mb < least:
+            raise ValueError(f"--cap-mb {args.cap_mb}: the out-of-core points give StarPU "
+                             f"{point.OOC_TILE_SHARE:g} of the cap for tiles, "
+                             f"{int(args.cap_mb * point.OOC_TILE_SHARE)} MiB, under the 16 "
+                             f"MiB StarPU needs: give --cap-mb {least} or more, or --no-ooc")
     for v in args.embds or ():
         if v % 64:
             raise ValueError(f"--embds {v}: must be a multiple of 64 (the head size)")

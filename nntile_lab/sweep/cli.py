@@ -5,7 +5,9 @@
 
 Every ExperimentSpec field is an option taking a comma list (``--inner-tile 256,512``),
 an inclusive range ``LOW:HIGH:STEP`` (``--batch-tile 1:8:1``) or ``none`` (whole
-dimension); one value sets the base, several make an axis. Points run in fresh
+dimension); one value sets the base, several make an axis. A hint set is one value
+(``--hints invalidate,wont_use``); several sets are separated by ``/``
+(``--hints none/invalidate,wont_use/all``). Points run in fresh
 processes (``--in-process`` runs them here), finished points are cached (``--cache``,
 default ``~/.cache/nntile_lab/sweep``) so a re-run is instant and an interrupted sweep
 resumes. A point that fails (a bad tile, an unknown scheduler, a crash, out of memory)

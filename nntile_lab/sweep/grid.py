@@ -53,13 +53,20 @@ def grid(base: ExperimentSpec | None = None, **axes) -> list[ExperimentSpec | In
     return [point(base, **dict(zip(names, combo))) for combo in itertools.product(*values)]
 
 
+# Fields whose one value is itself a comma set (``hints``: "invalidate,wont_use"): their
+# values are separated by "/" instead (``--hints none/invalidate,wont_use/all``), so that a
+# hint set is never split into an axis of single hints
+SET_SEPARATOR = {"hints": "/"}
+
+
 def parse_axes(texts: dict[str, str]) -> dict[str, list]:
     """Axes from comma lists (``{"vocab_tile": "2048,4096"}``), ``a:b:step`` ranges
-    (inclusive, ``"256:1024:256"``) and ``none`` for the whole dimension."""
+    (inclusive, ``"256:1024:256"``) and ``none`` for the whole dimension; the hint sets of
+    ``hints`` are separated by "/" (``SET_SEPARATOR``)."""
     axes = {}
     for name, text in texts.items():
         values = []
-        for part in str(text).split(","):
+        for part in str(text).split(SET_SEPARATOR.get(name, ",")):
             part = part.strip()
             if not part:
                 continue

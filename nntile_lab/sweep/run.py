@@ -125,6 +125,7 @@ def run(specs, cache_dir=None, *, isolate: bool = True, progress: bool = True,
     or outdated cache files).
     """
     specs = list(specs)
+    peak_gflops = sgemm_peak.check_peak(peak_gflops)
     cache = Cache(cache_dir)
     messages: list[str] = []
     own_peak = peak_gflops is None and any(isinstance(s, ExperimentSpec) for s in specs)

@@ -29,7 +29,7 @@ import os
 from nntile_lab import sgemm_peak
 from nntile_lab import spec as specs
 from nntile_lab.data.bins import atomic_write_bytes
-from nntile_lab.options import int_range
+from nntile_lab.options import OneLineParser, int_range
 from nntile_lab.record import write_record
 from nntile_lab.spec import DEFAULTS
 from nntile_lab.trace import metrics, placement, viz
@@ -69,7 +69,7 @@ TRAIN_GROUPS = ("model", "data", "tiles", "runtime", "train", "bench")
 
 def train_args_parser() -> argparse.ArgumentParser:
     """The parser of the options after ``--`` (the option fuzz walks it too)."""
-    p = argparse.ArgumentParser(prog="nntile-lab trace --")
+    p = OneLineParser(prog="nntile-lab trace --")
     specs.add_arguments(p, TRAIN_GROUPS)
     p.add_argument("--data", metavar="DIR", help="prepared dataset (default: the "
                    "standard-library corpus)")

@@ -27,6 +27,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from nntile_lab.sgemm_peak import check_peak
 from nntile_lab.trace.tables import bus_transfers, node_kind, node_timeline, peak_used
 
 MODE_R, MODE_W, MODE_REDUX, MODE_COMMUTE = 1, 2, 8, 16
@@ -162,6 +163,7 @@ def op_times(tr) -> pd.DataFrame:
 def summary(tr, tokens: int | None = None, peak_gflops: float | None = None) -> dict:
     """JSON-ready overview. ``tokens``: tokens processed in the trace (default: the sum
     over marked steps); ``peak_gflops``: the machine's sgemm rate, for MFU."""
+    peak_gflops = check_peak(peak_gflops)
     span = makespan_us(tr)
     if tokens is None and len(tr.steps) and tr.steps["tokens"].notna().any():
         tokens = int(tr.steps["tokens"].fillna(0).sum())

@@ -123,3 +123,59 @@ def test_cli_device_options_are_checked():
         except SystemExit as exc:
             rc = exc.code
         assert rc == 2, bad
+
+
+@pytest.mark.parametrize("argv,said", [
+    (["--device-cap-mb", "32"], "--device-cap-mb applies only to --device, not to the "
+                                "capacity experiment"),
+    (["--multiples", "2"], "--multiples applies only to --device"),
+    (["--device", "--hints"], "--device and --hints are two experiments: give one of them"),
+    (["--device", "--caps", "100"], "--caps applies only to --precision A,B or the capacity "
+                                    "experiment"),
+    (["--device", "--n-layer", "2"], "--n-layer applies only to --hints or --precision A,B, "
+                                     "not to --device"),
+    (["--hints", "--widths", "128"], "--widths applies only to"),
+    (["--fraction", "0.3"], "--fraction applies only to --hints"),
+    (["--n-embd", "128"], "--n-embd applies only to --hints or --precision A,B"),
+    (["--precision", "fp32,bf16", "--max-width", "256"], "--max-width applies only to the "
+                                                         "capacity experiment"),
+])
+def test_an_option_of_another_experiment_is_refused_not_ignored(monkeypatch, capsys, argv,
+                                                                  said):
+    """bench memory has four experiments; an option only another one reads used to be
+    dropped silently (``--device-cap-mb`` without ``--device``, ``--device --hints``)."""
+    for name in ("run", "run_device", "run_hints", "run_precisions"):
+        monkeypatch.setattr(memory, name, lambda *a, **k: pytest.fail("ran"))
+    assert cli.main(["bench", "memory", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"nntile-lab bench memory: error: {said}") and err.count("\n") == 1
+
+
+def test_each_experiment_takes_its_own_options(monkeypatch):
+    got = {}
+    monkeypatch.setattr(memory, "run_device", lambda cap, multiples, **kw: got.update(
+        device=(cap, multiples)) or {"rows": [{}]})
+    monkeypatch.setattr(memory, "report_device", lambda res: "")
+    assert cli.main(["bench", "memory", "--device", "--device-cap-mb", "32",
+                     "--multiples", "2"]) == 0
+    assert got["device"] == (32, (2,))
+    monkeypatch.setattr(memory, "run_hints", lambda spec, **kw: got.update(
+        hints=(spec.n_layer, kw["fraction"])) or {"table": [{}]})
+    monkeypatch.setattr(memory, "report_hints", lambda res: "")
+    assert cli.main(["bench", "memory", "--hints", "--fraction", "0.25", "--n-layer", "2"]) == 0
+    assert got["hints"] == (2, 0.25)
+
+
+def test_device_rows_say_the_multiple_the_model_has(monkeypatch):
+    """The family's smallest member at a small cap is many times the cap: it was labelled
+    "1x the cap"; now the model's own multiple, and the one asked beside it."""
+    fake = {"step_time_s": 1.0, "starpu_peak_bytes": 0, "device_peak_bytes": 0}
+    monkeypatch.setattr(memory, "measure", lambda spec, system="nntile": dict(fake))
+    said = []
+    res = memory.run_device(16, (1,), widths=(128,), progress=said.append, **SMALL)
+    planned = res["rows"][0]["planned_peak_bytes"] / (16 * MIB)
+    assert planned > 2 and all(r["actual_multiple"] == planned for r in res["rows"])
+    assert said[0].startswith(f"{planned:.1f}x the cap (nearest to 1x) (E=128)")
+    assert "1x the cap" not in " ".join(said)
+    assert f"{planned:.1f}x E=128" in memory.report_device(res)
+    assert memory._multiple(2, 2.2) == "2.2x the cap"

@@ -137,3 +137,41 @@ def test_unlike_workers_calibrate_then_say_where_tasks_ran(tmp_path):
     md = paths["md"].read_text()
     assert "tasks on OpenCL" in md and "| gemm |" in md
     assert pd.read_csv(paths["perfmodels"]).shape[0] == len(ent)
+
+
+@pytest.mark.parametrize("command", ["schedulers", "depth"])
+@pytest.mark.parametrize("extra", [["--ooc-fraction", "0.3"], ["--ooc-dir", "/tmp"]])
+def test_no_ooc_with_an_out_of_core_option_is_refused(capsys, command, extra):
+    """--no-ooc beside --ooc-fraction: one of them was silently ignored."""
+    assert main(["bench", command, "--no-ooc", *extra]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"nntile-lab bench {command}: error: {extra[0]} sets the out-of-core runs "
+                   "that --no-ooc leaves out: give one of them\n")
+
+
+@pytest.mark.parametrize("command", ["schedulers", "depth"])
+def test_on_opencl_workers_the_comparison_runs_in_memory_and_says_so(monkeypatch, capsys,
+                                                                    command):
+    """`bench schedulers --nopencl 1` (the documented command) failed in every
+    out-of-core point after the calibration: a disk node under an OpenCL device is refused.
+    Now in memory only, said once; an out-of-core option beside --nopencl is a usage error,
+    and the library refuses such points before any runs."""
+    from nntile_lab.bench import depth
+    got = {}
+    module = schedulers if command == "schedulers" else depth
+
+    def fake_run(base, names, repeats, ooc_fraction, *a, **k):
+        got["ooc_fraction"] = ooc_fraction
+        raise KeyboardInterrupt   # (nothing to measure: stop here)
+    monkeypatch.setattr(module, "run", fake_run)
+    assert main(["bench", command, "--nopencl", "1", "--ncpu", "1"]) == 130
+    assert got["ooc_fraction"] is None
+    assert "in memory only with --nopencl 1" in capsys.readouterr().err
+    assert main(["bench", command, "--nopencl", "1", "--ooc-fraction", "0.5"]) == 2
+    assert ("--ooc-fraction with --nopencl 1: a disk node under an OpenCL device's memory "
+            "livelocks StarPU 1.3") in capsys.readouterr().err
+    base = ExperimentSpec(n_layer=4, nopencl=1)
+    with pytest.raises(ValueError, match=r"ooc_fraction=0.5 with nopencl=1: .*give "
+                                         r"ooc_fraction=None \(--no-ooc\)"):
+        module.points(base, ooc_fraction=0.5)
+    assert module.points(base, repeats=1, ooc_fraction=None)

@@ -113,3 +113,25 @@ def test_train_options_are_refused_in_the_commands_words(tmp_path, capsys, argv,
     rc, err = main(capsys, "train", *argv, "--data", str(tmp_path / "none"), "--out",
                    str(tmp_path / "out"))
     assert rc == 2 and words in err and "total_steps" not in err, err
+
+
+@pytest.mark.parametrize("name,kw", [
+    ("memory_limit_mb", dict(memory_limit_mb=2**32 + 16)),
+    ("opencl_memory_limit_mb", dict(nopencl=1, opencl_memory_limit_mb=2**32 + 16)),
+    ("ooc_size_mb", dict(memory_limit_mb=64, ooc_dir="/tmp", ooc_size_mb=2**32 + 16)),
+    ("memory_limit_mb", dict(memory_limit_mb=2**31))])
+def test_a_cap_past_what_starpu_reads_is_refused_not_wrapped(name, kw):
+    """StarPU reads its limits as a C int: 2**32 + 16 MiB silently became a 16 MiB cap."""
+    import nntile_lab as nl
+    with pytest.raises(ValueError, match=rf"{name}={kw[name]} must be an integer from 16 to "
+                                         r"2,147,483,647 \(MiB\)"):
+        nl.Runtime(ncpu=1, **kw)
+    assert nl.Runtime.active is None
+
+
+def test_an_opencl_cap_below_16_is_a_usage_error_naming_its_option(capsys):
+    """--opencl-memory-limit-mb 8 exited 1 with the runtime's words (opencl_memory_limit_mb)."""
+    rc, err = main(capsys, "plan", "--nopencl", "1", "--opencl-memory-limit-mb", "8")
+    assert rc == 2
+    assert ("opencl_memory_limit_mb=8 (--opencl-memory-limit-mb) must be ≥ 16 (MiB)"
+            in err), err

@@ -375,3 +375,39 @@ def test_the_summary_says_which_pytorch_mode_was_drawn():
     # records from before both modes were measured: eager, as they were
     assert _torch_modes([{"result": {"system": "torch_fp32", "status": "ok"}}]) == \
         "PyTorch: eager."
+
+
+@pytest.mark.parametrize("extra", [["--layers", "4"], ["--smoke"], ["--fresh"], ["--device"],
+                                   ["--cap-mb", "64"], ["--no-ooc"]])
+def test_from_refuses_the_options_of_a_measuring_run(tmp_path, capsys, extra):
+    """--from only redraws: a measuring option beside it was silently ignored."""
+    from nntile_lab import cli
+    _synthetic(tmp_path)
+    assert cli.main(["figures", "--from", str(tmp_path), *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"nntile-lab figures: error: {extra[0]} is for a measuring run: "
+                          "--from only redraws recorded points") and err.count("\n") == 1
+    assert not (tmp_path / "throughput_L4.png").exists()
+
+
+def test_a_cap_too_small_for_the_out_of_core_points_names_cap_mb(tmp_path, capsys,
+                                                                  monkeypatch):
+    """--cap-mb 16 failed in every out-of-core point naming --memory-limit-mb, an option
+    figures lacks; now one usage error before any point, naming --cap-mb and the fix."""
+    from nntile_lab import cli
+    from nntile_lab.figures import cli as figures_cli
+    monkeypatch.setattr(figures_cli, "run_figures", lambda *a, **k: pytest.fail("ran"))
+    assert cli.main(["figures", "--cap-mb", "16", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("nntile-lab figures: error: --cap-mb 16: the out-of-core points "
+                          "give StarPU 0.6 of the cap for tiles, 9 MiB, under the 16 MiB "
+                          "StarPU needs: give --cap-mb 27 or more, or --no-ooc")
+    assert "--memory-limit-mb" not in err
+    # the smallest cap that leaves StarPU 16 MiB, or no out-of-core points, is accepted
+    import pandas as pd
+    ran = []
+    monkeypatch.setattr(figures_cli, "run_figures", lambda plan, out, resume: ran.append(
+        plan.cap_mb) or pd.DataFrame({"status": []}))
+    for argv in (["--cap-mb", "27"], ["--cap-mb", "16", "--no-ooc"]):
+        assert cli.main(["figures", *argv, "--out", str(tmp_path)]) == 0, capsys.readouterr()
+    assert ran == [27, 16]

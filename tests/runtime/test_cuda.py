@@ -75,11 +75,11 @@ def test_train_with_ncuda_on_a_starpu_without_cuda_stops_before_any_work(tmp_pat
     assert "Traceback" not in done.stderr and not out.exists()
 
 
-@pytest.mark.parametrize("bad", [15, 0, -64, True, 64.0, "64"])
+@pytest.mark.parametrize("bad", [15, 0, -64, True, 64.0, "64", 2**32 + 16])
 def test_the_cuda_memory_cap_is_checked_before_starpu_starts(bad):
     _stop_active()
-    with pytest.raises(ValueError, match=r"cuda_memory_limit_mb=.* must be an integer ≥ 16 "
-                                         r"\(MiB\) with ncuda ≥ 1, or None"):
+    with pytest.raises(ValueError, match=r"cuda_memory_limit_mb=.* must be an integer from 16 "
+                                         r"to 2,147,483,647 \(MiB\) with ncuda ≥ 1, or None"):
         nl.Runtime(ncpu=1, ncuda=1, cuda_memory_limit_mb=bad)
     with pytest.raises(ValueError, match=r"cuda_memory_limit_mb=64 .*with ncuda ≥ 1"):
         nl.Runtime(ncpu=1, cuda_memory_limit_mb=64)   # a cap without a GPU worker

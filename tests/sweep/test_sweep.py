@@ -211,3 +211,14 @@ def test_sweep_command_bad_input_is_said_and_the_rest_runs(tmp_path, monkeypatch
     assert cli.main([*argv, "--vocab-tile", "32,65"]) == 0
     out = capsys.readouterr().out
     assert "vocab_tile=65 (--vocab-tile) must be from 1 to vocab_size=64" in out.splitlines()[2]
+
+
+def test_a_hint_set_is_one_value_and_sets_are_separated_by_a_slash():
+    """--hints invalidate,wont_use was split into an axis of two single-hint points."""
+    assert sweep.parse_axes({"hints": "invalidate,wont_use"}) == {
+        "hints": ["invalidate,wont_use"]}
+    assert sweep.parse_axes({"hints": "none/invalidate,wont_use/all",
+                             "inner_tile": "256,512"}) == {
+        "hints": [None, "invalidate,wont_use", "all"], "inner_tile": [256, 512]}
+    points = sweep.grid(ExperimentSpec(), hints=["invalidate,wont_use"])
+    assert [p.hints for p in points] == ["invalidate,wont_use"]

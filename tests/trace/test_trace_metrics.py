@@ -78,3 +78,17 @@ def test_op_times_and_summary():
     assert s["tokens_per_s"] == pytest.approx(80 / 40e-6)
     assert s["mfu"] == pytest.approx(s["gflops"] / 10)
     assert s["lp_bound_s"] is None and s["lp_bound_note"] == "n/a"
+
+
+@pytest.mark.parametrize("peak", [-5, 0, float("nan"), float("inf"), "fast", True])
+def test_a_peak_that_is_no_rate_is_refused_not_a_negative_mfu(tmp_path, peak):
+    """peak_gflops=-5 gave a negative MFU: every entry point refuses it, naming it."""
+    from nntile_lab import sweep
+    from nntile_lab.spec import ExperimentSpec
+    tasks = [(0, "a", 0, 0, 10, 1e4)]
+    with pytest.raises(ValueError, match=r"peak_gflops=.* must be the machine's GFLOP/s, a "
+                                         r"number > 0"):
+        metrics.summary(fake_trace(tasks), tokens=80, peak_gflops=peak)
+    with pytest.raises(ValueError, match=r"peak_gflops=.* must be"):
+        sweep.run([ExperimentSpec()], tmp_path, peak_gflops=peak, progress=False)
+    assert not any(tmp_path.iterdir())   # refused before any point
