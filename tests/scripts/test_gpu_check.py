@@ -197,3 +197,10 @@ def test_junit_counts_and_names_the_failures(tmp_path):
     assert failed == ["t.m::bad: assert 1 == 2"]
     assert gpu_check._junit(str(tmp_path / "none.xml")) == (
         {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}, [])
+
+
+def test_the_extension_uses_the_limited_api_so_a_bundle_loads_on_a_newer_python():
+    """cffi builds API-mode modules against Python's limited API (abi3): the extension built
+    here (Python 3.11) loaded on the H200 machine's Python 3.12 from the bundle."""
+    from nntile_lab._lib import EXT_FILE
+    assert EXT_FILE.endswith(".abi3.so"), EXT_FILE
