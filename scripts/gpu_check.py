@@ -541,8 +541,15 @@ def nntile_step_times(spec, cap_mb: int | None, trace: bool = False) -> dict:
         model, opt, schedule = experiment.build(spec)
         rt.wait()
         init = time.perf_counter() - t0
-        step = experiment.step_function(spec, rt, model, opt, schedule,
-                                        experiment.RandomTokens(spec.vocab_size))
+        # progress on stderr: a measurement stopped by its budget says how far it got
+        print(f"init {init:.1f} s", file=sys.stderr, flush=True)
+        trainer_step = experiment.step_function(spec, rt, model, opt, schedule,
+                                                experiment.RandomTokens(spec.vocab_size))
+
+        def step(k):
+            t = time.perf_counter()
+            trainer_step(k)
+            print(f"step {k} {time.perf_counter() - t:.2f} s", file=sys.stderr, flush=True)
         with rt.on(kind(), fallback="cpu"):
             times = experiment.timed_steps(step, spec.warmup_steps, spec.measure_steps)
             where = _traced_step(rt, step, spec.warmup_steps + spec.measure_steps) if trace \
@@ -772,8 +779,10 @@ def _in_process(system: str, size: str, precision: str, compile: bool, budget: i
            str(int(compile))]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=budget)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {budget} s"}
+    except subprocess.TimeoutExpired as exc:
+        said = exc.stderr or b""   # bytes whatever text= says; its progress lines
+        said = said.decode(errors="replace") if isinstance(said, bytes) else said
+        return {"error": f"timed out after {budget} s", "progress": said[-600:]}
     for line in reversed(done.stdout.splitlines()):
         if line.startswith("{"):
             return json.loads(line)
