@@ -21,7 +21,8 @@
 #                        the CPU), toy sizes, part (a) the kernels' host emulation
 #     --out DIR          records and log (default $OUT when set, else runs/gpu_check-DATE)
 #     --parts LETTERS    the parts to run, in order (default abcdef)
-#     --budget P=S,...   seconds per part (default a=80,b=40,c=20,d=45,e=170,f=70)
+#     --budget P=S,...   seconds per part (default a=120,b=60,c=30,d=90,e=600,f=120; on the
+#                        H200 parts a-d and f took 3-18 s each, part e about 9 minutes)
 #     --e-plan G,...     part (e)'s groups: fits, overflow, trace, compile (default all)
 #     --deadline S       all of it within S seconds: a part gets at most what is left (less
 #                        20 s for the summary); one with under 10 s left is not started
@@ -34,7 +35,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
 
-usage() { sed -n '6,32p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '6,33p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "gpu_check: $*" >&2; exit 2; }
 
 build="" prebuilt="" make_bundle="" starpu=$repo/build-gpu/starpu bundle_python="" emulate=0
@@ -67,7 +68,7 @@ n=0
 for x in "$build" "$prebuilt" "$make_bundle"; do [ -n "$x" ] && n=$((n + 1)); done
 ((n <= 1)) || die "give one of --build, --prebuilt and --make-bundle"
 ((emulate == 0 || n == 0)) || die "--emulate runs on this checkout as installed: no --build, --prebuilt or --make-bundle with it"
-declare -A budget=([a]=80 [b]=40 [c]=20 [d]=45 [e]=170 [f]=70)
+declare -A budget=([a]=120 [b]=60 [c]=30 [d]=90 [e]=600 [f]=120)
 if [ -n "$budgets" ]; then
     IFS=, read -ra pairs <<<"$budgets"
     for kv in "${pairs[@]}"; do
