@@ -9,7 +9,7 @@ import sys
 
 from nntile_lab._lib import ffi, lib
 from nntile_lab.errors import UsageError
-from nntile_lab.interrupts import deferred_interrupts
+from nntile_lab.interrupts import check_stop, deferred_interrupts
 from nntile_lab.parallel.mpi import attach
 from nntile_lab.spec import DEFAULTS, parse_hints  # the runtime's defaults are the spec's (one set)
 from nntile_lab.watchdog import Watchdog
@@ -62,7 +62,9 @@ OPENCL_WITH_DISK = ("a disk node under an OpenCL device's memory (tiles moving d
 
 def wait_interruptibly(step, draining: bool = False) -> None:
     """Call ``step(POLL_MS)`` (a C wait with a timeout: 1 done, 0 timed out, < 0
-    errno) until it reports done; a KeyboardInterrupt can land between calls. The
+    errno) until it reports done; a KeyboardInterrupt can land between calls, and a stop
+    request of the thread's long action (``interrupts.stoppable``: a Stop button, a
+    kernel interrupt that reached another thread) is raised there as ``Stopped``. The
     running runtime's watchdog turns a stall into OutOfMemory (``draining``: into
     memory lent to the queued tasks only, while the runtime stops)."""
     rt = Runtime.active
@@ -70,6 +72,7 @@ def wait_interruptibly(step, draining: bool = False) -> None:
     if dog is not None:
         dog.arm()
     while True:
+        check_stop()           # also before a wait that returns at once (small steps)
         ret = step(POLL_MS)
         if ret > 0:
             return
