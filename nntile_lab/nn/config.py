@@ -1,6 +1,7 @@
 """GPT-2 configuration: the model's sizes and how each dimension is tiled."""
 from __future__ import annotations
 
+import importlib
 import math
 from dataclasses import asdict, dataclass, fields
 
@@ -197,8 +198,9 @@ class LlamaConfig:
         return cls(**d)
 
     def _tree(self):
-        from nntile_lab.nn.llama import Llama  # the model's tree: plain data, no extension
-        return Llama.describe(self)
+        """The model's tree (plain data, no extension); imported by name: the model module
+        imports this one"""
+        return importlib.import_module("nntile_lab.nn.llama").Llama.describe(self)
 
     def num_params(self, with_positions: bool = False) -> int:
         """Parameters (rotary positions have none)."""
