@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import queue
+import re
 import shutil
 import time
 
@@ -74,6 +75,7 @@ def run_notebook(path, workdir, kernel_specs):
     return nb
 
 
+OBJECT_REPR = re.compile(r"<[\w.]+ (object )?at 0x[0-9a-f]+>|^\[?<matplotlib\.")
 SHOWN = ("image/png", "application/vnd.jupyter.widget-view+json")
 
 
@@ -103,6 +105,12 @@ def test_notebook_runs_in_a_kernel(path, tmp_path, kernel_specs):
     stderr = [c.source.splitlines()[-1] for c in code for o in c.outputs
               if o.output_type == "stream" and o.name == "stderr" and o.text.strip()]
     assert not stderr, f"{path.name} prints on stderr (the pink background): {stderr}"
+    # a cell ending in a matplotlib call shows its return value as text above the picture
+    # (`<matplotlib.legend.Legend at 0x…>`): end it with `;` or plt.show()
+    reprs = [o["data"]["text/plain"] for c in code for o in c.outputs
+             if o.output_type == "execute_result"
+             and OBJECT_REPR.search(o.get("data", {}).get("text/plain", ""))]
+    assert not reprs, f"{path.name} shows objects' repr: {reprs}"
 
 
 NEEDS = {"PyTorch": ("run_figures", "torch"), "Open MPI": ("replay.", "collectives.", "--ranks")}
