@@ -253,3 +253,37 @@ def test_interrupt_kernel_during_a_sweep_ends_in_one_line(tmp_path, kernel_specs
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+def test_interrupt_kernel_during_the_paper_figures_ends_in_one_line(tmp_path, kernel_specs):
+    """06's measuring cell interrupted (it printed ~40 lines of KeyboardInterrupt through
+    subprocess and selectors): one line naming what was recorded."""
+    km = KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=kernel_specs)
+    km.start_kernel(cwd=str(tmp_path))
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=120)
+        figures = (
+            "import sys\nfrom dataclasses import replace\n"
+            "from nntile_lab.figures import QUICK, run_figures\n"
+            "plan = replace(QUICK, layers=(4,), embds=(64, 128, 192),\n"
+            "               systems=('nntile_lab', 'torch_fp32'))\n"
+            f"run_figures(plan, {str(tmp_path / 'figures')!r}, progress=sys.stdout)\n")
+        sent = []
+
+        def after_first_point(text):
+            if "[1/6" in text and not sent:
+                time.sleep(0.5)           # the second point's process is running
+                sent.append(time.monotonic())
+                km.interrupt_kernel()
+        reply = _execute(kc, figures, timeout=600, on_output=after_first_point)
+        assert sent, "the first point never finished"
+        assert reply["status"] == "error" and reply["ename"] == "Interrupted", reply
+        assert reply["traceback"] == [
+            f"Interrupted: figures stopped after 1 of 6 points; the measured ones are "
+            f"recorded in {tmp_path / 'figures'}: run it again to resume"], reply["traceback"]
+        assert time.monotonic() - sent[0] < 10
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
