@@ -184,7 +184,7 @@ def test_placement_panel_labels_every_series_and_centres_its_ticks():
     reading "share on OpenCL"."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    from nntile_lab.bench.schedulers import figure, placement_figure
+    from nntile_lab.plots.schedulers import figure, placement_figure
     rng = np.random.default_rng(7)
     names = ["dmda", "dmdas", "heteroprio", "eager", "lws", "ws"]
     rows = [{"mode": "in memory", "scheduler": n, "priorities": p, "error": None,
