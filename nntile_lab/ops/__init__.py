@@ -38,11 +38,11 @@ from nntile_lab.ops.rope import rope, rope_backward, rope_tables
 from nntile_lab.ops.softmax import softmax, softmax_backward
 
 __all__ = ["SubmitError", "adamw", "add_fiber", "add_slice", "attend", "axpy", "copy",
-           "cross_entropy", "embedding", "embedding_backward", "fill", "gelu_backward_bf16", "gelu_bf16",
-           "gemm", "kv_write", "layer_norm", "layer_norm_backward", "mask_causal", "max_slice",
-           "mul_fiber", "mul_slice", "permute", "rms_norm", "rms_norm_backward", "rope",
-           "rope_backward", "rope_tables", "sgd", "silu_gate_backward",
-           "silu_gate_backward_bf16", "silu_gate_bf16", "softmax", "softmax_backward",
-           "sum_fiber", "sum_slice", "sumprod_slice", "sumsq_all", "sumsq_slice",
-           "take_position", "to_bf16", "to_f32"]
+           "cross_entropy", "embedding", "embedding_backward", "fill", "gelu_backward_bf16",
+           "gelu_bf16", "gemm", "kv_write", "layer_norm", "layer_norm_backward", "mask_causal",
+           "max_slice", "mul_fiber", "mul_slice", "permute", "rms_norm", "rms_norm_backward",
+           "rope", "rope_backward", "rope_tables", "sgd", "silu_gate_backward",
+           "silu_gate_backward_bf16", "silu_gate_bf16", "softmax", "softmax_backward", "sum_fiber",
+           "sum_slice", "sumprod_slice", "sumsq_all", "sumsq_slice", "take_position", "to_bf16",
+           "to_f32"]
 __all__ += _generated.__all__

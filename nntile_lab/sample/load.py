@@ -99,8 +99,8 @@ def read_safetensors(path) -> dict[str, np.ndarray]:
         try:
             header = json.loads(f.read(n))
         except (ValueError, UnicodeDecodeError) as exc:
-            raise ValueError(f"--from {_shown(path)}: not a .safetensors file (bad header: {exc})") \
-                from None
+            raise ValueError(f"--from {_shown(path)}: not a .safetensors file (bad header: "
+                             f"{exc})") from None
         data = f.read()
     out = {}
     for name, info in header.items():
@@ -122,9 +122,9 @@ def _read_torch(path: Path) -> dict[str, np.ndarray]:
     try:
         import torch
     except ImportError:
-        raise ValueError(f"--from {_shown(path)}: a .bin state dict is a PyTorch file and needs PyTorch "
-                         "(pip install 'nntile_lab[bench]'), or convert it to .safetensors")\
-            from None
+        raise ValueError(f"--from {_shown(path)}: a .bin state dict is a PyTorch file and needs "
+                         "PyTorch (pip install 'nntile_lab[bench]'), or convert it to "
+                         ".safetensors") from None
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 — any unpickling failure is a bad file
