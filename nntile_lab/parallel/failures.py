@@ -118,3 +118,10 @@ class Filter:
 
     def held(self) -> str:
         return "".join(self._held)
+
+
+def why_failed(proc) -> str:
+    """For a finished mpirun (``subprocess.CompletedProcess``): the cause in one sentence
+    when Open MPI's output shows one, else the end of its output."""
+    failure = diagnose(proc.stderr or "")
+    return failure.cause if failure else (proc.stderr or proc.stdout or "")[-2000:]

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nntile_lab.proxies.collectives import cost, save_figure
+from nntile_lab.proxies.collectives import cost, predict, save_figure
 from nntile_lab.proxies.models import build
 from nntile_lab.proxies.program import FLOAT_BYTES, P2P, Collective, Compute, Proxy, Wait
 
 
 @dataclass(frozen=True)
 class Link:
+    """One α-β pair for every operation: a link's nominal (or given) figures."""
     name: str
     latency_s: float
     bandwidth_bytes_s: float
@@ -31,6 +32,24 @@ class Link:
     @property
     def beta(self) -> float:
         return 1.0 / self.bandwidth_bytes_s
+
+    def time(self, op: str, nbytes: float, ranks: int) -> float:
+        return cost(op, nbytes, ranks, self.latency_s, self.beta)
+
+
+@dataclass(frozen=True)
+class FittedLink:
+    """The α-β of each operation as measured (``collectives.fit`` of a run on few hosts):
+    the fitted α and β carry the real algorithm's and stack's costs, and the operation's
+    formula carries them to other rank counts. Point-to-point messages use the p2p fit."""
+    name: str
+    model: dict
+
+    def time(self, op: str, nbytes: float, ranks: int) -> float:
+        if op not in self.model:
+            raise ValueError(f"{self.name}: no fit for {op!r} (measured: "
+                             f"{', '.join(self.model)}): measure it with `collectives --ops`")
+        return predict(self.model, op, nbytes, ranks)
 
 
 # Nominal per-link figures (one-way small-message latency, unidirectional bandwidth); what a
@@ -58,8 +77,9 @@ def link(name: str = "infiniband-hdr", latency_us: float | None = None,
     return Link(f"{name} ({lat * 1e6:g} us, {bw / 1e9:g} GB/s)" if custom else name, lat, bw)
 
 
-def simulate(proxy: Proxy, ln: Link) -> dict:
-    """{"iteration_s", "compute_s", "exposed_s", "comm_s"} of one iteration (module doc)."""
+def simulate(proxy: Proxy, ln: Link | FittedLink, scale: int = 1) -> dict:
+    """{"iteration_s", "compute_s", "exposed_s", "comm_s"} of one iteration (module doc);
+    ``scale``: every message carries 1/scale of its floats, as ``replay --scale`` sends."""
     lay = proxy.layout
     stages = [lay.rank(s, 0, 0) for s in range(lay.pipeline)]
     pc = {r: 0 for r in stages}
@@ -69,9 +89,10 @@ def simulate(proxy: Proxy, ln: Link) -> dict:
     arrivals: dict = {}
 
     def message(e) -> float:
+        nbytes = max(1, e.count // scale) * FLOAT_BYTES
         if isinstance(e, Collective):
-            return cost(e.op, e.count * FLOAT_BYTES, lay.size(e.group), ln.latency_s, ln.beta)
-        return len(e.sends) * (ln.latency_s + e.count * FLOAT_BYTES * ln.beta)
+            return ln.time(e.op, nbytes, lay.size(e.group))
+        return len(e.sends) * ln.time("p2p", nbytes, 2)
 
     while any(pc[r] < len(proxy.program(r)) for r in stages):
         progressed = False
