@@ -65,14 +65,29 @@ def nntile_lab(*args, cwd) -> subprocess.CompletedProcess:
               env={**os.environ, "PYTHONPATH": str(REPO), "STARPU_SILENT": "1"})
 
 
+# The fit and the replay use one allreduce algorithm, the one the model's formula describes:
+# Open MPI's ring, blocking (coll tuned) and non-blocking (libnbc: the proxy's gradient
+# all-reduces); left to itself Open MPI picks by size and rank count, differently in each.
+RING = ["# mca coll_tuned_use_dynamic_rules 1", "# mca coll_tuned_allreduce_algorithm 4",
+        "# mca coll_libnbc_iallreduce_algorithm 1"]
+
+
 def hostfile(full: str, hosts: int, out: Path) -> str:
-    """A copy of the cluster's hostfile naming its first ``hosts`` hosts."""
+    """A copy of the cluster's hostfile naming its first ``hosts`` hosts (allreduce: ring)."""
     lines = Path(full).read_text().splitlines()
-    keep = [ln for ln in lines if ln.startswith("#")]
+    keep = [ln for ln in lines if ln.startswith("#")] + RING
     names = [ln for ln in lines if ln and not ln.startswith("#")][:hosts]
     path = out / f"hostfile{hosts}"
     path.write_text("\n".join(keep + names) + "\n")
     return str(path)
+
+
+def volume_difference(a: dict, b: dict) -> float:
+    """Largest relative difference of two runs' bytes per rank and direction (a few bytes of
+    scalars land in the step before or after, as the marks are taken asynchronously)."""
+    if set(a) != set(b):
+        return float("inf")
+    return max(abs(x - y) / max(x, y, 1.0) for k in a for x, y in zip(a[k], b[k]))
 
 
 def train_step(work: Path, name: str, steps: int, *extra) -> tuple[float, Path]:
@@ -118,7 +133,7 @@ def main() -> int:
         results["single_step_s"] = t1
         volumes = {}
         for n in hosts:
-            _, run = train_step(work, f"local{n}", 2, "--ranks", n, "--layout", "data")
+            _, run = train_step(work, f"local{n}", 3, "--ranks", n, "--layout", "data")
             volumes[n] = validate.link_loads(pd.read_csv(run / "comm.csv"), by="rank")
         results["volumes"] = volumes
     for g in gbits:
@@ -157,7 +172,7 @@ def main() -> int:
                     setting["points"].append({
                         "what": "StarPU-MPI step (data layout)", "hosts": n,
                         "measured_s": t, "predicted_s": pred["step_s"], "detail": pred,
-                        "volume_matches_local": measured_loads == volumes[n]})
+                        "volume_vs_local": volume_difference(measured_loads, volumes[n])})
                 print(f"{setting['name']}: {n} hosts done", file=sys.stderr, flush=True)
         finally:
             subprocess.run(["bash", str(CLUSTER), "down", "--name", name], capture_output=True)

@@ -38,10 +38,13 @@ def fitted_link(name: str, rows: list) -> FittedLink:
 
 def link_loads(comm: pd.DataFrame, phase: str = "train", by: str = "host") -> dict:
     """{host: (bytes sent, bytes received) per step over other hosts} from a run's
-    ``comm.csv`` (``parallel.traffic``): the median over the steps of ``phase``. ``by="rank"``:
-    per rank instead (a run of N local ranks standing for N hosts of one rank each)."""
+    ``comm.csv`` (``parallel.traffic``): the median over the steps of ``phase`` after the
+    first (which also brings what later steps find in place). ``by="rank"``: per rank
+    instead (a run of N local ranks standing for N hosts of one rank each)."""
     src, dst = ("src_host", "dst_host") if by == "host" else ("src_rank", "dst_rank")
-    df = comm[(comm["phase"] == phase) & (comm[src] != comm[dst])]
+    first = comm["step"].min()
+    df = comm[(comm["phase"] == phase) & (comm[src] != comm[dst])
+              & ((comm["step"] > first) | (comm["step"].nunique() == 1))]
     out = df.groupby(["step", src])["bytes"].sum().groupby(src).median()
     inn = df.groupby(["step", dst])["bytes"].sum().groupby(dst).median()
     keys = sorted(set(out.index) | set(inn.index))

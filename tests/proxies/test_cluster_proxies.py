@@ -83,7 +83,8 @@ def test_the_step_model_takes_the_busiest_link(tmp_path):
     comm = pd.DataFrame(
         [(s, "train", a, b, f"h{a}", f"h{b}", n) for s in (1, 2)
          for a, b, n in ((0, 1, 8e6), (1, 0, 2e6), (0, 2, 8e6), (2, 0, 1e6), (1, 2, 3e6))]
-        + [(1, "eval+checkpoint", 0, 1, "h0", "h1", 9e9)],
+        + [(1, "eval+checkpoint", 0, 1, "h0", "h1", 9e9),
+           (1, "train", 1, 0, "h1", "h0", 7e6)],   # the first step's start-up transfers
         columns=list(("step", "phase", "src_rank", "dst_rank", "src_host", "dst_host",
                       "bytes")))
     loads = validate.link_loads(comm)
