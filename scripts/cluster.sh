@@ -24,7 +24,9 @@
 #                              which `nntile-lab` passes to mpirun (and prints for plain mpirun)
 #
 # Only TCP over the cluster's subnet joins the ranks: btl tcp,self (no shared memory between
-# hosts) with btl_tcp_if_include and oob_tcp_if_include set to the subnet. Failure detection
+# hosts) with btl_tcp_if_include and oob_tcp_if_include set to the subnet. The hosts share this
+# machine's cores, so a rank waiting for messages yields its core (mpi_yield_when_idle; Open
+# MPI does so by itself only when it sees more ranks than slots on one host). Failure detection
 # fit for tests: Open MPI's daemon links send keepalives after 2 s idle (every 1 s, 3 missed =
 # lost) and every host's TCP gives up a connection after tcp_retries2=5 (~13 s) of
 # unacknowledged retransmissions, so a host whose link goes down is noticed within ~15 s.
@@ -195,6 +197,7 @@ EOF
         echo "# mca oob_tcp_keepalive_time 2"
         echo "# mca oob_tcp_keepalive_intvl 1"
         echo "# mca oob_tcp_keepalive_probes 3"
+        echo "# mca mpi_yield_when_idle 1"
         for i in $(seq 1 "$n"); do echo "$name-h$i slots=$slots"; done
     } >"$dir/hostfile.tmp"
     mv "$dir/hostfile.tmp" "$dir/hostfile"

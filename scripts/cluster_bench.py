@@ -8,7 +8,10 @@ on each host count (``--hosts``) measure and predict
 - the GPT-2 proxy's iteration (``proxy gpt2 --data N --hostfile``, messages / ``--scale``);
 - the StarPU-MPI training step (``train --layout data --hostfile``), predicted from the fit,
   the bytes per host that N local ranks' StarPU-MPI counted (``comm.csv``) and the single
-  process's step time.
+  process's step time;
+
+and on 4 hosts each of dnn-distributed's four models (GPT-2 data-parallel, GPT-3 tensor ×
+pipeline, CosmoFlow 2×2 spatial shards, DLRM embeddings all-to-all): measured beside predicted.
 
 Writes OUT/results.json (every measurement, the fits, load, CPU, date), OUT/extrapolation.png
 and prints the table for BENCHMARKS.md. Quote its numbers only from a quiet machine:
@@ -46,6 +49,13 @@ from nntile_lab.proxies.models import build  # noqa: E402
 CLUSTER = REPO / "scripts" / "cluster.sh"
 # the StarPU-MPI step: 2 layers, n_embd 256 in whole-width tiles, 4 sequences of 32 tokens
 # (one per rank up to 4): ~2 M parameters, megabytes per step between hosts, ~1 GFLOP
+# dnn-distributed's four models on 4 hosts (one rank each)
+FOUR = {"GPT-2 small, data 4": {"model": "gpt2", "config_name": "small", "data": 4,
+                                "bucket": "layer"},
+        "GPT-3 small, tensor 2 x pipeline 2": {"model": "gpt3", "config_name": "small",
+                                               "tensor": 2, "pipeline": 2, "seq_len": 1024},
+        "CosmoFlow, 2x2 spatial shards": {"model": "cosmoflow", "tensor": 4},
+        "DLRM, data 4": {"model": "dlrm", "data": 4}}
 TRAIN = ["--n-layer", "2", "--n-head", "4", "--n-embd", "256", "--vocab-size", "64",
          "--seq-len", "32", "--batch", "8", "--batch-tile", "1", "--embd-tile", "256",
          "--inner-tile", "1024", "--vocab-tile", "64", "--eval-every", "0",
@@ -82,6 +92,21 @@ def hostfile(full: str, hosts: int, out: Path) -> str:
     return str(path)
 
 
+def bridge_capacity(work: Path) -> float:
+    """Bytes per second the machine moves between two namespace hosts with unshaped links:
+    the p2p fit's bandwidth (large messages) on a 2-host cluster at 1000 Gbit/s."""
+    name = "cbx"
+    subprocess.run(["bash", str(CLUSTER), "down", "--name", name], capture_output=True)
+    up = sh("bash", CLUSTER, "up", 2, "--gbit", 1000, "--name", name, "--owner", os.getpid())
+    try:
+        full = re.search(r"hostfile: (\S+)", up.stdout).group(1)
+        rows = collectives.run(2, ("p2p",), collectives.default_sizes(2**20, 64 * 2**20),
+                               hostfile=hostfile(full, 2, work))
+    finally:
+        subprocess.run(["bash", str(CLUSTER), "down", "--name", name], capture_output=True)
+    return 1.0 / collectives.fit(rows)["p2p"]["beta"]
+
+
 def volume_difference(a: dict, b: dict) -> float:
     """Largest relative difference of two runs' bytes per rank and direction (a few bytes of
     scalars land in the step before or after, as the marks are taken asynchronously)."""
@@ -109,7 +134,8 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=6, help="StarPU-MPI training steps timed")
     ap.add_argument("--max-bytes", type=int, default=16 * 2**20, help="collectives' largest")
     ap.add_argument("--out", default="runs/cluster_bench")
-    ap.add_argument("--skip", default="", help="comma list of: proxy, starpu")
+    ap.add_argument("--skip", default="",
+                    help="comma list of: proxy, starpu, four, capacity")
     args = ap.parse_args()
     hosts = [int(h) for h in args.hosts.split(",")]
     gbits = [float(g) for g in args.gbit.split(",")]
@@ -136,6 +162,10 @@ def main() -> int:
             _, run = train_step(work, f"local{n}", 3, "--ranks", n, "--layout", "data")
             volumes[n] = validate.link_loads(pd.read_csv(run / "comm.csv"), by="rank")
         results["volumes"] = volumes
+    if "capacity" not in skip:
+        # what the bridge (the CPUs running every host's TCP stack) moves with the links
+        # unshaped: p2p on 2 hosts, large messages
+        results["capacity"] = bridge_capacity(work)
     for g in gbits:
         name = "cb"
         subprocess.run(["bash", str(CLUSTER), "down", "--name", name], capture_output=True)
@@ -145,10 +175,13 @@ def main() -> int:
         setting = {"name": f"{g:g} Gbit/s", "gbit": g, "load_before": os.getloadavg(),
                    "points": []}
         try:
-            rows = collectives.run(2, ("p2p", "allreduce"),
+            rows = collectives.run(2, collectives.OPS,
                                    collectives.default_sizes(1024, args.max_bytes),
                                    hostfile=hostfile(full, 2, work))
-            link = validate.fitted_link(setting["name"], rows)
+            link = validate.fitted_link(setting["name"], rows,
+                                        capacity_bytes_s=results.get("capacity"))
+            per_op = validate.fitted_link(setting["name"], rows, per_op=True,
+                                          capacity_bytes_s=results.get("capacity"))
             setting["collectives"], setting["fit"] = rows, link.model
             for n in hosts:
                 hf = hostfile(full, n, work)
@@ -161,6 +194,8 @@ def main() -> int:
                         "what": f"GPT-2 proxy ({args.proxy_config}, /{args.scale})",
                         "hosts": n, "measured_s": res["iteration_s"],
                         "predicted_s": pred["iteration_s"], "detail": pred,
+                        "predicted_per_op_s": simulate(build(**kw), per_op,
+                                                       scale=args.scale)["iteration_s"],
                         "replay_hosts": res["hosts"]})
                 if starpu:
                     t, run = train_step(work, f"g{g}n{n}", args.steps, "--hostfile", hf,
@@ -174,6 +209,18 @@ def main() -> int:
                         "measured_s": t, "predicted_s": pred["step_s"], "detail": pred,
                         "volume_vs_local": volume_difference(measured_loads, volumes[n])})
                 print(f"{setting['name']}: {n} hosts done", file=sys.stderr, flush=True)
+            if "four" not in skip and 4 in hosts:
+                setting["four"] = []
+                for what, kw in FOUR.items():
+                    kw = dict(kw, tflops=args.tflops)
+                    res = replay.launch(kw, iterations=3, scale=args.scale,
+                                        hostfile=hostfile(full, 4, work))
+                    pred = simulate(build(**kw), link, scale=args.scale)
+                    setting["four"].append({"what": what, "hosts": 4,
+                                            "measured_s": res["iteration_s"],
+                                            "predicted_s": pred["iteration_s"],
+                                            "comm_measured_s": res["comm_s"],
+                                            "comm_predicted_s": pred["comm_s"]})
         finally:
             subprocess.run(["bash", str(CLUSTER), "down", "--name", name], capture_output=True)
         setting["load_after"] = os.getloadavg()

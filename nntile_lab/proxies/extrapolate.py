@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nntile_lab.proxies.collectives import cost, predict, save_figure
+from nntile_lab.proxies.collectives import coefficients, cost, save_figure
 from nntile_lab.proxies.models import build
 from nntile_lab.proxies.program import FLOAT_BYTES, P2P, Collective, Compute, Proxy, Wait
 
@@ -39,17 +39,33 @@ class Link:
 
 @dataclass(frozen=True)
 class FittedLink:
-    """The α-β of each operation as measured (``collectives.fit`` of a run on few hosts):
-    the fitted α and β carry the real algorithm's and stack's costs, and the operation's
-    formula carries them to other rank counts. Point-to-point messages use the p2p fit."""
+    """α-β measured on few hosts (``collectives.fit`` rows' model), carried to any rank count
+    by each operation's formula.
+
+    ``per_op=False`` (the default) times every operation with the **p2p** fit — the link's own
+    α and β — and the operation's algorithm formula; ``per_op=True`` uses each operation's own
+    fit (which also holds what its implementation costs on the fitted rank count, and does not
+    always carry over: Open MPI picks its algorithms by rank count and size).
+    ``capacity_bytes_s``: what all hosts together can move per second (here the bridge, i.e.
+    the CPUs that run every host's TCP stack); an operation then takes at least its ranks'
+    bytes together over that."""
     name: str
     model: dict
+    per_op: bool = False
+    capacity_bytes_s: float | None = None
 
     def time(self, op: str, nbytes: float, ranks: int) -> float:
-        if op not in self.model:
-            raise ValueError(f"{self.name}: no fit for {op!r} (measured: "
+        key = op if self.per_op else "p2p"
+        if key not in self.model:
+            raise ValueError(f"{self.name}: no fit for {key!r} (measured: "
                              f"{', '.join(self.model)}): measure it with `collectives --ops`")
-        return predict(self.model, op, nbytes, ranks)
+        fitted = self.model[key]
+        t = cost(op, nbytes, ranks, fitted["alpha"], fitted["beta"])
+        if self.capacity_bytes_s:
+            _, per_rank = coefficients(op, ranks)
+            together = per_rank * nbytes * (1 if op == "p2p" else ranks)
+            t = max(t, together / self.capacity_bytes_s)
+        return t
 
 
 # Nominal per-link figures (one-way small-message latency, unidirectional bandwidth); what a

@@ -75,8 +75,20 @@ def test_a_fitted_link_carries_the_2_host_fit_to_n_hosts(nodes):
         assert got == pytest.approx(ex.simulate(proxy, nominal, scale)["iteration_s"], rel=1e-6)
     big, small = (ex.simulate(proxy, link, s)["comm_s"] for s in (1, 16))
     assert big > 10 * small
+    # each operation's own fit, where asked: allreduce's here, as slow as 2x the link
+    rows = synthetic(alpha, beta, 2, coll.default_sizes(1024, 2**24), ops=("p2p",))
+    rows += synthetic(alpha, 2 * beta, 2, coll.default_sizes(1024, 2**24), ops=("allreduce",))
+    per_op = validate.fitted_link("t", rows, per_op=True)
+    assert per_op.time("allreduce", 1e6, nodes) == pytest.approx(
+        coll.cost("allreduce", 1e6, nodes, alpha, 2 * beta), rel=1e-6)
     with pytest.raises(ValueError, match="no fit for 'alltoall'"):
-        link.time("alltoall", 1e6, 4)
+        per_op.time("alltoall", 1e6, 4)
+    # a bridge that moves 2 links' worth: an allreduce on N hosts puts 2(N-1)/N·n on each
+    capped = validate.fitted_link("t", rows, capacity_bytes_s=2 / beta)
+    n = 8e6
+    assert capped.time("allreduce", n, nodes) == pytest.approx(
+        max(coll.cost("allreduce", n, nodes, alpha, beta),
+            nodes * 2 * (nodes - 1) / nodes * n * beta / 2), rel=1e-6)
 
 
 def test_the_step_model_takes_the_busiest_link(tmp_path):
@@ -92,11 +104,16 @@ def test_the_step_model_takes_the_busiest_link(tmp_path):
     assert validate.link_loads(comm, by="rank") == {0: (16e6, 3e6), 1: (5e6, 8e6),
                                                     2: (1e6, 11e6)}
     alpha, beta = 1e-3, 1 / 50e6
-    link = validate.fitted_link("t", synthetic(alpha, beta, 2, coll.default_sizes(1024, 2**24)))
+    link_rows = synthetic(alpha, beta, 2, coll.default_sizes(1024, 2**24))
+    link = validate.fitted_link("t", link_rows)
     pred = validate.predict_step(loads, link, compute_s=0.4, ranks=4, cores=2)
-    assert pred["busiest_host"] == "h0" and pred["busiest_bytes"] == 16e6
-    assert pred["comm_s"] == pytest.approx(alpha + 16e6 * beta, rel=1e-6)
+    # h0 sends 16 MB and receives 3 MB, one after the other
+    assert pred["busiest_host"] == "h0" and pred["busiest_bytes"] == 19e6
+    assert pred["comm_s"] == pytest.approx(alpha + 19e6 * beta, rel=1e-6)
     assert pred["step_s"] == pytest.approx(pred["comm_s"] + 0.2, rel=1e-9)
+    # all hosts' 22 MB over a bridge of 10 MB/s take longer than h0's link
+    slow = validate.fitted_link("t", link_rows, capacity_bytes_s=10e6)
+    assert validate.predict_step(loads, slow, 0.4, 4, 2)["comm_s"] == pytest.approx(2.2)
     log = tmp_path / "log.csv"
     log.write_text("step,time_s\n1,5.0\n2,6.0\n3,7.5\n4,8.5\n5,9.6\n")
     assert validate.step_time(log) == pytest.approx(np.median([1.0, 1.5, 1.0, 1.1]))
