@@ -9,26 +9,18 @@ import pytest
 from nntile_lab.proxies import collectives as coll
 from nntile_lab.proxies import extrapolate as ex
 from nntile_lab.proxies import models, validate
-from tests import netns_cluster
 from tests.netns_cluster import nntile_lab
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    c = netns_cluster.up(2, gbit=1)
-    yield c
-    netns_cluster.down(c)
-
-
-def test_collectives_across_hosts_cross_the_links(cluster, tmp_path):
-    before = [cluster.link_bytes(h) for h in cluster.hosts]
-    proc = nntile_lab("collectives", "--ranks", 2, "--hostfile", cluster.hostfile, "--ops",
+def test_collectives_across_hosts_cross_the_links(cluster2, tmp_path):
+    before = [cluster2.link_bytes(h) for h in cluster2.hosts]
+    proc = nntile_lab("collectives", "--ranks", 2, "--hostfile", cluster2.hostfile, "--ops",
                       "p2p,allreduce", "--min-bytes", 1024, "--max-bytes", 2**20, "--json",
                       cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(proc.stdout)
     assert {r["hosts"] for r in res["rows"]} == {2}          # one rank on each host
-    after = [cluster.link_bytes(h) for h in cluster.hosts]
+    after = [cluster2.link_bytes(h) for h in cluster2.hosts]
     # every p2p repeat sends its message over host 1's link and back over host 2's
     p2p = sum(r["bytes"] * r["repeats"] for r in res["rows"] if r["op"] == "p2p")
     for (tx0, rx0), (tx1, rx1) in zip(before, after):
@@ -36,14 +28,14 @@ def test_collectives_across_hosts_cross_the_links(cluster, tmp_path):
     assert set(res["model"]) == {"p2p", "allreduce"}
 
 
-def test_a_proxy_replays_one_rank_per_host(cluster, tmp_path):
+def test_a_proxy_replays_one_rank_per_host(cluster2, tmp_path):
     proc = nntile_lab("proxy", "gpt2", "--config", "small", "--data", 2, "--seq-len", 64,
                       "--bucket", "layer", "--scale", 64, "--iterations", 1, "--hostfile",
-                      cluster.hostfile, "--json", cwd=tmp_path, timeout=300)
+                      cluster2.hostfile, "--json", cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(proc.stdout)
     assert res["hosts"] == 2
-    assert sorted(r["host"] for r in res["ranks"]) == sorted(cluster.hosts)
+    assert sorted(r["host"] for r in res["ranks"]) == sorted(cluster2.hosts)
     assert res["iteration_s"] > 0 and res["comm_s"] > 0
 
 
