@@ -121,7 +121,12 @@ class Filter:
 
 
 def why_failed(proc) -> str:
-    """For a finished mpirun (``subprocess.CompletedProcess``): the cause in one sentence
-    when Open MPI's output shows one, else the end of its output."""
+    """For a finished mpirun (``subprocess.CompletedProcess``): what the ranks themselves said
+    (their lines, without Open MPI's blocks and log lines), else the cause Open MPI's output
+    shows, else the end of that output."""
+    said = Filter()
+    own = "".join(said.feed(ln) for ln in (proc.stderr or "").splitlines(keepends=True))
+    if own.strip():
+        return own.strip()[-2000:]
     failure = diagnose(proc.stderr or "")
     return failure.cause if failure else (proc.stderr or proc.stdout or "")[-2000:]
