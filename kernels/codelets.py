@@ -564,8 +564,9 @@ CODELETS = [
                 "i64 b, i64 h, i64 d, i64 sb, i64 st, i64 sh, i64 x0, i64 cs, i64 c0, i64 n",
                 "0", opencl="kernel", opencl_items="b*h*n*d"),
         Codelet("attend", "R q, R:i64 pads, R k, R v, RW y, RW stats",
-                "i64 b, i64 h, i64 d, i64 tq, i64 tk, i64 q0, i64 k0, i64 qb, i64 qt, i64 qh, "
-                "i64 yb, i64 yt, i64 yh, f32 scale, i32 first, i32 last", "4.0*b*h*tq*tk*d",
-                overwrite="first", opencl="kernel", opencl_items="b*h*tq"),
+                "i64 b, i64 h, i64 g, i64 d, i64 tq, i64 tk, i64 q0, i64 k0, i64 qb, i64 qt, "
+                "i64 qh, i64 yb, i64 yt, i64 yh, f32 scale, i32 first, i32 last",
+                "4.0*b*h*g*tq*tk*d", overwrite="first", opencl="kernel",
+                opencl_items="b*h*g*tq"),
     ),
 ]

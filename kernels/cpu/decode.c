@@ -38,12 +38,14 @@ void nl_kv_write(int64_t b, int64_t h, int64_t d, int64_t sb, int64_t st, int64_
  *   s_p = scale · q·k_p                     for the keys p the query sees (above)
  *   m' = max(m, max_p s_p);  l' = l·e^(m−m') + Σ_p e^(s_p−m');  y' = y·e^(m−m') + Σ_p e^(s_p−m')·v_p
  *
- * y (b, tq, h, d), strided like q (yb, yt, yh), holds the unnormalised sum; stats
- * (b, tq, h, 2) the running (m, l). ``first``: start from m = −inf, l = 0, y = 0 (y and stats
+ * Grouped-query heads: the tile holds h key/value heads and h·g query heads, query head j
+ * reading key/value head j / g (Hugging Face's repeat_kv order; g = 1 without groups).
+ * y (b, tq, h·g, d), strided like q (yb, yt, yh), holds the unnormalised sum; stats
+ * (b, tq, h·g, 2) the running (m, l). ``first``: start from m = −inf, l = 0, y = 0 (y and stats
  * are then written, never read); ``last``: finish with y = y / l. A query that sees no key
  * of this tile leaves its y, m and l as they were. */
-void nl_attend(int64_t b, int64_t h, int64_t d, int64_t tq, int64_t tk, int64_t q0, int64_t k0,
-               int64_t qb, int64_t qt, int64_t qh, int64_t yb, int64_t yt, int64_t yh,
+void nl_attend(int64_t b, int64_t h, int64_t g, int64_t d, int64_t tq, int64_t tk, int64_t q0,
+               int64_t k0, int64_t qb, int64_t qt, int64_t qh, int64_t yb, int64_t yt, int64_t yh,
                float scale, int32_t first, int32_t last, const float *q, const int64_t *pads,
                const float *k, const float *v, float *y, float *stats)
 {
@@ -51,15 +53,15 @@ void nl_attend(int64_t b, int64_t h, int64_t d, int64_t tq, int64_t tk, int64_t 
     if (!s)
         abort();   /* a few KiB; StarPU's task would fail the same way on its own */
     for (int64_t r = 0; r < b; r++)
-        for (int64_t j = 0; j < h; j++) {
-            const float *kh = k + (r * h + j) * tk * d, *vh = v + (r * h + j) * tk * d;
+        for (int64_t j = 0; j < h * g; j++) {   /* query head j reads key/value head j / g */
+            const float *kh = k + (r * h + j / g) * tk * d, *vh = v + (r * h + j / g) * tk * d;
             for (int64_t i = 0; i < tq; i++) {
                 const int64_t pos = q0 + i, pad = pads[r];
                 const int64_t lo = (pad < pos ? pad : pos) - k0, hi = pos - k0;  /* keys lo..hi */
                 const int64_t p0 = lo > 0 ? lo : 0, p1 = hi < tk - 1 ? hi : tk - 1;
                 const float *qi = q + r * qb + i * qt + j * qh;
                 float *yi = y + r * yb + i * yt + j * yh;
-                float *st = stats + ((r * tq + i) * h + j) * 2;
+                float *st = stats + ((r * tq + i) * h * g + j) * 2;
                 float m = first ? -INFINITY : st[0], l = first ? 0.0f : st[1];
                 if (first)
                     for (int64_t e = 0; e < d; e++) yi[e] = 0.0f;

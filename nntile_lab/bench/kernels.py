@@ -262,7 +262,7 @@ def cases(d: dict) -> list[Case]:
                               st=hd, sh=d["head_size"], x0=0, cs=d["seq"], c0=d["seq"] - 1,
                               n=1), {"x": d["batch_tile"] * hd, "cache": cache},
              bytes=2 * d["batch_tile"] * hd * F32, elements=d["batch_tile"] * hd),
-        Case("attend", dict(b=d["batch_tile"], h=d["heads"], d=d["head_size"], tq=1,
+        Case("attend", dict(b=d["batch_tile"], h=d["heads"], g=1, d=d["head_size"], tq=1,
                             tk=d["seq"], q0=d["seq"] - 1, k0=0, qb=hd, qt=hd,
                             qh=d["head_size"], yb=hd, yt=hd, yh=d["head_size"],
                             scale=1.0 / math.sqrt(d["head_size"]), first=1, last=1),

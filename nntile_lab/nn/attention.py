@@ -144,14 +144,14 @@ class Attention(Layer):
         prompt, then one token per row); their keys and values join this layer's KV cache
         and their queries attend over it, up to each query, left pads masked. No record:
         nothing is differentiated. The projections' (B, t, E) outputs go to the cache
-        kernels as they are (their strides read the heads); a variant that places positions
-        itself (``position`` overridden: rotary) gets them heads first, as in training,
-        with the step's positions in ``cache.positions``."""
+        kernels as they are (their strides read the heads); with rotary positions, or in a
+        variant that places positions itself (``position`` overridden), q and k are turned
+        heads first, as in training, with the step's positions in ``cache.positions``."""
         wq, wk, wv, wo = self.projections
         wq.check_input(x)
         xg = ctx.operand(x)
         q, k, v = (ctx.temp(lin.apply(xg)) for lin in (wq, wk, wv))       # (B, t, E)
-        heads_first = type(self).position is not Attention.position
+        heads_first = self.rotary is not None or type(self).position is not Attention.position
         if heads_first:
             D = self.head_size
             q, k, v = (ctx.temp(_heads(t, D)) for t in (q, k, v))          # (B, H, t, D)
@@ -162,10 +162,16 @@ class Attention(Layer):
     # ---- the steps a variant replaces ------------------------------------------------
     def position(self, ctx: LeafContext, q: TiledTensor, k: TiledTensor):
         """Positions applied to q and k (B, H, T, D): none without rotary; rotary turns each
-        head's halves by the tokens' positions 0…T−1, in place."""
+        head's halves by the tokens' positions 0…T−1, in place — in a generation step, by
+        their KV-cache columns c…c+T−1 (``ctx.cache.column``). A left-padded row's columns
+        are its positions shifted by its pads, the same shift for its queries and keys, and
+        rotary scores depend on positions only through their difference (R(m)ᵀR(n) =
+        R(n−m)): the cache's columns give every row its own positions' scores, with one
+        table for the whole batch."""
         if self.rotary is None:
             return q, k
-        cos, sin = self.rotary.tables(q.shape[2], q.tile_shape[2])
+        start = ctx.cache.column if ctx.cache is not None else 0
+        cos, sin = self.rotary.tables(q.shape[2], q.tile_shape[2], start=start)
         return ops.rope(q, cos, sin, out=q), ops.rope(k, cos, sin, out=k)
 
     def position_backward(self, ctx: LeafContext, dq: TiledTensor, dk: TiledTensor):
@@ -229,22 +235,42 @@ class Rotary:
         check_rope(head_size, theta)
         self.head_size, self.theta, self.n_positions = head_size, float(theta), n_positions
         self._tables: dict = {}
+        self._step = None         # (key, (cos, sin)) of the running generation step
 
-    def tables(self, n_tokens: int, token_tile: int):
+    def tables(self, n_tokens: int, token_tile: int, *, start: int = 0):
+        """(cos, sin) of positions 0…max(n_tokens, n_positions)−1, or with ``start`` > 0
+        (a generation step) of positions start…start+n_tokens−1 only: made per step and
+        kept until the next step's (every layer of a step reads the same)."""
+        dry = id(backend.dry_run_active())
+        if start:
+            key = (start, n_tokens, token_tile, dry)
+            if self._step is None or self._step[0] != key:
+                self._free_step()
+                self._step = (key, self._make(np.arange(start, start + n_tokens), token_tile))
+            return self._step[1]
         rows = max(n_tokens, self.n_positions or 0)
-        key = (rows, token_tile, id(backend.dry_run_active()))
+        key = (rows, token_tile, dry)
         if key not in self._tables:
-            cos, sin = rope_tables(np.arange(rows), self.head_size, self.theta)
-            tile_shape = (token_tile, self.head_size // 2)
-            self._tables[key] = (backend.from_numpy(cos, tile_shape),
-                                 backend.from_numpy(sin, tile_shape))
+            self._tables[key] = self._make(np.arange(rows), token_tile)
         return self._tables[key]
+
+    def _make(self, positions: np.ndarray, token_tile: int):
+        cos, sin = rope_tables(positions, self.head_size, self.theta)
+        tile_shape = (token_tile, self.head_size // 2)
+        return backend.from_numpy(cos, tile_shape), backend.from_numpy(sin, tile_shape)
+
+    def _free_step(self) -> None:
+        if self._step is not None:
+            for t in self._step[1]:
+                t.free()
+            self._step = None
 
     def free(self) -> None:
         for cos, sin in self._tables.values():
             cos.free()
             sin.free()
         self._tables.clear()
+        self._free_step()
 
 
 def _heads(y: TiledTensor, D: int) -> TiledTensor:

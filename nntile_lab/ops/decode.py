@@ -11,6 +11,7 @@ read either through strides, so no permute task is needed.
   touches one cache tile per (batch tile, head tile).
 - ``attend(q, k_cache, v_cache, pads, column)``: causal attention of the t queries at
   positions ``column …`` over the cache's positions up to each query, left pads masked
+  (grouped-query heads: a cache of fewer heads, each read by a group of query heads)
   (``generate.batching``); an online softmax over the cache tiles that hold those
   positions, one task per (query tile, cache tile), the last one normalising. The result
   is (B, t, E), heads merged, tiled like the projections' output: c_proj's input.
@@ -68,13 +69,16 @@ def _cache_tiles(cache: TiledTensor):
 
 
 def _check_grid(x: TiledTensor, cache: TiledTensor, heads_first: bool, D: int,
-                what: str) -> None:
-    """x's batch and head tiles must be the cache's."""
+                what: str, group: int = 1) -> None:
+    """x's batch and head tiles must be the cache's (x's head tile ``group`` times the
+    cache's: grouped-query heads)."""
     bt = x.tile_shape[0]
     ht = x.tile_shape[1] if heads_first else x.tile_shape[2] // D
-    if (bt, ht) != cache.tile_shape[:2]:
+    want = (cache.tile_shape[0], cache.tile_shape[1] * group)
+    if (bt, ht) != want:
+        groups = f" ({group} query heads per cache head)" if group > 1 else ""
         raise ValueError(f"{what} {x!r} has batch tile {bt} and head tile {ht}, the cache "
-                         f"{cache!r} has {cache.tile_shape[:2]}: they must be the same")
+                         f"{cache!r} asks for {want}{groups}: they must be the same")
 
 
 def kv_write(x: TiledTensor, cache: TiledTensor, column: int, *,
@@ -108,14 +112,20 @@ def attend(q: TiledTensor, k_cache: TiledTensor, v_cache: TiledTensor, pads: Til
            column: int, *, heads_first: bool = False, scale: float | None = None,
            out: TiledTensor | None = None) -> TiledTensor:
     """y = softmax(mask(scale·q·Kᵀ))·V over the cache, heads merged: (B, t, E) tiled
-    (batch tile, q's position tile, head tile·D). Query i is at position ``column + i``;
+    (batch tile, q's position tile, q's head tile·D). Query i is at position ``column + i``;
     ``pads`` (B,) int64, tiled like the batch, are each row's left pads. ``scale``
-    defaults to 1/√D. Positions past a query are never read."""
+    defaults to 1/√D. Positions past a query are never read. Grouped-query heads: the
+    caches may hold fewer heads than q, a divisor H_kv of q's H; query head j then reads
+    cache head j // (H/H_kv) (Hugging Face's repeat_kv order), and q's head tile is the
+    caches' times H/H_kv."""
     D = k_cache.shape[3] if k_cache.ndim == 4 else 0
     B, t, H = _layout(q, heads_first, D, "attend: q")
+    Hkv = k_cache.shape[1] if k_cache.ndim == 4 and 1 <= k_cache.shape[1] <= H \
+        and H % k_cache.shape[1] == 0 else H
+    G = H // Hkv                       # query heads per key/value head
     for c, name in ((k_cache, "k_cache"), (v_cache, "v_cache")):
-        _check_cache(c, B, H, D, f"attend: {name}")
-        _check_grid(q, c, heads_first, D, "attend: q")
+        _check_cache(c, B, Hkv, D, f"attend: {name}")
+        _check_grid(q, c, heads_first, D, "attend: q", group=G)
     if v_cache.traits != k_cache.traits:
         raise ValueError(f"attend: v_cache {v_cache!r} must be tiled like k_cache {k_cache!r}")
     need_dtype(pads, "int64", "attend: pads")
@@ -127,7 +137,7 @@ def attend(q: TiledTensor, k_cache: TiledTensor, v_cache: TiledTensor, pads: Til
         raise ValueError(f"attend: query positions {column}…{column + t - 1} are outside the "
                          f"cache of {P} positions")
     scale = 1 / math.sqrt(D) if scale is None else float(scale)
-    ht = k_cache.tile_shape[1]
+    ht = k_cache.tile_shape[1] * G     # query heads per tile
     shape, tiles = (B, t, H * D), (q.tile_shape[0], q.tile_shape[2] if heads_first
                                    else q.tile_shape[1], ht * D)
     if out is None:
@@ -149,9 +159,10 @@ def attend(q: TiledTensor, k_cache: TiledTensor, v_cache: TiledTensor, pads: Til
         for j, ci in enumerate(used):
             p0, ps = ctiles[ci]
             gc = tc.index((gb, gh, ci, 0))
-            check(lib.nl_submit_attend(hq[i], hp[gb], hk[gc], hv[gc], hy[yi], hs[yi], b, h, D,
-                                       n, ps, column + t0, p0, qb, qt, qh, n * h * D, h * D, D,
-                                       scale, int(j == 0), int(j == len(used) - 1)))
+            check(lib.nl_submit_attend(hq[i], hp[gb], hk[gc], hv[gc], hy[yi], hs[yi], b,
+                                       h // G, G, D, n, ps, column + t0, p0, qb, qt, qh,
+                                       n * h * D, h * D, D, scale, int(j == 0),
+                                       int(j == len(used) - 1)))
     stats.free()
     return out
 

@@ -1,6 +1,7 @@
 """Hugging Face ``generate`` as the reference for generation (tests and ``bench generate``;
-never needed to generate): a ``GPT2LMHeadModel`` holding given weights, greedy or sampled
-decoding of prompts one by one or as a left-padded batch, and its timings.
+never needed to generate): a ``GPT2LMHeadModel`` or ``LlamaForCausalLM`` holding given
+weights, greedy or sampled decoding of prompts one by one or as a left-padded batch, and its
+timings.
 
 Needs the ``bench`` extra (PyTorch and ``transformers``); nothing is downloaded: the model
 is built from a config and a state dict in Hugging Face's names and layouts (what
@@ -44,6 +45,24 @@ def gpt2_model(config, state: dict[str, np.ndarray] | None = None):
         if missing or unexpected:
             raise ValueError(f"state dict does not fit GPT2LMHeadModel: missing {missing[:5]}, "
                              f"unexpected {unexpected[:5]}")
+    return model
+
+
+def llama_model(config, state: dict[str, np.ndarray] | None = None):
+    """A float32 ``LlamaForCausalLM`` (eval mode) of our ``LlamaConfig``, with the weights
+    of ``state`` (Hugging Face names: ``nl.Llama``'s state dict loads unchanged)."""
+    torch, transformers = _hf()
+    hf_config = transformers.LlamaConfig(
+        vocab_size=config.vocab_size, hidden_size=config.n_embd,
+        intermediate_size=config.n_inner, num_hidden_layers=config.n_layer,
+        num_attention_heads=config.n_head, num_key_value_heads=config.n_kv_head,
+        max_position_embeddings=config.n_positions, rms_norm_eps=config.rms_norm_eps,
+        rope_theta=config.rope_theta, tie_word_embeddings=False, attention_bias=False,
+        mlp_bias=False, bos_token_id=None, eos_token_id=None, pad_token_id=0)
+    model = transformers.LlamaForCausalLM(hf_config).eval()
+    if state is not None:
+        model.load_state_dict({k: torch.from_numpy(np.ascontiguousarray(v, np.float32))
+                               for k, v in state.items()})
     return model
 
 

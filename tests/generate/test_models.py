@@ -1,5 +1,6 @@
 """Generation from the tiled models against Hugging Face: greedy tokens equal
-``GPT2LMHeadModel.generate(do_sample=False)``'s with the same weights, for prompts of
+``GPT2LMHeadModel.generate(do_sample=False)``'s (and ``LlamaForCausalLM``'s for nl.Llama:
+rotary positions, grouped-query heads) with the same weights, for prompts of
 several lengths, batched (left padded) or alone, over random sizes and every tiling the
 strategy draws (the KV cache's position tile included); the logits of the prefill and of
 the decode steps equal the reference's; seeded sampling is reproducible.
@@ -12,7 +13,7 @@ right and the comparison stops there (the test says so if it happens).
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, note
+from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 import nntile_lab as nl
@@ -78,27 +79,61 @@ def agree_until_tie(got, want, reference, prompt):
     return len(tied) > 1 and s < len(got) and got[s] in tied
 
 
+def check_greedy(model, reference, prompts, new, cache_tile):
+    """Greedy tokens, the prompts batched (left padded) and each alone, are the
+    reference's (``generate`` one by one)."""
+    want = hf.generate(reference, prompts, new)
+    batched = model.generate(prompts, new, greedy=True, cache_tile=cache_tile)
+    alone = [model.generate([p], new, greedy=True, cache_tile=cache_tile).tokens[0]
+             for p in prompts]
+    for p, b, a, w in zip(prompts, batched.tokens, alone, want):
+        assert agree_until_tie(a, w, reference, p)
+        assert agree_until_tie(b, w, reference, p)
+    assert batched.finish == ["length"] * len(prompts)
+
+
+def check_step_logits(model, reference, prompts, new, cache_tile, rng):
+    """The decoder's prefill and step logits (the prompts batched, any tokens fed) against
+    the reference's forward on each row's sequence so far, alone, to a tolerance float32
+    sums allow."""
+    cfg = model.config
+    batch = left_pad(prompts, vocab_size=cfg.vocab_size, n_positions=cfg.n_positions,
+                     max_new_tokens=new)
+    dec = Decoder(model, len(prompts), cache_tile=cache_tile)
+    try:
+        got = [dec.prefill(batch)]
+        seqs = [list(p) for p in prompts]
+        column = batch.ids.shape[1]
+        for _ in range(new - 1):
+            tokens = rng.integers(0, cfg.vocab_size, len(prompts))   # any tokens will do
+            for s, t in zip(seqs, tokens):
+                s.append(int(t))
+            got.append(dec.step(tokens, column))
+            column += 1
+    finally:
+        dec.close()
+    for step, logits in enumerate(got):
+        for b, s in enumerate(seqs):
+            n = len(prompts[b]) + step
+            with torch.inference_mode():
+                want = reference(torch.tensor([s[:n]])).logits[0, -1].double().numpy()
+            err = np.abs(logits[b] - want).max() / np.abs(want).max()
+            assert err < 1e-4, f"row {b} step {step}: relative error {err:.2e}"
+
+
 @given(model_case())
 def test_greedy_tokens_are_hugging_faces(rt, case):
     cfg = case["config"]
     rng = np.random.default_rng(case["seed"])
     prompts = [rng.integers(0, cfg.vocab_size, n).tolist() for n in case["lengths"]]
     state = wide_state(cfg, case["seed"])
-    reference = hf.gpt2_model(cfg, state)
-    want = hf.generate(reference, prompts, case["new"])
     model = nl.GPT2(cfg)
     try:
         model.load_state_dict(state)
-        batched = model.generate(prompts, case["new"], greedy=True,
-                                 cache_tile=case["cache_tile"])
-        alone = [model.generate([p], case["new"], greedy=True,
-                                cache_tile=case["cache_tile"]).tokens[0] for p in prompts]
+        check_greedy(model, hf.gpt2_model(cfg, state), prompts, case["new"],
+                     case["cache_tile"])
     finally:
         model.free()
-    for p, b, a, w in zip(prompts, batched.tokens, alone, want):
-        assert agree_until_tie(a, w, reference, p)
-        assert agree_until_tie(b, w, reference, p)
-    assert batched.finish == ["length"] * len(prompts)
 
 
 @given(model_case())
@@ -109,32 +144,64 @@ def test_logits_of_each_step_are_the_references(rt, case):
     rng = np.random.default_rng(case["seed"])
     prompts = [rng.integers(0, cfg.vocab_size, n).tolist() for n in case["lengths"]]
     state = wide_state(cfg, case["seed"])
-    reference = hf.gpt2_model(cfg, state)
     model = nl.GPT2(cfg)
-    model.load_state_dict(state)
-    batch = left_pad(prompts, vocab_size=cfg.vocab_size, n_positions=cfg.n_positions,
-                     max_new_tokens=case["new"])
-    dec = Decoder(model, len(prompts), cache_tile=case["cache_tile"])
     try:
-        got = [dec.prefill(batch)]
-        seqs = [list(p) for p in prompts]
-        column = batch.ids.shape[1]
-        for _ in range(case["new"] - 1):
-            tokens = rng.integers(0, cfg.vocab_size, len(prompts))   # any tokens will do
-            for s, t in zip(seqs, tokens):
-                s.append(int(t))
-            got.append(dec.step(tokens, column))
-            column += 1
+        model.load_state_dict(state)
+        check_step_logits(model, hf.gpt2_model(cfg, state), prompts, case["new"],
+                          case["cache_tile"], rng)
     finally:
-        dec.close()
         model.free()
-    for step, logits in enumerate(got):
-        for b, s in enumerate(seqs):
-            n = len(prompts[b]) + step
-            with torch.inference_mode():
-                want = reference(torch.tensor([s[:n]])).logits[0, -1].double().numpy()
-            err = np.abs(logits[b] - want).max() / np.abs(want).max()
-            assert err < 1e-4, f"row {b} step {step}: relative error {err:.2e}"
+
+
+@st.composite
+def llama_case(draw):
+    """A Llama (nl.Llama): 1–2 key/value heads each shared by 1–3 query heads, rotary
+    bases far apart (3.7 turns fast), any tiling with whole query groups per head tile;
+    prompts and KV-cache tiles as ``model_case``."""
+    n_kv, group = draw(st.integers(1, 2)), draw(st.integers(1, 3))
+    n_head, D = n_kv * group, draw(st.sampled_from([4, 8]))
+    E, F, V, P = n_head * D, draw(st.integers(4, 48)), draw(st.integers(20, 200)), \
+        draw(st.integers(12, 24))
+    cfg = nl.LlamaConfig(
+        n_layer=draw(st.integers(1, 2)), n_head=n_head, n_kv_head=n_kv, n_embd=E, n_inner=F,
+        vocab_size=V, n_positions=P, rope_theta=draw(st.sampled_from([10000.0, 500000.0, 3.7])),
+        embd_tile=draw(st.integers(1, E)), inner_tile=draw(st.integers(1, F)),
+        head_tile=group * draw(st.integers(1, n_kv)), vocab_tile=draw(st.integers(1, V)),
+        seq_tile=draw(st.integers(1, 8)), batch_tile=draw(st.one_of(st.none(), st.integers(1, 3))))
+    lengths = draw(st.lists(st.integers(1, 10), min_size=1, max_size=3))
+    new = draw(st.integers(1, P - max(lengths) + 1))
+    return dict(config=cfg, lengths=lengths, new=min(new, 8),
+                cache_tile=draw(st.one_of(st.none(), st.integers(1, P))),
+                seed=draw(st.integers(0, 2**32 - 1)))
+
+
+def wide_llama(cfg, seed):
+    """nl.Llama with random weights of std 0.3, the RMS norms' gains 1 ± 0.1 (as
+    ``wide_state``), and its state dict."""
+    model = nl.Llama(cfg, seed=0)
+    rng = np.random.default_rng(seed)
+    state = {k: (rng.standard_normal(v.shape) * (0.3 if v.ndim == 2 else 0.1)
+                 + (v.ndim == 1)).astype(np.float32) for k, v in model.state_dict().items()}
+    model.load_state_dict(state)
+    return model, state
+
+
+@settings(max_examples=10)
+@given(llama_case())
+def test_llama_greedy_tokens_and_step_logits_are_hugging_faces(rt, case):
+    """Rotary positions in a decode step are the KV-cache columns (a left-padded row's
+    positions shifted by its pads: rotary scores see only differences), grouped-query heads
+    read their shared cache head: tokens and logits as LlamaForCausalLM's."""
+    cfg = case["config"]
+    rng = np.random.default_rng(case["seed"])
+    prompts = [rng.integers(0, cfg.vocab_size, n).tolist() for n in case["lengths"]]
+    model, state = wide_llama(cfg, case["seed"])
+    try:
+        reference = hf.llama_model(cfg, state)
+        check_greedy(model, reference, prompts, case["new"], case["cache_tile"])
+        check_step_logits(model, reference, prompts, case["new"], case["cache_tile"], rng)
+    finally:
+        model.free()
 
 
 def test_sampling_is_reproducible_and_batch_rows_follow_their_seed(rt1):

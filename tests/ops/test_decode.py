@@ -22,7 +22,8 @@ def cache_case(draw):
     # pads: a row's pads lie before its first real token (at most column + t − 1 of them)
     pads = [draw(st.integers(0, column + t - 1)) for _ in range(B)]
     return dict(B=B, H=H, D=D, P=P, t=t, column=column, tiles=tiles, pads=pads,
-                heads_first=draw(st.booleans()), seed=draw(st.integers(0, 2**32 - 1)))
+                heads_first=draw(st.booleans()), group=draw(st.integers(1, 3)),
+                seed=draw(st.integers(0, 2**32 - 1)))
 
 
 def _block(case, rng):
@@ -53,10 +54,11 @@ def test_kv_write(rt, case):
 
 
 def attend_reference(q, k, v, pads, column, scale):
-    """Float64 masked attention: q (B, H, t, D) at positions column…, over k, v (B, H, P, D);
-    query q sees keys p with min(pads[b], q) ≤ p ≤ q. Returns (y (B, t, H·D), magnitude)."""
+    """Float64 masked attention: q (B, H, t, D) at positions column…, over k, v (B, H/G, P,
+    D), query head h reading cache head h // G (grouped-query heads); query q sees keys p
+    with min(pads[b], q) ≤ p ≤ q. Returns (y (B, t, H·D), magnitude)."""
     B, H, t, D = q.shape
-    P = k.shape[2]
+    P, G = k.shape[2], H // k.shape[1]
     y = np.zeros((B, t, H, D))
     mag = np.zeros((B, t, H, D))
     for b in range(B):
@@ -65,7 +67,7 @@ def attend_reference(q, k, v, pads, column, scale):
             keys = np.arange(P)
             seen = (keys >= min(pads[b], pos)) & (keys <= pos)
             for h in range(H):
-                kh, vh = k[b, h, seen].astype(np.float64), v[b, h, seen].astype(np.float64)
+                kh, vh = (c[b, h // G, seen].astype(np.float64) for c in (k, v))
                 s = scale * (kh @ q[b, h, i].astype(np.float64))
                 w = np.exp(s - s.max())
                 w /= w.sum()
@@ -76,9 +78,12 @@ def attend_reference(q, k, v, pads, column, scale):
 
 @given(cache_case())
 def test_attend(rt, case):
+    """Over caches of H heads and queries of G·H heads (grouped-query heads: G query heads
+    per key/value head, head tiles G times the cache's)."""
     rng = np.random.default_rng(case["seed"])
     B, H, D, P, tl = case["B"], case["H"], case["D"], case["P"], case["tiles"]
-    q, tq = _block(case, rng)
+    G = case["group"]
+    q, tq = _block(dict(case, H=G * H, tiles=dict(tl, h=G * tl["h"])), rng)
     k, tk = _cache(case, rng)
     v, tv = _cache(case, rng)
     # garbage past the positions a query may see: a kernel reading it would show
@@ -90,8 +95,8 @@ def test_attend(rt, case):
     pads = np.array(case["pads"], np.int64)
     tp = nl.from_numpy(pads, (tl["b"],))
     y = nl.ops.attend(tq, tk, tv, tp, case["column"], heads_first=case["heads_first"])
-    assert y.shape == (B, case["t"], H * D)
-    assert y.tile_shape == (tl["b"], tl["t"], tl["h"] * D)
+    assert y.shape == (B, case["t"], G * H * D)
+    assert y.tile_shape == (tl["b"], tl["t"], G * tl["h"] * D)
     want, mag = attend_reference(q, k, v, pads, case["column"], 1 / np.sqrt(D))
     got = y.to_numpy()
     assert np.isfinite(got).all()
@@ -103,6 +108,10 @@ def test_attend_refuses_mismatched_tiles(rt1):
     q = nl.zeros((2, 1, 12), (1, 1, 3))                 # head tile 1, the cache's is 2
     pads = nl.from_numpy(np.zeros(2, np.int64), (1,))
     with pytest.raises(ValueError, match="head tile 1"):
+        nl.ops.attend(q, k, k, pads, 3)
+    q = nl.zeros((2, 1, 24), (1, 1, 6))                 # 8 query heads, 2 per cache head
+    with pytest.raises(ValueError, match=r"head tile 2, the cache .* asks for \(1, 4\) \(2 "
+                                         r"query heads per cache head\)"):
         nl.ops.attend(q, k, k, pads, 3)
     q = nl.zeros((2, 1, 12), (1, 1, 6))
     with pytest.raises(ValueError, match="outside the cache of 8 positions"):
