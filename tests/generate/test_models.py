@@ -10,6 +10,8 @@ tokens with logits far apart, as a trained one does; where Hugging Face's own to
 logits at a step are closer than float32 rounding can separate (``TIE``), both answers are
 right and the comparison stops there (the test says so if it happens).
 """
+from contextlib import contextmanager
+
 import numpy as np
 import pytest
 import torch
@@ -121,8 +123,10 @@ def check_step_logits(model, reference, prompts, new, cache_tile, rng):
             assert err < 1e-4, f"row {b} step {step}: relative error {err:.2e}"
 
 
-@given(model_case())
-def test_greedy_tokens_are_hugging_faces(rt, case):
+@contextmanager
+def gpt2_case(case):
+    """(model, reference, prompts, rng) of a ``model_case``: nl.GPT2 and GPT2LMHeadModel
+    holding the same wide weights; the model freed after."""
     cfg = case["config"]
     rng = np.random.default_rng(case["seed"])
     prompts = [rng.integers(0, cfg.vocab_size, n).tolist() for n in case["lengths"]]
@@ -130,27 +134,23 @@ def test_greedy_tokens_are_hugging_faces(rt, case):
     model = nl.GPT2(cfg)
     try:
         model.load_state_dict(state)
-        check_greedy(model, hf.gpt2_model(cfg, state), prompts, case["new"],
-                     case["cache_tile"])
+        yield model, hf.gpt2_model(cfg, state), prompts, rng
     finally:
         model.free()
+
+
+@given(model_case())
+def test_greedy_tokens_are_hugging_faces(rt, case):
+    with gpt2_case(case) as (model, reference, prompts, _):
+        check_greedy(model, reference, prompts, case["new"], case["cache_tile"])
 
 
 @given(model_case())
 def test_logits_of_each_step_are_the_references(rt, case):
     """The decoder's prefill and step logits against Hugging Face's forward on the whole
     sequence so far (each row alone), to a tolerance float32 sums allow."""
-    cfg = case["config"]
-    rng = np.random.default_rng(case["seed"])
-    prompts = [rng.integers(0, cfg.vocab_size, n).tolist() for n in case["lengths"]]
-    state = wide_state(cfg, case["seed"])
-    model = nl.GPT2(cfg)
-    try:
-        model.load_state_dict(state)
-        check_step_logits(model, hf.gpt2_model(cfg, state), prompts, case["new"],
-                          case["cache_tile"], rng)
-    finally:
-        model.free()
+    with gpt2_case(case) as (model, reference, prompts, rng):
+        check_step_logits(model, reference, prompts, case["new"], case["cache_tile"], rng)
 
 
 @st.composite
