@@ -22,8 +22,10 @@ from nntile_lab.sample.load import read_weights
 from nntile_lab.sample.text import encode, sample_text
 
 DEFAULT_NEW_TOKENS = 100
-RUNTIME_FIELDS = ("scheduler", "ncpu", "memory_limit_mb", "ooc_dir", "ooc_size_mb", "nopencl",
-                  "opencl_memory_limit_mb", "hints")
+# the spec's options sample does not take: no CUDA workers (generation runs on the CPU and
+# OpenCL workers), no priorities (no backward), batch and sequence tiles from the prompts
+SKIPPED = ("priorities", "ncuda", "cuda_memory_limit_mb", "batch_tile", "seq_tile")
+RUNTIME_FIELDS = tuple(f.name for f in specs.spec_fields("runtime") if f.name not in SKIPPED)
 # Tiles of generation (docs/generation.md): whole embedding and batch tiles (a decode step
 # is B×1 tokens), the training defaults elsewhere; the cache in one position tile
 GEN_TILES = {"embd_tile": None, "inner_tile": 512, "head_tile": 2, "vocab_tile": 8192,
@@ -62,8 +64,7 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
                    help="heads of a Hugging Face file without config.json (default n_embd/64)")
     s.add_argument("--cache-tile", type=int_range(1), default=None, metavar="N",
                    help="positions per KV-cache tile (default: all of n_positions)")
-    specs.add_arguments(p, ("tiles", "runtime"), skip=("priorities", "ncuda", "batch_tile",
-                                                        "seq_tile"))
+    specs.add_arguments(p, ("tiles", "runtime"), skip=SKIPPED)
     p.add_argument("--json", action="store_true",
                    help="JSON Lines: one {\"sample\", \"text\"} per piece, the result last")
     p.set_defaults(func=run_cli)
