@@ -109,10 +109,9 @@ class GPT2Config:
 
     def num_params(self, with_positions: bool = False) -> int:
         """Parameters (the tied head counted once), from the model's tree; without the
-        position table unless ``with_positions`` (PaLM's N)."""
-        tree = self.describe()
-        n = tree.num_params()
-        return n if with_positions else n - tree.transformer.wpe.weight.size
+        tables only a lookup reads (the position table) unless ``with_positions``:
+        PaLM's N."""
+        return self.describe().num_params(lookups=with_positions)
 
     def flops_per_token(self, seq_len: int) -> float:
         """Training FLOPs per token, summed over the model's layers: 6 per parameter a

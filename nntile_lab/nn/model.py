@@ -14,6 +14,7 @@ import numpy as np
 
 from nntile_lab.nn import backend, priorities
 from nntile_lab.nn.backend import BFLOAT16, ops
+from nntile_lab.nn.embedding import Embedding
 from nntile_lab.nn.meta import dry_run
 from nntile_lab.nn.module import Module, ShapeError
 from nntile_lab.nn.policy import StepPolicy
@@ -143,6 +144,17 @@ class LanguageModel(Module):
             for r0 in range(0, p.shape[0], rows):
                 chunk = p.init.draw((min(rows, p.shape[0] - r0),) + p.shape[1:], rng)
                 p.value.copy_rows_from_numpy(chunk, r0)
+
+    def num_params(self, *, lookups: bool = True) -> int:
+        """Parameters (a tied one once); without ``lookups`` less the tables only a lookup
+        reads (GPT-2's position table; an untied model's token embedding): PaLM's N, whose
+        6·N are the FLOPs per token of the multiplied ones."""
+        params = self.parameters()
+        if not lookups:
+            only_looked_up = {id(p) for m in self.named_modules() if isinstance(m[1], Embedding)
+                              for p in m[1].own_params().values() if not p.gemm}
+            params = [p for p in params if id(p) not in only_looked_up]
+        return sum(p.size for p in params)
 
     def init_staging_elems(self) -> int:
         """Elements of the largest numpy chunk ``init_weights`` draws (the planner's
