@@ -22,12 +22,11 @@ from nntile_lab.figures.family import (
     PRECISION,
     FigurePlan,
     family_params,
+    is_nntile,
 )
+from nntile_lab.plots.paper import CATEGORIES, OOC_CATEGORY
 
 RECORD_KIND = "figure-point"
-CATEGORIES = ("parameters", "gradients", "optimizer state", "activations")
-# an out-of-core run holds part of the first three on disk: its bar is what it held in RAM
-OOC_CATEGORY = "in RAM, rest on disk"
 # a point that did not fit is a 0 (as the paper's missing bars); any other status but "ok"
 # is a failure (a configuration error, a crash, a timeout): shown as failed, with its reason
 MEMORY_STATUSES = ("does_not_fit", "out_of_memory")
@@ -138,7 +137,8 @@ def points_frame(records: list[dict]) -> pd.DataFrame:
     bf16 series, is its series' — fp32 but for torch_bf16), n_layer, n_embd, params (the
     family's count), status,
     gflops (0 for a run that did not fit, NaN for one that failed: it measured nothing), step
-    time, peak and memory by category."""
+    time, peak and memory by category; ``nntile`` (a series of nntile_lab) and ``failed``
+    (failed for another reason than memory), which the plots (``plots.paper``) read."""
     rows = []
     for rec in records:
         r, plan = figure_result(rec), rec["plan"]
@@ -152,7 +152,8 @@ def points_frame(records: list[dict]) -> pd.DataFrame:
                "step_time_s": r.get("step_time_s"), "step_time_spread_s":
                r.get("step_time_spread_s"), "tokens_per_s": r.get("tokens_per_s"),
                "peak_mb": r.get("peak_mb"), "cap_mb": plan["cap_mb"],
-               "out_of_core": bool(r.get("out_of_core")), "error": r.get("error")}
+               "out_of_core": bool(r.get("out_of_core")), "error": r.get("error"),
+               "nntile": is_nntile(r["system"]), "failed": failed(r["status"])}
         # the device series: bytes per measured step each way between RAM and the device
         for name, (src, dst) in (("ram_to_device_mb", ("NUMA", "OpenCL")),
                                  ("device_to_ram_mb", ("OpenCL", "NUMA"))):

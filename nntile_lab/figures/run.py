@@ -12,9 +12,8 @@ import pandas as pd
 
 from nntile_lab import engine
 from nntile_lab.engine import Caps, Point, RecordError, read_record
-from nntile_lab.figures import draw
 from nntile_lab.figures.family import PRECISION, SYSTEMS, FigurePlan, is_nntile, series_spec
-from nntile_lab.figures.paper import reference_points
+from nntile_lab.figures.paper import SETUPS, reference_points
 from nntile_lab.figures.records import (
     RECORD_KIND,
     check_record,
@@ -29,6 +28,8 @@ from nntile_lab.figures.records import (
 )
 from nntile_lab.figures.summary import write_summary
 from nntile_lab.interrupts import Interrupted, check_stop, stoppable
+from nntile_lab.plots import paper
+from nntile_lab.plots.common import save, size_label
 
 # what may differ between records drawn in one figure: which points a run measured
 POINT_FIELDS = ("layers", "embds", "systems", "bf16", "device")
@@ -186,7 +187,7 @@ def _with_failures(table: pd.DataFrame, df: pd.DataFrame, n_layer: int) -> pd.Da
     bad = df[(df.n_layer == n_layer) & df.status.map(failed)]
     table = table.copy()
     for system, g in bad.groupby("system"):
-        why = {draw.size_label(r.params): f"{r.status}: {r.error}" for _, r in g.iterrows()}
+        why = {size_label(r.params): f"{r.status}: {r.error}" for _, r in g.iterrows()}
         table[f"{system} failed"] = [why.get(size, "") for size in table.index]
     return table
 
@@ -203,18 +204,20 @@ def redraw(records_dir: str | os.PathLike, out_dir: str | os.PathLike | None = N
     layers = sorted(df.n_layer.unique())
     panels = iter("abcdefgh")
     for n_layer in layers:
-        draw.save(draw.throughput_figure(df, n_layer, cap, f"({next(panels)}) "), out_dir,
-                  f"throughput_L{n_layer}", _with_failures(draw.throughput_table(df, n_layer),
-                                                           df, n_layer))
+        save(paper.throughput_figure(df, n_layer, cap, SYSTEMS, f"({next(panels)}) "), out_dir,
+             f"throughput_L{n_layer}", _with_failures(paper.throughput_table(df, n_layer,
+                                                                             SYSTEMS),
+                                                      df, n_layer))
     for n_layer in layers:   # the paper's setting, where measured (--device)
-        if len(draw.device_table(df, n_layer)):
-            draw.save(draw.device_figure(df, n_layer, cap, f"({next(panels)}) "), out_dir,
-                      f"device_transfers_L{n_layer}", draw.device_table(df, n_layer))
+        if len(paper.device_table(df, n_layer)):
+            save(paper.device_figure(df, n_layer, cap, f"({next(panels)}) "), out_dir,
+                 f"device_transfers_L{n_layer}", paper.device_table(df, n_layer))
     mem_layers = 4 if 4 in layers else layers[0]
-    draw.save(draw.memory_figure(df, mem_layers, cap, f"({next(panels)}) "), out_dir,
-              f"memory_L{mem_layers}", draw.memory_table(df, mem_layers))
+    save(paper.memory_figure(df, mem_layers, cap, SYSTEMS, f"({next(panels)}) "), out_dir,
+         f"memory_L{mem_layers}", paper.memory_table(df, mem_layers, SYSTEMS))
     ref = reference_points()
-    draw.save(draw.reference_figure(ref), out_dir, "paper_reference", ref.set_index("setup"))
+    save(paper.reference_figure(ref, SETUPS), out_dir, "paper_reference",
+         ref.set_index("setup"))
     df.to_csv(out_dir / "points.csv", index=False)
     write_summary(df, records, out_dir)
     return df

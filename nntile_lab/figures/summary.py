@@ -6,10 +6,10 @@ from pathlib import Path
 import pandas as pd
 
 from nntile_lab.data.bins import atomic_write_bytes
-from nntile_lab.figures.draw import size_label
 from nntile_lab.figures.family import SYSTEMS
 from nntile_lab.figures.paper import reference_points
 from nntile_lab.figures.records import failed, figure_result
+from nntile_lab.plots.common import size_label
 
 # the ratios the summary gives per size: each system against PyTorch in its precision,
 # and nntile_lab bf16 against its own fp32

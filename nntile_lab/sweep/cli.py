@@ -25,8 +25,9 @@ from pathlib import Path
 from nntile_lab.data.bins import atomic_write_bytes
 from nntile_lab.engine import json_safe, make_record, write_record
 from nntile_lab.errors import writable_dir
+from nntile_lab.jupyter_figure import save_figure
+from nntile_lab.plots import sweep as plots
 from nntile_lab.spec import ExperimentSpec, field_names, spec_fields
-from nntile_lab.sweep import plots
 from nntile_lab.sweep.grid import InvalidSpec, grid, parse_axes
 from nntile_lab.sweep.run import POINT_TIMEOUT_S, run
 from nntile_lab.sweep.size import MAX_POINTS, check_size
@@ -99,9 +100,7 @@ def write_outputs(df, out, axes, title: str | None = None) -> dict[str, Path]:
     atomic_write_bytes(paths["csv"], df.to_csv(index=False).encode())
     fig = (plots.scheduler_figure(df, title) if axes == ["scheduler"]
            else plots.tile_figure(df, title=title))
-    tmp = out / ".sweep.png.tmp"
-    fig.savefig(tmp, dpi=110, format="png")
-    tmp.replace(paths["png"])
+    save_figure(fig, paths["png"])
     b = plots.best(df)
     write_record(paths["json"], make_record(
         "sweep", None, {"points": df.to_dict("records"),

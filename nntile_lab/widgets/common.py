@@ -11,9 +11,9 @@ import pandas as pd
 
 from nntile_lab.interrupts import stoppable
 from nntile_lab.jupyter_figure import interactive, png_bytes
+from nntile_lab.plots.sweep import ok_rows, varied
 from nntile_lab.spec import ExperimentSpec, field_names
 from nntile_lab.sweep import run
-from nntile_lab.sweep.plots import ok_rows, varied
 from nntile_lab.sweep.size import MAX_POINTS, duration_text, estimate_s, point_count
 from nntile_lab.widgets.background import Background
 

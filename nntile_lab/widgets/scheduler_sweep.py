@@ -5,7 +5,7 @@ measured and cached separately), optionally with task priorities on and off.
 With OpenCL workers (the "OpenCL workers" box, or ``base.nopencl``: unlike workers,
 docs/accelerators.md) the common choice is dmda, dmdas, heteroprio, eager and lws, and a
 second plot shows where the tasks ran (share of tasks and kernel time on the device, from
-each point's trace: ``bench.schedulers.placement_figure``).
+each point's trace: ``plots.schedulers.placement_figure``).
 
 ``points()``, ``run()`` and ``start()``/``stop()`` are the callbacks (plain methods; tests
 call them; the buttons as in the tile sweep widget). DOM classes: nl-sched-run, -stop,
@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import ipywidgets as w
 
-from nntile_lab.bench.schedulers import UNLIKE_SCHEDULERS, placement_figure, summarize
+from nntile_lab.bench.schedulers import UNLIKE_SCHEDULERS, summarize
+from nntile_lab.plots.schedulers import placement_figure
+from nntile_lab.plots.sweep import aggregate_repeats, best, scheduler_figure
 from nntile_lab.spec import ExperimentSpec
 from nntile_lab.sweep import grid
-from nntile_lab.sweep.plots import aggregate_repeats, best, scheduler_figure
 from nntile_lab.widgets.common import (
     NOT_APPLICABLE,
     PlotArea,

@@ -26,9 +26,9 @@ import os
 
 import ipywidgets as w
 
+from nntile_lab.plots.sweep import best, tile_figure
 from nntile_lab.spec import TILE_FIELDS, ExperimentSpec
 from nntile_lab.sweep import grid, parse_axes
-from nntile_lab.sweep.plots import best, tile_figure
 from nntile_lab.widgets.common import (
     PlotArea,
     SweepView,

@@ -78,7 +78,7 @@ def test_scheduler_sweep_bars_over_repeats(tmp_path):
     assert len(df) == 4 and df["error"].isna().all() and sorted(set(df["seed"])) == [0, 1]
     assert ss.status.value.startswith("done: 4 points, best ")
     assert isinstance(ss.plot.figure.canvas, Canvas)
-    from nntile_lab.sweep.plots import aggregate_repeats
+    from nntile_lab.plots.sweep import aggregate_repeats
     agg = aggregate_repeats(df)
     assert agg["scheduler"].tolist() == ["eager", "lws"] and (agg["repeats"] == 2).all()
     for _, r in agg.iterrows():
@@ -192,7 +192,7 @@ def test_scheduler_sweep_with_and_without_priorities(tmp_path):
     assert ss.plot.figure is not None
     assert ss.placement.figure is None      # CPU workers only: nothing to place
     assert "prio, lws, dmdas, dmdasd and heteroprio honour them" in ss.message.value
-    from nntile_lab.sweep.plots import aggregate_repeats
+    from nntile_lab.plots.sweep import aggregate_repeats
     agg = aggregate_repeats(df)
     ran = {(r.scheduler, r.priorities): r.repeats for r in agg.itertuples()}
     assert ran == {("lws", False): 1, ("lws", True): 1, ("heteroprio", False): 1,
@@ -268,7 +268,7 @@ def test_nothing_ran_is_said_in_words(tmp_path):
         "model_id"] == words.model_id
     assert "nl-sweep-plot-words" in words._dom_classes and "none of the 1" in words.value
     assert "vocab_tile=0 must be from 1" in ts.message.value
-    from nntile_lab.sweep.plots import scheduler_figure, tile_figure
+    from nntile_lab.plots.sweep import scheduler_figure, tile_figure
     for fig in (tile_figure(df), scheduler_figure(df)):   # the library's figures too
         assert not fig.axes and "none of the 1 points ran" in fig.texts[0].get_text()
 
