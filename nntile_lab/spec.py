@@ -60,9 +60,13 @@ GROUPS = ("model", "data", "tiles", "runtime", "train", "run", "bench")
 #   invalidate   dead contents dropped, never written back: gradients once their
 #                optimizer update has read them (temporaries need nothing: their free
 #                drops them unwritten)
-#   wont_use     tiles not needed soon evicted first and pushed to disk in idle time:
-#                a block's saved activations after its forward, its parameters and
-#                gradients after its backward, optimizer state after its update
+#   wont_use     tiles not needed soon written to disk in idle time, so that evicting
+#                them later costs no write: a block's saved activations after its
+#                forward, its parameters and gradients after its backward, optimizer state
+#                after its update. Opt-in (not in "auto"): StarPU 1.3 holds each such tile
+#                in RAM until its idle write has run, and runs idle writes only while no
+#                task waits for memory — under a tight cap RAM fills with held tiles and
+#                the workers wait (docs/out-of-core.md, "Why wont_use is opt-in")
 #   prefetch     the next stage's tiles brought into RAM when the current stage starts:
 #                the next block's parameters (forward), the previous block's parameters
 #                (backward; not its saved activations: StarPU 1.3 aborts when a tile with
@@ -75,8 +79,10 @@ HINTS = ("invalidate", "wont_use", "prefetch", "drop_grads")
 
 # "auto" (the default): these when StarPU's RAM is capped, none in memory — there the
 # hints only cost: an invalidated gradient's buffer is freed and the next step's zero fill
-# faults fresh pages in (the cost: BENCHMARKS.md, "Measurements formerly in code comments")
-OOC_HINTS = ("invalidate", "wont_use", "drop_grads")
+# faults fresh pages in (the cost: BENCHMARKS.md, "Measurements formerly in code comments").
+# Both only ever spare the disk (dead gradients are not written, zeros are not evicted);
+# wont_use trades writes for reads and can stall (above): asked for by name.
+OOC_HINTS = ("invalidate", "drop_grads")
 
 
 def parse_hints(text: str | None, out_of_core: bool = True) -> frozenset:
@@ -172,6 +178,8 @@ class ExperimentSpec:
                                             "memory for tiles (MiB; needs nopencl)", int)
     ncuda: int = _f(0, "runtime", "CUDA workers, one per GPU (needs a StarPU built with CUDA: "
                     "scripts/build_starpu_cuda.sh; docs/accelerators.md)", int)
+    cuda_memory_limit_mb: int | None = _f(None, "runtime", "cap on each GPU's memory for tiles "
+                                          "(MiB; needs ncuda): RAM is the overflow", int)
     hints: str | None = _f("auto", "runtime",
                            "memory hints, a comma set of " + ", ".join(HINTS)
                            + " ('all', 'none'); they matter out of core", str)
@@ -229,7 +237,8 @@ class ExperimentSpec:
             raise ValueError(f"lr={self.lr!r} (--lr) must be > 0: a rate of 0 trains nothing")
         # StarPU refuses a smaller RAM limit or disk node (Runtime): say so here, where the
         # planner and every command see it, not only once a runtime starts
-        for name in ("memory_limit_mb", "ooc_size_mb", "opencl_memory_limit_mb"):
+        for name in ("memory_limit_mb", "ooc_size_mb", "opencl_memory_limit_mb",
+                     "cuda_memory_limit_mb"):
             v = getattr(self, name)
             if v is not None and v < 16:
                 raise ValueError(f"{name}={v!r} (--{_opt(name)}) must be ≥ 16 (MiB): StarPU "
@@ -252,6 +261,9 @@ class ExperimentSpec:
         if self.opencl_memory_limit_mb is not None and not self.nopencl:
             raise ValueError(f"opencl_memory_limit_mb={self.opencl_memory_limit_mb} "
                              "(--opencl-memory-limit-mb) needs OpenCL workers: --nopencl N")
+        if self.cuda_memory_limit_mb is not None and not self.ncuda:
+            raise ValueError(f"cuda_memory_limit_mb={self.cuda_memory_limit_mb} "
+                             "(--cuda-memory-limit-mb) needs CUDA workers: --ncuda N")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision={self.precision!r} (--precision) is unknown; valid "
                              f"ones: {', '.join(PRECISIONS)}")
@@ -333,7 +345,7 @@ class ExperimentSpec:
         if self.nopencl:
             kw.update(nopencl=self.nopencl, opencl_memory_limit_mb=self.opencl_memory_limit_mb)
         if self.ncuda:
-            kw.update(ncuda=self.ncuda)
+            kw.update(ncuda=self.ncuda, cuda_memory_limit_mb=self.cuda_memory_limit_mb)
         return kw
 
     def schedule(self):
