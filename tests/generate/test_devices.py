@@ -1,6 +1,7 @@
 """Generation off the beaten path: every task of a generation on the OpenCL worker gives the
-CPU's tokens; a model whose weights exceed StarPU's RAM cap generates from a disk node the
-in-memory run's tokens, its tiles streamed from disk and back."""
+CPU's tokens (GPT-2, and a Llama: rotary positions, grouped-query heads); a model whose
+weights exceed StarPU's RAM cap generates from a disk node the in-memory run's tokens, its
+tiles streamed from disk and back."""
 import numpy as np
 import pytest
 
@@ -8,14 +9,14 @@ import nntile_lab as nl
 from nntile_lab.nn.config import GPT2Config
 from nntile_lab.reference import hf_generate as hf
 from tests.conftest import need_opencl
-from tests.generate.test_models import agree_until_tie, wide_state
+from tests.generate.test_models import agree_until_tie, wide_llama, wide_state
 
 
 def _generate(cfg, state, prompts, n, where=None, **rt_kw):
     """Greedy tokens of ``prompts`` in a runtime of ``rt_kw`` (every task confined to
     ``where`` workers if given), and the disk traffic of the generation out of core."""
     with nl.Runtime(**rt_kw) as rt:
-        model = nl.GPT2(cfg)
+        model = (nl.Llama if isinstance(cfg, nl.LlamaConfig) else nl.GPT2)(cfg)
         model.load_state_dict(state)
         if rt_kw.get("ooc_dir"):
             rt.wait()
@@ -43,6 +44,26 @@ def test_generation_on_the_opencl_worker_gives_the_cpus_tokens():
     ocl, _ = _generate(cfg, state, prompts, 10, ncpu=1, nopencl=1, scheduler="dmda",
                        where="opencl")
     reference = hf.gpt2_model(cfg, state)
+    for p, a, b in zip(prompts, cpu, ocl):
+        assert agree_until_tie(b, a, reference, p)
+
+
+def test_llama_on_the_opencl_worker_gives_the_cpus_tokens():
+    """Rotary positions at the cache's columns and grouped-query heads (2 query heads per
+    cache head) on the OpenCL worker."""
+    need_opencl()
+    cfg = nl.LlamaConfig(n_layer=2, n_head=4, n_kv_head=2, n_embd=32, n_inner=40,
+                         vocab_size=300, n_positions=24, head_tile=2, embd_tile=16,
+                         inner_tile=24, vocab_tile=128, seq_tile=4)
+    with nl.Runtime(ncpu=1):
+        model, state = wide_llama(cfg, 3)
+        model.free()
+    rng = np.random.default_rng(3)
+    prompts = [rng.integers(0, 300, n).tolist() for n in (3, 9)]
+    cpu, _ = _generate(cfg, state, prompts, 10, ncpu=1)
+    ocl, _ = _generate(cfg, state, prompts, 10, ncpu=1, nopencl=1, scheduler="dmda",
+                       where="opencl")
+    reference = hf.llama_model(cfg, state)
     for p, a, b in zip(prompts, cpu, ocl):
         assert agree_until_tie(b, a, reference, p)
 
