@@ -135,3 +135,55 @@ def test_interrupt_reaches_a_sweep_run_in_a_subshell_thread(kernel, tmp_path, is
     assert content["traceback"] == ["Interrupted: sweep stopped after 0 of 2 points; the "
                                     "finished ones are cached: run it again to resume"]
     assert took < STOP_S, took
+
+
+def _message_update(comm_id: str, text: str):
+    def match(msg):
+        c = msg["content"]
+        return (msg["msg_type"] == "comm_msg" and c.get("comm_id") == comm_id
+                and text in str(c["data"].get("state", {}).get("value", "")))
+    return match
+
+
+def test_a_click_reads_what_was_typed_before_it(kernel, tmp_path):
+    """The Run button's action reads the boxes as typed before the click: ipykernel 7
+    handles a box's update on its main thread and, from the second click on, the click in
+    a subshell's thread, so the click can come first (seen in JupyterLab: Run after typing
+    128 over 2.5 still read 2.5). Here the main thread is busy (a cell sleeping) when the
+    update arrives, so the click's thread is ahead of it every time: the action must
+    wait for the update (widgets/background.py: let_inputs_arrive)."""
+    km, kc = kernel
+    reply, out = execute(kc, SETUP.format(cache=str(tmp_path / "cache"), isolate=True)
+                         + "print(ts.tiles['batch_tile'].model_id, ts.message.model_id)",
+                         timeout=180)
+    assert reply["status"] == "ok", reply
+    run_id, stop_id, status_id, tile_id, message_id = out.split()
+    subshell = _subshell(kc)
+    click = {"method": "custom", "content": {"event": "click"}}
+    # a first sweep, stopped: ipykernel handles this click on its main thread, the later
+    # ones in the subshell's (the sweep's button updates answer the subshell's click)
+    seen = []
+    _send(kc, "shell", "comm_msg", {"comm_id": run_id, "data": click}, subshell)
+    _iopub_until(kc, _status_update(status_id, "running: 0 of 2"), START_S, seen)
+    _send(kc, "shell", "comm_msg", {"comm_id": stop_id, "data": click}, subshell)
+    _iopub_until(kc, _status_update(status_id, "stopped after 0 of 2 points"), 30, seen)
+    refused, started = (_message_update(message_id, "Error:"),
+                        _status_update(status_id, "running: "))
+    # each value a range refused before any point runs, naming its LOW: which one was read
+    for low in (3, 5, 7, 9):
+        seen = []
+        _send(kc, "shell", "execute_request", {
+            "code": "import time; time.sleep(0.5)", "silent": True, "store_history": False,
+            "user_expressions": {}, "allow_stdin": False, "stop_on_error": False})
+        time.sleep(0.1)                      # the main thread is in the cell's sleep
+        _send(kc, "shell", "comm_msg", {"comm_id": tile_id, "data": {
+            "method": "update", "state": {"value": f"{low}:1:1"}, "buffer_paths": []}})
+        _send(kc, "shell", "comm_msg", {"comm_id": run_id, "data": click}, subshell)
+        msg = _iopub_until(kc, lambda m: refused(m) or started(m), 60, seen)
+        if started(msg):                     # it read the first sweep's tiles: stop it
+            _send(kc, "shell", "comm_msg", {"comm_id": stop_id, "data": click}, subshell)
+            _iopub_until(kc, _status_update(status_id, "stopped after "), 30, seen)
+            raise AssertionError(f"the click read the tiles before {low}:1:1 was typed")
+        said = msg["content"]["data"]["state"]["value"]
+        assert f"batch_tile &#x27;{low}:1:1&#x27;: LOW={low} is above HIGH=1" in said, \
+            (low, said)
