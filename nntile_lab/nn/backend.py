@@ -57,6 +57,12 @@ def runtime():
     return _real("nntile_lab.runtime").Runtime.current()
 
 
+def mark(name: str) -> None:
+    """Name a point of a step for a dry run's accounting (nothing outside one)."""
+    if _dry is not None:
+        _dry.mark(name)
+
+
 def dry_run_active():
     """The active dry run, or None."""
     return _dry

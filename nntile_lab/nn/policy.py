@@ -45,7 +45,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from nntile_lab.nn import priorities
+from nntile_lab.nn import backend, priorities
 from nntile_lab.nn.backend import BFLOAT16, ops
 from nntile_lab.nn.tape import Tape, set_current
 
@@ -62,6 +62,9 @@ class LeafContext:
         self.casts = policy.casts
         self.training, self.grad_scale = policy.training, policy.grad_scale
         self._temps: list = []
+        self._dry = backend.dry_run_active()
+        if self._dry is not None:   # a dry run names its tasks by the leaf submitting them
+            self._dry.leaf = layer.path
 
     def temp(self, t: TiledTensor) -> TiledTensor:
         """``t``, freed when this forward (or backward) ends (a view: its whole storage)."""
@@ -95,6 +98,8 @@ class LeafContext:
         for t in self._temps:
             t.storage.free()
         self._temps.clear()
+        if self._dry is not None:
+            self._dry.leaf = ""
 
 
 class Region:
