@@ -134,6 +134,11 @@ def _check_tiles(cfg, limits: dict) -> None:
                              f"1 to {limits[f][1]} (or None for the whole dimension)")
 
 
+def llama_inner_size(n_embd: int) -> int:
+    """SwiGLU's hidden width by Llama's rule: 8/3·n_embd rounded up to a multiple of 256."""
+    return max(256, -(-8 * n_embd // 3 // 256) * 256)
+
+
 @dataclass
 class LlamaConfig:
     """Sizes of a Llama and its tiling (the fields of Hugging Face's LlamaConfig under
@@ -164,7 +169,7 @@ class LlamaConfig:
         if self.n_kv_head is None:
             self.n_kv_head = self.n_head
         if self.n_inner is None and isinstance(self.n_embd, int):
-            self.n_inner = -(-8 * self.n_embd // 3 // 256) * 256 or 256
+            self.n_inner = llama_inner_size(self.n_embd)
         for f in ("n_layer", "n_head", "n_kv_head", "n_embd", "n_positions", "vocab_size",
                   "n_inner"):
             v = getattr(self, f)
@@ -222,10 +227,14 @@ class LlamaConfig:
     @classmethod
     def from_spec(cls, spec) -> LlamaConfig:
         """The config an ``ExperimentSpec`` with ``model="llama"`` describes."""
+        defaults = {f.name: f.default for f in fields(cls)}
         return cls(n_layer=spec.n_layer, n_head=spec.n_head, n_kv_head=spec.n_kv_head,
                    n_embd=spec.n_embd, n_inner=spec.n_inner, vocab_size=spec.vocab_size,
-                   n_positions=spec.positions, rope_theta=spec.rope_theta,
-                   rms_norm_eps=spec.rms_norm_eps,
+                   n_positions=spec.positions,
+                   rope_theta=(defaults["rope_theta"] if spec.rope_theta is None
+                               else spec.rope_theta),
+                   rms_norm_eps=(defaults["rms_norm_eps"] if spec.rms_norm_eps is None
+                                 else spec.rms_norm_eps),
                    **{name: getattr(spec, name) for name in TILE_FIELDS})
 
     def describe(self):
@@ -283,6 +292,16 @@ def model_class(name: str):
         return target
     module, cls = target.split(":")
     return getattr(importlib.import_module(module), cls)
+
+
+def model_of_fields(names) -> str | None:
+    """The registered model whose config has exactly the fields ``names`` (a checkpoint's
+    saved config), or None."""
+    names = set(names)
+    for name, (cls, _) in MODELS.items():
+        if {f.name for f in fields(cls)} == names:
+            return name
+    return None
 
 
 def model_name(config) -> str:

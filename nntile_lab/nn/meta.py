@@ -420,6 +420,37 @@ def gelu_backward_bf16(dry, x, dy, dx=None, beta=0.0):
     return dx
 
 
+@rule("silu_gate")
+def silu_gate(dry, g, u, out=None):
+    _same(g, u, "silu_gate")
+    y = _like(dry, out, g)
+    _each_tile(dry, "silu_gate", [g, u], [y], 7)
+    return y
+
+
+@rule("silu_gate_backward")
+def silu_gate_backward(dry, g, u, dy, dg=None, du=None, beta=0.0):
+    _same(g, dy, "silu_gate_backward")
+    dg, du = _like(dry, dg, g, F32), _like(dry, du, g, F32)
+    _each_tile(dry, "silu_gate_backward", [g, u, dy], [dg, du], 14)
+    return dg, du
+
+
+@rule("silu_gate_bf16")
+def silu_gate_bf16(dry, g, u):
+    gk, uk, y = (dry.empty(g.shape, g.tile_shape, BFLOAT16) for _ in range(3))
+    _each_tile(dry, "silu_gate_bf16", [g, u], [gk, uk, y], 7)
+    return gk, uk, y
+
+
+@rule("silu_gate_backward_bf16")
+def silu_gate_backward_bf16(dry, g, u, dy, dg=None, du=None, beta=0.0):
+    _same(g, dy, "silu_gate_backward_bf16")
+    dg, du = _like(dry, dg, g, F32), _like(dry, du, g, F32)
+    _each_tile(dry, "silu_gate_backward_bf16", [g, u, dy], [dg, du], 14)
+    return dg, du
+
+
 # ---- along an axis: slices and fibers (ops.reduce) --------------------------------------
 @dataclass(frozen=True)
 class _Step:
@@ -566,6 +597,72 @@ def layer_norm_backward(dry, x, dy, gamma, mean, inv_std, axis=-1, dx=None, dgam
                  [(x, t.x), (dy, t.x), (mean, t.s), (inv_std, t.s)],
                  [(dgamma, t.f), (dbeta, t.f)], 6 * t.m * t.k * t.n + 6 * t.k)
     return dx, dgamma, dbeta
+
+
+@rule("rms_norm")
+def rms_norm(dry, x, weight, axis=-1, eps=1e-6, out=None):
+    axis %= x.ndim
+    y = _like(dry, out, x)
+    inv_rms = _slice(dry, x, axis)
+    steps = _steps(x.traits, axis)
+    if x.grid_shape[axis] == 1:
+        for t in steps:
+            dry.task("rms_norm_tile", [(x, t.x), (weight, t.f)], [(y, t.x), (inv_rms, t.s)],
+                     4 * t.m * t.k * t.n + 4 * t.m * t.n)
+        return y, inv_rms
+    for t in steps:
+        dry.task("rms_norm_invrms", [(x, t.x)], [(inv_rms, t.s)],
+                 2 * t.m * t.k * t.n + 6 * t.m * t.n)
+    for t in steps:
+        dry.task("rms_norm_apply", [(x, t.x), (inv_rms, t.s), (weight, t.f)], [(y, t.x)],
+                 2 * t.m * t.k * t.n)
+    return y, inv_rms
+
+
+@rule("rms_norm_backward")
+def rms_norm_backward(dry, x, dy, weight, inv_rms, axis=-1, dx=None, dweight=None):
+    axis %= x.ndim
+    _same(x, dy, "rms_norm_backward")
+    dx = _like(dry, dx, x)
+    dweight = _fiber(dry, x, axis, dweight)
+    steps = _steps(x.traits, axis)
+
+    def reads(t, *extra):
+        return [(x, t.x), (dy, t.x), (weight, t.f), (inv_rms, t.s), *extra]
+    if x.grid_shape[axis] == 1:
+        for t in steps:
+            dry.task("rms_norm_backward_tile", reads(t), [(dx, t.x)],
+                     11 * t.m * t.k * t.n + t.m * t.n)
+    else:
+        sums = _slice(dry, x, axis)
+        for t in steps:
+            dry.task("rms_norm_backward_sums", reads(t), [(sums, t.s)],
+                     5 * t.m * t.k * t.n + 3 * t.m * t.n)
+        for t in steps:
+            dry.task("rms_norm_backward_dx", reads(t, (sums, t.s)), [(dx, t.x)],
+                     6 * t.m * t.k * t.n)
+        sums.free()
+    for t in steps:
+        dry.task("rms_norm_backward_fiber", [(x, t.x), (dy, t.x), (inv_rms, t.s)],
+                 [(dweight, t.f)], 3 * t.m * t.k * t.n + 3 * t.k)
+    return dx, dweight
+
+
+def _rotation(name: str):
+    @rule(name)
+    def rotate(dry, x, cos, sin, out=None, dx=None):
+        y = _like(dry, out if name == "rope" else dx, x)
+        tx = x.traits
+        for i in range(tx.ntiles):
+            shape = tx.tile_shapes[i]
+            t = tx.grid_index(i)[-2]       # the tables' tile of this tile's tokens
+            dry.task(name, [(x, i), (cos, t), (sin, t)], [(y, i)],
+                     6 * math.prod(shape[:-1]) * (shape[-1] // 2))
+        return y
+
+
+_rotation("rope")
+_rotation("rope_backward")
 
 
 @rule("softmax")
