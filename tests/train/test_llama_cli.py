@@ -100,3 +100,18 @@ def test_a_llama_option_without_the_llama_is_one_line(capsys):
     assert cli.main(["plan", "--n-kv-head", "2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "n_kv_head=2 (--n-kv-head) is a Llama option" in err[0], err
+
+
+def test_bench_train_llama_against_the_pytorch_llama(tmp_path, capsys):
+    """``bench train --model llama --vs-torch``: the same Llama step timed in PyTorch (the fast
+    reference: fused GQA attention, F.rms_norm), FLOPs from the Llama's own tree."""
+    assert cli.main(["bench", "train", "--vs-torch", "--json", "--steps", "2",
+                     "--no-torch-compile", "--record", str(tmp_path / "bench.json"),
+                     *LLAMA]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["torch"]["eager"]["model"] == "torch_llama"
+    assert res["spec"]["model"] == "llama" and res["spec"]["n_kv_head"] == 2
+    cfg = nl.LlamaConfig(n_layer=2, n_head=4, n_kv_head=2, n_embd=16, n_inner=24,
+                         n_positions=8, vocab_size=64)
+    assert res["flops_per_step"] == 2 * 8 * cfg.flops_per_token(8)
+    assert res["ratio"] == pytest.approx(res["nntile_gflops"] / res["torch_gflops"])
