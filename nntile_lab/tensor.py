@@ -223,35 +223,17 @@ class TiledTensor:
     def split_axis(self, axis: int, inner: int) -> TiledTensor:
         """A view with dimension ``axis`` (size s, tile t) split into (s/inner, inner),
         tiles (t/inner, inner): the same tiles, same memory (e.g. E → heads × head size)."""
-        axis = _axis(axis, self.ndim)
-        s, t = self.shape[axis], self.tile_shape[axis]
-        if isinstance(inner, bool) or not isinstance(inner, (int, np.integer)):
-            raise TypeError(f"split_axis: inner={inner!r} must be an int (the size of the "
-                            f"inner block, e.g. head_size)")
-        if inner < 1:
-            raise ValueError(f"split_axis: inner={inner} must be ≥ 1")
-        if s % inner or t % inner:
-            raise ValueError(f"cannot split dimension {axis} (size {s}, tile {t}) into "
-                             f"blocks of {inner}: both must be multiples of {inner}")
-        return self._view(self.shape[:axis] + (s // inner, inner) + self.shape[axis + 1:],
-                          self.tile_shape[:axis] + (t // inner, inner) + self.tile_shape[axis + 1:])
+        return self._view(self.traits.split_axis(axis, inner))
 
     def merge_axes(self, axis: int) -> TiledTensor:
         """A view with dimensions ``axis`` and ``axis + 1`` merged; the second must be
         a single tile (then every tile keeps its memory layout)."""
-        axis = _axis(axis, self.ndim - 1)
-        (a, b), (ta, tb) = self.shape[axis:axis + 2], self.tile_shape[axis:axis + 2]
-        if tb != b:
-            raise ValueError(f"cannot merge dimensions {axis} and {axis + 1}: dimension "
-                             f"{axis + 1} (size {b}) is split into tiles of {tb}; it must be "
-                             "one tile")
-        return self._view(self.shape[:axis] + (a * b,) + self.shape[axis + 2:],
-                          self.tile_shape[:axis] + (ta * b,) + self.tile_shape[axis + 2:])
+        return self._view(self.traits.merge_axes(axis))
 
-    def _view(self, shape, tile_shape) -> TiledTensor:
+    def _view(self, traits: TensorTraits) -> TiledTensor:
         view = object.__new__(TiledTensor)
         view.dtype, view.runtime = self.dtype, self.runtime
-        view.traits = TensorTraits(shape, tile_shape)
+        view.traits = traits
         view._handles, view._base = self.handles, self   # the base owns and frees the tiles
         view._generation = self._generation
         return view
@@ -401,12 +383,6 @@ def _cupy_and_node(what: str):
         raise CudaUnavailable(f"{what} hands tiles in GPU memory to CuPy, but "
                               + "; and ".join(missing))
     return cupy, rt.cuda_memory_node()
-
-
-def _axis(axis: int, ndim: int) -> int:
-    if not -ndim <= axis < ndim:
-        raise ValueError(f"axis {axis} is out of range for {ndim} dimensions")
-    return axis % ndim
 
 
 def _check(ret: int, what: str) -> None:

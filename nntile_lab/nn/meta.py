@@ -25,7 +25,7 @@ import numpy as np
 
 from nntile_lab.nn import backend
 from nntile_lab.nn.backend import BFLOAT16, F32
-from nntile_lab.tiling import TensorTraits
+from nntile_lab.tiling import TensorTraits, plan
 
 I64 = np.dtype(np.int64)
 
@@ -69,26 +69,11 @@ class MetaTensor:
         return self.traits.tile_sizes[i] * self.dtype.itemsize
 
     def split_axis(self, axis: int, inner: int) -> MetaTensor:
-        axis %= self.ndim
-        s, t = self.shape[axis], self.tile_shape[axis]
-        if s % inner or t % inner:
-            raise ValueError(f"cannot split dimension {axis} (size {s}, tile {t}) into blocks "
-                             f"of {inner}: both must be multiples of {inner}")
-        return self._view(self.shape[:axis] + (s // inner, inner) + self.shape[axis + 1:],
-                          self.tile_shape[:axis] + (t // inner, inner)
-                          + self.tile_shape[axis + 1:])
+        return MetaTensor(self.dry, self.traits.split_axis(axis, inner), self.dtype,
+                          self.storage)
 
     def merge_axes(self, axis: int) -> MetaTensor:
-        axis %= self.ndim - 1
-        (a, b), (ta, tb) = self.shape[axis:axis + 2], self.tile_shape[axis:axis + 2]
-        if tb != b:
-            raise ValueError(f"cannot merge dimensions {axis} and {axis + 1}: dimension "
-                             f"{axis + 1} (size {b}) is split into tiles of {tb}")
-        return self._view(self.shape[:axis] + (a * b,) + self.shape[axis + 2:],
-                          self.tile_shape[:axis] + (ta * b,) + self.tile_shape[axis + 2:])
-
-    def _view(self, shape, tile_shape) -> MetaTensor:
-        return MetaTensor(self.dry, TensorTraits(shape, tile_shape), self.dtype, self.storage)
+        return MetaTensor(self.dry, self.traits.merge_axes(axis), self.dtype, self.storage)
 
     def free(self, *, wait: bool = False) -> None:
         self.dry.free(self.storage)
@@ -452,31 +437,6 @@ def silu_gate_backward_bf16(dry, g, u, dy, dg=None, du=None, beta=0.0):
 
 
 # ---- along an axis: slices and fibers (ops.reduce) --------------------------------------
-@dataclass(frozen=True)
-class _Step:
-    x: int
-    s: int
-    f: int
-    m: int
-    k: int
-    n: int
-    first: bool
-
-
-def _steps(traits: TensorTraits, axis: int) -> list[_Step]:
-    """``ops.reduce.plan``: each tile of x with its slice and fiber tiles and (m, k, n)."""
-    grid = traits.grid_shape
-    sgrid = grid[:axis] + grid[axis + 1:]
-    sstrides = [math.prod(sgrid[d + 1:]) for d in range(len(sgrid))]
-    out = []
-    for xi in range(traits.ntiles):
-        g, shape = traits.grid_index(xi), traits.tile_shapes[xi]
-        si = sum(i * s for i, s in zip(g[:axis] + g[axis + 1:], sstrides))
-        out.append(_Step(xi, si, g[axis], math.prod(shape[:axis]), shape[axis],
-                         math.prod(shape[axis + 1:]), g[axis] == 0))
-    return out
-
-
 def _slice(dry, x, axis, out=None, lead=()):
     drop = lambda t: t[:axis] + t[axis + 1:]  # noqa: E731
     if out is not None:
@@ -493,7 +453,7 @@ def _reduction(name: str, flops):
     def reduce(dry, x, axis, out=None, alpha=1.0, beta=0.0):
         axis %= x.ndim
         s = _slice(dry, x, axis, out)
-        for t in _steps(x.traits, axis):
+        for t in plan(x.traits, axis):
             dry.task(name, [(x, t.x)], [(s, t.s)], flops(t))
         return s
 
@@ -506,7 +466,7 @@ _reduction("sumsq_slice", lambda t: 2 * t.m * t.k * t.n + 3 * t.m * t.n)
 def max_slice(dry, x, axis, out=None):
     axis %= x.ndim
     s = _slice(dry, x, axis, out)
-    for t in _steps(x.traits, axis):
+    for t in plan(x.traits, axis):
         dry.task("max_slice", [(x, t.x)], [(s, t.s)], t.m * t.k * t.n)
     return s
 
@@ -515,7 +475,7 @@ def max_slice(dry, x, axis, out=None):
 def sumprod_slice(dry, a, b, axis, out=None, alpha=1.0, beta=0.0):
     axis %= a.ndim
     s = _slice(dry, a, axis, out)
-    for t in _steps(a.traits, axis):
+    for t in plan(a.traits, axis):
         dry.task("sumprod_slice", [(a, t.x), (b, t.x)], [(s, t.s)],
                  2 * t.m * t.k * t.n + 3 * t.m * t.n)
     return s
@@ -525,7 +485,7 @@ def sumprod_slice(dry, a, b, axis, out=None, alpha=1.0, beta=0.0):
 def sum_fiber(dry, x, axis, out=None, alpha=1.0, beta=0.0):
     axis %= x.ndim
     f = _fiber(dry, x, axis, out)
-    for t in _steps(x.traits, axis):
+    for t in plan(x.traits, axis):
         dry.task("sum_fiber", [(x, t.x)], [(f, t.f)], t.m * t.k * t.n + 3 * t.k)
     return f
 
@@ -534,7 +494,7 @@ def _broadcast(name: str, over: str, flops: int):
     @rule(name)
     def broadcast(dry, v, x, axis, *args, **kw):
         axis %= x.ndim
-        for t in _steps(x.traits, axis):
+        for t in plan(x.traits, axis):
             dry.task(name, [(v, t.s if over == "slice" else t.f)], [(x, t.x)],
                      flops * t.m * t.k * t.n)
         return x
@@ -551,7 +511,7 @@ def layer_norm(dry, x, gamma, beta, axis=-1, eps=1e-5, out=None):
     axis %= x.ndim
     y = _like(dry, out, x)
     mean, inv_std = _slice(dry, x, axis), _slice(dry, x, axis)
-    steps = _steps(x.traits, axis)
+    steps = plan(x.traits, axis)
     if x.grid_shape[axis] == 1:
         for t in steps:
             dry.task("layer_norm_tile", [(x, t.x), (gamma, t.f), (beta, t.f)],
@@ -575,7 +535,7 @@ def layer_norm_backward(dry, x, dy, gamma, mean, inv_std, axis=-1, dx=None, dgam
     _same(x, dy, "layer_norm_backward")
     dx = _like(dry, dx, x)
     dgamma, dbeta = _fiber(dry, x, axis, dgamma), _fiber(dry, x, axis, dbeta)
-    steps = _steps(x.traits, axis)
+    steps = plan(x.traits, axis)
 
     def reads(t, *extra):
         return [(x, t.x), (dy, t.x), (gamma, t.f), (mean, t.s), (inv_std, t.s), *extra]
@@ -604,7 +564,7 @@ def rms_norm(dry, x, weight, axis=-1, eps=1e-6, out=None):
     axis %= x.ndim
     y = _like(dry, out, x)
     inv_rms = _slice(dry, x, axis)
-    steps = _steps(x.traits, axis)
+    steps = plan(x.traits, axis)
     if x.grid_shape[axis] == 1:
         for t in steps:
             dry.task("rms_norm_tile", [(x, t.x), (weight, t.f)], [(y, t.x), (inv_rms, t.s)],
@@ -625,7 +585,7 @@ def rms_norm_backward(dry, x, dy, weight, inv_rms, axis=-1, dx=None, dweight=Non
     _same(x, dy, "rms_norm_backward")
     dx = _like(dry, dx, x)
     dweight = _fiber(dry, x, axis, dweight)
-    steps = _steps(x.traits, axis)
+    steps = plan(x.traits, axis)
 
     def reads(t, *extra):
         return [(x, t.x), (dy, t.x), (weight, t.f), (inv_rms, t.s), *extra]
@@ -669,7 +629,7 @@ _rotation("rope_backward")
 def softmax(dry, x, axis, out=None):
     axis %= x.ndim
     y = _like(dry, out, x)
-    steps = _steps(x.traits, axis)
+    steps = plan(x.traits, axis)
     if x.grid_shape[axis] == 1:
         for t in steps:
             dry.task("softmax_tile", [(x, t.x)], [(y, t.x)], 5 * t.m * t.k * t.n + t.m * t.n)
@@ -692,7 +652,7 @@ def softmax_backward(dry, y, dy, axis, dx=None):
     axis %= y.ndim
     _same(y, dy, "softmax_backward")
     dx = _like(dry, dx, y)
-    steps = _steps(y.traits, axis)
+    steps = plan(y.traits, axis)
     if y.grid_shape[axis] == 1:
         for t in steps:
             dry.task("softmax_backward_tile", [(y, t.x), (dy, t.x)], [(dx, t.x)],

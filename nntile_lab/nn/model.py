@@ -44,32 +44,41 @@ class LanguageModel(Module):
         self._describe(config)
         self.precision = check_mode(precision)
         self.casts = Casts(precision)
-        if backend.dry_run_active() is None:
-            self.check_shapes()
+        if backend.dry_run_active() is None:   # refuse misfit layers before any tensor
+            with dry_run():
+                self._allocate()
+                self._dry_init()
+                self.check_shapes()
+        self._allocate()
+        self.init_weights(seed)
+        if self.casts.gemm_bf16:
+            for p in self.parameters():
+                if p.gemm:
+                    p.value16 = backend.empty(p.shape, p.tile_shape, BFLOAT16)
+        self.params16 = {n: p.value16 for n, p in self.named_parameters().items()
+                         if p.value16 is not None}
+        self.refresh_weight_copies()
+
+    def _allocate(self) -> None:
+        """The parameters' tensors and their gradients' (StarPU's, or a dry run's)."""
         self.runtime = backend.runtime()
         named = self.named_parameters()
         for p in named.values():
             p.value = backend.empty(p.shape, p.tile_shape)
+            p.value16 = None
         for p in named.values():
             p.grad = backend.empty(p.shape, p.tile_shape)
         self.params = {n: p.value for n, p in named.items()}     # Hugging Face order
         self.grads = {n: p.grad for n, p in named.items()}
-        self.init_weights(seed)
-        if self.casts.gemm_bf16:
-            for p in named.values():
-                if p.gemm:
-                    p.value16 = backend.empty(p.shape, p.tile_shape, BFLOAT16)
-        self.params16 = {n: p.value16 for n, p in named.items() if p.value16 is not None}
-        self.refresh_weight_copies()
+        self.params16 = {}
 
     def check_shapes(self) -> None:
-        """Refuse layers whose shapes or tiles do not fit together, before any tensor or
-        task exists: the forward runs once on shape-only tensors (``nn.meta``; one sequence
-        of the longest length), and a mismatch is a ``ShapeError`` naming both layers."""
+        """Refuse layers whose shapes or tiles do not fit together: the forward runs once,
+        in a dry run (``nn.meta``: shape-only tensors, no task), on one sequence of the
+        longest length; a mismatch is a ``ShapeError`` naming both layers."""
         T = getattr(self.config, "n_positions", 1)
         ids = np.zeros((1, T), np.int64)
-        with dry_run():
-            type(self)(self.config, seed=0, precision="fp32").loss(ids, ids)
+        self.loss(ids, ids)
 
     @classmethod
     def describe(cls, config) -> LanguageModel:
@@ -87,8 +96,14 @@ class LanguageModel(Module):
         for name, p in self.named_parameters().items():
             p.name = name
         self.stages = self.stage_modules()
+        self._params_of = {id(m): m.parameters() for _, m in self.named_modules()}
         self._untrainable = [m.path for _, m in self.named_modules()
                              if hasattr(m, "has_backward") and not m.has_backward]
+
+    def params_of(self, module) -> list:
+        """``module.parameters()``, computed once when the model was built."""
+        found = self._params_of.get(id(module))
+        return module.parameters() if found is None else found
 
     # ---- what a subclass declares -------------------------------------------------
     def build(self, config) -> None:
