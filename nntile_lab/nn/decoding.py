@@ -44,6 +44,7 @@ class KVCache:
         self.pads = None          # (B,) int64: each row's left pads
         self.positions = None     # (B, t) int64 numpy: the running step's (rotary reads them)
         self.column = 0           # the first cache position the running step writes
+        self._rope = None         # (key, (cos, sin)): the running step's rotary tables
 
     @property
     def tensors(self) -> list:
@@ -65,6 +66,25 @@ class KVCache:
         ops.kv_write(v, vc, self.column, heads_first=heads_first)
         return ops.attend(q, kc, vc, self.pads, self.column, heads_first=heads_first)
 
+    def rope(self, rotary, q):
+        """Rotary tables (cos, sin) of the running step's cache columns column…column+t−1
+        for q (B, H, t, D), made once per step and shared by its layers. A left-padded
+        row's columns are its positions shifted by its pads — the same shift for its
+        queries and keys — and rotary scores depend on positions only through their
+        difference (R(m)ᵀR(n) = R(n−m)): one table gives every row its own positions'
+        scores (Hugging Face's ``position_ids`` count from each row's first real token)."""
+        key = (id(rotary), self.column, q.shape[2], q.tile_shape[2])
+        if self._rope is None or self._rope[0] != key:
+            self._free_rope()
+            self._rope = (key, rotary.tables(q.shape[2], q.tile_shape[2], start=self.column))
+        return self._rope[1]
+
+    def _free_rope(self) -> None:
+        if self._rope is not None:
+            for t in self._rope[1]:
+                t.free()
+            self._rope = None
+
     def nbytes(self) -> int:
         return sum(4 * int(np.prod(t.shape)) for t in self.tensors)
 
@@ -73,6 +93,7 @@ class KVCache:
             t.free()
         if self.pads is not None:
             self.pads.free()
+        self._free_rope()
         self.layers, self.pads = {}, None
 
 
