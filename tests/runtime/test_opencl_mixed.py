@@ -10,9 +10,7 @@ import nntile_lab as nl
 from nntile_lab._lib import ffi, lib
 from nntile_lab.runtime import opencl_devices
 from nntile_lab.trace.recorder import Trace
-from tests.conftest import rel_err
-
-RNG = np.random.default_rng(181)
+from tests.tolerance import rel_err
 
 
 def _layer(x, w, gamma, beta):
@@ -33,15 +31,16 @@ def _reference(x, w, gamma, beta):
 
 @pytest.mark.parametrize("scheduler", ["dmda", "dmdas", "heteroprio", "eager", "lws"])
 def test_a_mixed_runtime_computes_what_the_cpu_does(scheduler):
+    rng = np.random.default_rng(1810)
     if not lib.nl_opencl_built() or opencl_devices() < 1:
         pytest.fail("no OpenCL device: run scripts/setup.sh and check `clinfo -l`",
                     pytrace=False)
     if nl.Runtime.active is not None:
         nl.Runtime.active.stop()
-    x = RNG.standard_normal((64, 96)).astype(np.float32)
-    w = RNG.standard_normal((96, 96)).astype(np.float32) / 10
-    gamma = RNG.standard_normal(96).astype(np.float32)
-    beta = RNG.standard_normal(96).astype(np.float32)
+    x = rng.standard_normal((64, 96)).astype(np.float32)
+    w = rng.standard_normal((96, 96)).astype(np.float32) / 10
+    gamma = rng.standard_normal(96).astype(np.float32)
+    beta = rng.standard_normal(96).astype(np.float32)
     with nl.Runtime(scheduler=scheduler, ncpu=1, nopencl=1) as rt:
         assert rt.where == "any" and rt.nworkers == 2
         for _ in range(3):   # the dm* policies calibrate their models over the first runs
@@ -55,15 +54,16 @@ def test_a_mixed_runtime_computes_what_the_cpu_does(scheduler):
 def test_on_opencl_with_a_cpu_fallback_puts_each_op_where_the_table_says():
     """``on("opencl", fallback="cpu")``: an op with an OpenCL implementation runs on the
     device, one without on the CPU (none is refused), with the CPU's results."""
+    rng = np.random.default_rng(1811)
     if not lib.nl_opencl_built() or opencl_devices() < 1:
         pytest.fail("no OpenCL device: run scripts/setup.sh and check `clinfo -l`",
                     pytrace=False)
     if nl.Runtime.active is not None:
         nl.Runtime.active.stop()
-    x = RNG.standard_normal((32, 48)).astype(np.float32)
-    w = RNG.standard_normal((48, 48)).astype(np.float32) / 10
-    gamma = RNG.standard_normal(48).astype(np.float32)
-    beta = RNG.standard_normal(48).astype(np.float32)
+    x = rng.standard_normal((32, 48)).astype(np.float32)
+    w = rng.standard_normal((48, 48)).astype(np.float32) / 10
+    gamma = rng.standard_normal(48).astype(np.float32)
+    beta = rng.standard_normal(48).astype(np.float32)
     rows = [ffi.string(lib.nl_op_name(i)).decode() for i in range(lib.nl_op_count())]
     with nl.Runtime(scheduler="dmda", ncpu=1, nopencl=1) as rt:
         with Trace(rt) as trace, rt.on("opencl", fallback="cpu"):
