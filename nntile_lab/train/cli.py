@@ -105,13 +105,28 @@ def _plan(args) -> int:
 
 
 def checkpoint_values(resume) -> dict:
-    """The spec fields a checkpoint fixes (its model shape, batch and sequence length)."""
+    """The spec fields a checkpoint fixes (its model shape, batch and sequence length) and
+    the precision mode it trained in (a bf16 run resumed without --precision continued in
+    fp32): defaults under the options given."""
     if not resume:
         return {}
     saved = read_state(resume)
     cfg, settings = saved.get("config", {}), saved.get("settings", {})
+    precision = settings.get("precision") or _recorded_precision(resume)
     return ({k: cfg[k] for k in SHAPE_FIELDS if k in cfg}
-            | {k: settings[k] for k in BATCH_FIELDS if k in settings})
+            | {k: settings[k] for k in BATCH_FIELDS if k in settings}
+            | ({"precision": precision} if precision else {}))
+
+
+def _recorded_precision(resume) -> str | None:
+    """The mode an older checkpoint's run trained in, from its run.json (checkpoints hold it
+    in their settings since it was missed on resume)."""
+    run_json = find_checkpoint(resume).parent / "run.json"
+    try:
+        mode = (json.loads(run_json.read_text()).get("config", {}).get("precision") or {})
+    except (OSError, ValueError):
+        return None
+    return mode.get("mode") if isinstance(mode, dict) else None
 
 
 def resolve(args: argparse.Namespace) -> argparse.Namespace:
