@@ -33,10 +33,8 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "nntile_lab.train.cli": ("train", "plan"),
     "nntile_lab.trace.cli": ("trace", "peak"),
     "nntile_lab.sweep.cli": ("sweep",),
-    "nntile_lab.sweep.point_cli": ("_sweep-point",),
     "nntile_lab.bench.cli": ("bench",),
-    "nntile_lab.bench.point_cli": ("_bench-memory-point",),
-    "nntile_lab.figures.cli": ("figures", "_figures-point"),
+    "nntile_lab.figures.cli": ("figures",),
     "nntile_lab.proxies.cli": ("proxy", "collectives", "_replay-rank", "_collectives-rank"),
 }
 

@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import base64
 import io
+import os
 import sys
+import tempfile
+from pathlib import Path
 
 import matplotlib
 from matplotlib.figure import Figure as _MplFigure
@@ -79,6 +82,22 @@ def ipympl_classes():
             matplotlib.use = use
     from ipympl.backend_nbagg import Canvas, FigureManager  # loaded above, without use()
     return Canvas, FigureManager
+
+
+def save_figure(fig: _MplFigure, path, dpi: float = 110, format: str | None = None) -> Path:
+    """Write ``fig`` to ``path`` atomically (a temporary file in the same folder, then a
+    rename: never a half-written image), in ``format`` (default: the path's suffix)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=dpi, format=format or path.suffix.lstrip(".") or "png")
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return path
 
 
 class Figure(_MplFigure):

@@ -15,7 +15,7 @@ class OneLineParser(argparse.ArgumentParser):
     whole usage block, 20 lines for ``train``, above the message), with where to look."""
 
     def error(self, message: str):
-        # the hidden subcommands (``_sweep-point``: processes the work starts) are no choice
+        # the hidden subcommands (``_replay-rank``: processes the work starts) are no choice
         message = re.sub(r", '_[^']*'|'_[^']*', ", "", message)
         self.exit(2, f"{self.prog}: error: {message} (see: {self.prog} --help)\n")
 

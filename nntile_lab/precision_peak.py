@@ -19,7 +19,7 @@ import datetime
 import numpy as np
 
 from nntile_lab import ops
-from nntile_lab.record import machine
+from nntile_lab.engine.facts import machine
 from nntile_lab.runtime import Runtime
 from nntile_lab.sgemm_peak import best_of_rounds
 from nntile_lab.tensor import from_numpy

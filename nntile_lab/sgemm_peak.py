@@ -31,7 +31,7 @@ import time
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-from nntile_lab.record import machine
+from nntile_lab.engine.facts import machine
 
 
 def check_peak(peak_gflops) -> float | None:

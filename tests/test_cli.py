@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from nntile_lab import cli
-from nntile_lab.record import read_record
+from nntile_lab.engine import read_record
 from nntile_lab.spec import ExperimentSpec
 
 

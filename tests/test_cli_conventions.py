@@ -30,16 +30,18 @@ def test_the_table_names_what_each_module_registers(module):
 
 
 def test_one_way_to_register_and_no_other_entry_point():
-    """Parsers are made only in the modules of the table; no module but cli.py runs as
-    ``python -m`` (fresh processes start hidden subcommands instead)."""
+    """Parsers are made only in the modules of the table; no module but cli.py and the
+    engine's point process (engine/worker.py) runs as ``python -m`` (MPI ranks start hidden
+    subcommands instead)."""
+    worker = PACKAGE / "engine" / "worker.py"
     table = {str(PACKAGE.parent / (m.replace(".", "/") + ".py")) for m in cli.COMMANDS}
     for path in PACKAGE.rglob("*.py"):
         text = path.read_text()
-        if path.name != "cli.py" or path.parent != PACKAGE:
+        if (path.name != "cli.py" or path.parent != PACKAGE) and path != worker:
             assert 'if __name__ == "__main__"' not in text, path
         if str(path) not in table:
             assert ".add_parser(" not in text, f"{path} adds a subcommand outside COMMANDS"
-        assert not re.search(r'"-m",\s*"nntile_lab\.(?!cli")', text), \
+        assert not re.search(r'"-m",\s*"nntile_lab\.(?!cli"|engine\.worker")', text), \
             f"{path} starts `python -m` on a module other than nntile_lab.cli"
 
 
@@ -53,7 +55,7 @@ def test_hidden_commands_stay_out_of_help(capsys):
     assert cli.main(["--help"]) == 0
     out = capsys.readouterr().out
     hidden = [n for names in cli.COMMANDS.values() for n in names if n.startswith("_")]
-    assert len(hidden) >= 5 and not [n for n in hidden if n in out]
+    assert hidden and not [n for n in hidden if n in out]
     assert "train" in out and "exit status: 0 done, 1 failed, 2 usage error" in out
 
 

@@ -11,8 +11,9 @@ import pytest
 from nntile_lab.interrupts import Interrupted
 from nntile_lab.jupyter_figure import Figure, interactive, widget_backend_active
 
-DRAWING_MODULES = ("nntile_lab.figures.draw", "nntile_lab.trace.viz", "nntile_lab.sweep.plots",
-                   "nntile_lab.train.plots", "nntile_lab.bench.schedulers",
+DRAWING_MODULES = ("nntile_lab.plots.paper", "nntile_lab.trace.viz", "nntile_lab.plots.sweep",
+                   "nntile_lab.train.plots", "nntile_lab.plots.schedulers",
+                   "nntile_lab.plots.depth",
                    "nntile_lab.proxies.collectives", "nntile_lab.proxies.extrapolate",
                    "nntile_lab.widgets")
 

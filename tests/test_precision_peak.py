@@ -4,7 +4,7 @@ import json
 import pytest
 
 from nntile_lab import precision_peak
-from nntile_lab.record import machine
+from nntile_lab.engine.facts import machine
 from tests.trace.test_trace_cli import fake_peak, parse  # noqa: F401  (a fixture)
 
 

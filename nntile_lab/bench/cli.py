@@ -3,8 +3,8 @@ sibling modules; this module only parses options and prints).
 
     gemm, train, schedulers, kernels, memory, depth, trace-overhead, submit-cost
 
-(the hidden ``_bench-memory-point`` that ``bench memory`` starts once per point is in
-point_cli.py, so that its process imports no more than it measures).
+(every point that must run in a process of its own — a ``bench memory`` point, a sweep's —
+runs through the engine: ``nntile_lab.engine``).
 """
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import json
 import sys
 
 from nntile_lab.bench import depth, kernels, memory, schedulers, submit_cost, train
+from nntile_lab.engine import json_safe, save_record
 from nntile_lab.errors import UsageError
 from nntile_lab.options import float_range, int_list, int_range, refuse_given
-from nntile_lab.record import json_safe, write_record
 from nntile_lab.spec import (
     DEFAULTS,
     PRECISIONS,
@@ -85,7 +85,7 @@ def register_cli(subparsers) -> None:
                         "default 1)")
     t.add_argument("--json", action="store_true", help="print one JSON object")
     t.add_argument("--record", metavar="FILE", help="also write the run's record (spec, "
-                   "versions, machine, results: nntile_lab.record) to FILE")
+                   "versions, machine, results: nntile_lab.engine.record) to FILE")
     t.set_defaults(func=_train)
 
     sc = bsub.add_parser("schedulers", help="StarPU policies with and without task "
@@ -235,7 +235,7 @@ def _train(args) -> int:
                     with_fp32=args.with_fp32, rounds=args.rounds,
                     progress=lambda m: print(m, file=sys.stderr, flush=True))
     if args.record:
-        write_record(args.record, spec, res, kind="bench-train")
+        save_record(args.record, "bench-train", spec, res)
     print(json.dumps(res) if args.json else train.report(res))
     return 0
 

@@ -9,7 +9,7 @@ import time
 
 from threadpoolctl import threadpool_info
 
-from nntile_lab.record import machine as machine_facts
+from nntile_lab.engine.facts import machine as machine_facts
 
 
 def median_time(fn, repeats: int, warmup: int = 1) -> float:

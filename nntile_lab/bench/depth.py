@@ -23,12 +23,12 @@ import pandas as pd
 
 from nntile_lab.bench.schedulers import check_ooc_on_opencl, default_ooc_dir, out_of_core
 from nntile_lab.data.bins import atomic_write_bytes
-from nntile_lab.jupyter_figure import Figure
-from nntile_lab.record import write_record
+from nntile_lab.engine import save_record
+from nntile_lab.jupyter_figure import save_figure
+from nntile_lab.plots.depth import IN_MEMORY, OUT_OF_CORE, figure
 from nntile_lab.spec import ExperimentSpec
 from nntile_lab.sweep import run as sweep_run
 
-IN_MEMORY, OUT_OF_CORE = "in memory", "out of core"
 # GPT-2's own depths (small, medium, large; XL's 48 where RAM allows) and width
 LAYERS = (4, 12, 24, 36)
 # The model of the default run: GPT-2 small's width and heads, a step of 1024 tokens (two
@@ -213,44 +213,6 @@ def table(summary: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def figure(summary: pd.DataFrame, title: str | None = None) -> Figure:
-    """Per-FLOP ratio to the shallowest against depth (median, whiskers min–max; the 0.95
-    line), one line per memory mode; under it the idle share and the critical path's share
-    of the step. × = a depth that failed."""
-    fig = Figure(figsize=(8.0, 6.5), layout="constrained")
-    top, bottom = fig.subplots(2, 1, sharex=True)
-    colors = {IN_MEMORY: "tab:blue", OUT_OF_CORE: "tab:orange"}
-    for mode, s in summary.groupby("mode", sort=False):
-        c = colors.get(mode, "tab:gray")
-        ok = s[s["error"].isna()]
-        ratio = ok["ratio"].astype(float)
-        y = ratio.fillna(1.0)           # the shallowest: 1 by definition, no spread
-        x = list(ok["n_layer"])
-        lo = (ratio - ok["ratio_min"].astype(float)).fillna(0.0)
-        hi = (ok["ratio_max"].astype(float) - ratio).fillna(0.0)
-        top.errorbar(x, list(y), yerr=[list(lo), list(hi)], marker="o", capsize=3, color=c,
-                     label=mode)
-        bad = s[s["error"].notna()]["n_layer"]
-        if len(bad):
-            top.plot(bad, [1.0] * len(bad), "x", color="crimson", ms=9)
-        bottom.plot(ok["n_layer"], 100 * ok["idle"].astype(float), "o-", color=c,
-                    label=f"idle, {mode}")
-        bottom.plot(ok["n_layer"], 100 * ok["critical_path_share"].astype(float), "s--",
-                    color=c, alpha=0.7, label=f"critical path / step, {mode}")
-    top.axhline(0.95, color="gray", ls=":", lw=1)
-    top.set_ylabel("GFLOP/s ÷ the shallowest's")
-    top.legend(fontsize="small")
-    bottom.set_ylabel("% of worker time / of step")
-    bottom.set_xlabel("layers")
-    bottom.legend(fontsize="small")
-    depths = sorted(summary["n_layer"].unique())
-    bottom.set_xticks(depths, [str(d) for d in depths])
-    for ax in (top, bottom):
-        ax.grid(alpha=0.3)
-    fig.suptitle(title or "Throughput per FLOP against depth")
-    return fig
-
-
 def write(summary: pd.DataFrame, df: pd.DataFrame, out, base: ExperimentSpec) -> dict:
     """depth.png, depth.md (the table) and depth.json (the record) in ``out``."""
     out = Path(out)
@@ -258,12 +220,10 @@ def write(summary: pd.DataFrame, df: pd.DataFrame, out, base: ExperimentSpec) ->
     paths = {"png": out / "depth.png", "md": out / "depth.md", "json": out / "depth.json"}
     title = (f"Depth: E{base.n_embd} H{base.n_head} T{base.seq_len} B{base.batch} "
              f"V{base.vocab_size}, {base.scheduler}")
-    tmp = out / ".depth.png.tmp"
-    figure(summary, title).savefig(tmp, dpi=110, format="png")
-    tmp.replace(paths["png"])
+    save_figure(figure(summary, title), paths["png"])
     atomic_write_bytes(paths["md"], (table(summary) + "\n").encode())
-    write_record(paths["json"], base, {"summary": summary.to_dict("records"),
-                                       "points": df.to_dict("records")}, kind="bench-depth")
+    save_record(paths["json"], "bench-depth", base, {"summary": summary.to_dict("records"),
+                                                     "points": df.to_dict("records")})
     return paths
 
 

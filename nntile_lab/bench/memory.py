@@ -22,19 +22,16 @@ the same model in memory (``bench memory --precision fp32,bf16``).
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 
 import numpy as np
 
-from nntile_lab import experiment, memory
-from nntile_lab.orphans import child_env
+from nntile_lab import engine, experiment, memory
+from nntile_lab.engine import Caps, Point
 from nntile_lab.spec import DEFAULTS, HINTS, ExperimentSpec
 
 MIB = 1 << 20
@@ -52,12 +49,14 @@ def family(n_embd: int, **kw) -> ExperimentSpec:
                              | kw))
 
 
-def measure_point(spec: ExperimentSpec, device_first: bool = False) -> dict:
-    """Train ``spec`` for warmup + measure steps in this process: step time (median),
-    StarPU's peak RAM, the process's peak RSS, the disk traffic per measured step. With
-    OpenCL workers (``spec.nopencl``) and ``device_first`` each op runs on the device where it
-    has an OpenCL implementation, on the CPU otherwise (``Runtime.on("opencl", fallback="cpu")``),
-    and the point adds the device's peak and the bytes and transfers per bus per step."""
+def measure_point(spec: ExperimentSpec, ctx=None) -> dict:
+    """The engine's measurement ``memory``: train ``spec`` for warmup + measure steps in this
+    process: step time (median), StarPU's peak RAM, the process's peak RSS, the disk traffic
+    per measured step. With OpenCL workers (``spec.nopencl``) and the option
+    ``device_first`` each op runs on the device where it has an OpenCL implementation, on
+    the CPU otherwise (``Runtime.on("opencl", fallback="cpu")``), and the point adds the
+    device's peak and the bytes and transfers per bus per step."""
+    device_first = bool(ctx is not None and ctx.options.get("device_first"))
     # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab._lib import lib
     from nntile_lab.trace.recorder import drain_samples
@@ -115,9 +114,10 @@ def measure_point(spec: ExperimentSpec, device_first: bool = False) -> dict:
     return out
 
 
-def torch_point(spec: ExperimentSpec) -> dict:
-    """PyTorch AdamW (fp32 weights and state) on ``spec``'s model in this process, in the
-    spec's precision's peer (fp32, or bf16 autocast): step time, peak RSS."""
+def torch_point(spec: ExperimentSpec, ctx=None) -> dict:
+    """The engine's measurement ``torch-memory``: PyTorch AdamW (fp32 weights and state) on
+    ``spec``'s model in this process, in the spec's precision's peer (fp32, or bf16
+    autocast): step time, peak RSS."""
     # torch and the PyTorch models: optional heavy dependencies, loaded where they are used
     import torch
 
@@ -142,24 +142,24 @@ def torch_point(spec: ExperimentSpec) -> dict:
             "peak_rss_bytes": memory.peak_rss_bytes(), "precision": precision}
 
 
+# bench memory's systems: the engine's measurement and its options
+SYSTEMS = {"nntile": ("memory", {}), "nntile-device": ("memory", {"device_first": True}),
+           "torch": ("torch-memory", {})}
+
+
 def measure(spec: ExperimentSpec, system: str = "nntile", timeout: float = 1800) -> dict:
-    """``measure_point`` (or ``torch_point``) of ``spec`` in a fresh process, with the
-    process's wall time (``wall_s``); a failed or killed run gives ``{"error": ...}``.
+    """``measure_point`` (or ``torch_point``) of ``spec`` in a fresh process (an engine
+    point), with the point's wall time including its start (``wall_s``); a point that did
+    not fit, failed, was killed or timed out gives ``{"error": its reason, "status": ...}``.
     ``system`` "nntile-device": each op on the OpenCL device where it has an OpenCL
     implementation (``Runtime.on("opencl", fallback="cpu")``)."""
-    cmd = [sys.executable, "-m", "nntile_lab.cli", "_bench-memory-point", system,
-           json.dumps(spec.to_dict())]
+    name, options = SYSTEMS[system]
     t0 = time.perf_counter()
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                             env=child_env())   # it dies with this process (orphans)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout:.0f} s"}
-    if out.returncode:
-        tail = (out.stderr or out.stdout).strip().splitlines()[-1:] or [f"rc {out.returncode}"]
-        return {"error": tail[0]}
-    return {**json.loads(out.stdout.strip().splitlines()[-1]),
-            "wall_s": time.perf_counter() - t0}
+    rec = engine.run_point(Point(name, spec, options, Caps(timeout_s=timeout),
+                                 kind="bench-memory-point"))
+    if rec["status"] != "fits":
+        return {"error": rec["reason"], "status": rec["status"]}
+    return rec["results"] | {"wall_s": time.perf_counter() - t0}
 
 
 def _largest(widths, fits, start: int | None = None,

@@ -35,9 +35,10 @@ import pandas as pd
 
 from nntile_lab import memory, perfmodels
 from nntile_lab.data.bins import atomic_write_bytes
-from nntile_lab.jupyter_figure import Figure
+from nntile_lab.engine import save_record
+from nntile_lab.jupyter_figure import save_figure
 from nntile_lab.options import float_range, int_range
-from nntile_lab.record import write_record
+from nntile_lab.plots.schedulers import IN_MEMORY, figure, is_placed
 from nntile_lab.spec import ExperimentSpec
 from nntile_lab.sweep import run as sweep_run
 
@@ -45,7 +46,6 @@ SCHEDULERS = ("dmdasd", "dmdas", "lws", "eager", "heteroprio")
 # on CPU + OpenCL workers: the model-driven policies and heteroprio against the greedy ones
 UNLIKE_SCHEDULERS = ("dmda", "dmdas", "heteroprio", "eager", "lws")
 MiB = 1 << 20
-IN_MEMORY = "in memory"
 
 
 def default_base() -> ExperimentSpec:
@@ -215,15 +215,10 @@ def summarize(df: pd.DataFrame, models: pd.DataFrame | None = None) -> pd.DataFr
     return pd.DataFrame(rows)
 
 
-def _placed(summary: pd.DataFrame) -> bool:
-    """Whether the rows carry placement (a run on OpenCL workers)."""
-    return "opencl_task_share" in summary and summary["opencl_task_share"].notna().any()
-
-
 def table(summary: pd.DataFrame) -> str:
     """Plain-text table of ``summarize``'s rows (the markdown in BENCHMARKS.md is this);
     on OpenCL workers with the placement columns."""
-    placed = _placed(summary)
+    placed = is_placed(summary)
     head = ("| mode | scheduler | priorities | step ms (median) | min–max ms | spread | "
             "GFLOP/s | idle | overhead | Python-wait |")
     ncol = 10
@@ -265,95 +260,6 @@ def models_table(models: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def figure(summary: pd.DataFrame, title: str | None = None) -> Figure:
-    """Per memory mode: step time per scheduler, priorities off and on side by side (bars:
-    median over repeats, whiskers min–max), and the idle share under it; × = failed."""
-    modes = list(dict.fromkeys(summary["mode"])) or [IN_MEMORY]
-    placed = _placed(summary)
-    nrows = 3 if placed else 2
-    fig = Figure(figsize=(max(5.5 * len(modes), 8.0), 3.25 * nrows), layout="constrained")
-    axes = fig.subplots(nrows, len(modes), squeeze=False)
-    for j, mode in enumerate(modes):
-        s = summary[summary["mode"] == mode]
-        scheds = list(dict.fromkeys(s["scheduler"]))
-        top, bottom = axes[0][j], axes[1][j]
-        if placed:
-            _placement_axes(axes[2][j], s, scheds)
-        for k, prio in enumerate((False, True)):
-            xs, hs, lo, hi, idle, bad = [], [], [], [], [], []
-            for i, sched in enumerate(scheds):
-                r = s[(s["scheduler"] == sched) & (s["priorities"] == prio)]
-                if not len(r):
-                    continue
-                r = r.iloc[0]
-                x = i + (k - 0.5) * 0.4
-                if r.get("error") or pd.isna(r.get("step_ms")):
-                    bad.append(x)
-                    continue
-                xs.append(x)
-                hs.append(r["step_ms"])
-                lo.append(r["step_ms"] - r["step_min_ms"])
-                hi.append(r["step_max_ms"] - r["step_ms"])
-                idle.append(100 * (r["idle_share"] or 0.0))
-            label = f"priorities {'on' if prio else 'off'}"
-            color = "tab:orange" if prio else "tab:blue"
-            top.bar(xs, hs, width=0.4, yerr=[lo, hi], capsize=3, label=label, color=color)
-            bottom.bar(xs, idle, width=0.4, label=label, color=color)
-            if bad:
-                top.plot(bad, np.zeros(len(bad)), "x", color="crimson", ms=9)
-        for ax in (top, bottom):
-            ax.set_xticks(range(len(scheds)), scheds, rotation=30, ha="right")
-            ax.grid(axis="y", alpha=0.3)
-        top.set_title(mode)
-        top.set_ylabel("step time, ms (median of repeats; min–max)")
-        bottom.set_ylabel("idle share of worker time, %")
-        top.legend(fontsize="small")
-    fig.suptitle(title or "Schedulers and priorities")
-    return fig
-
-
-def placement_figure(summary: pd.DataFrame, title: str | None = None) -> Figure:
-    """The placement row of ``figure`` alone, one panel per memory mode (the scheduler
-    sweep widget shows it under its bars on OpenCL workers)."""
-    modes = list(dict.fromkeys(summary["mode"])) or [IN_MEMORY]
-    fig = Figure(figsize=(max(5.5 * len(modes), 8.0), 3.6), layout="constrained")
-    for ax, mode in zip(fig.subplots(1, len(modes), squeeze=False)[0], modes):
-        s = summary[summary["mode"] == mode]
-        _placement_axes(ax, s, list(dict.fromkeys(s["scheduler"])))
-        ax.set_title(mode)
-    fig.suptitle(title or "Where the tasks ran")
-    return fig
-
-
-def _placement_axes(ax, s: pd.DataFrame, scheds: list[str]) -> None:
-    """Share of tasks and of kernel time on the OpenCL device per scheduler, priorities
-    off/on; ◆ the share of tasks on the arch the models call faster."""
-    for k, prio in enumerate((False, True)):
-        color = "tab:orange" if prio else "tab:blue"
-        for i, sched in enumerate(scheds):
-            r = s[(s["scheduler"] == sched) & (s["priorities"] == prio)]
-            if not len(r) or r.iloc[0].get("error") or pd.isna(r.iloc[0].get("step_ms")):
-                continue
-            r = r.iloc[0]
-            x = i + (k - 0.5) * 0.4
-            share, time_share = r.get("opencl_task_share"), r.get("opencl_time_share")
-            if share is not None and share == share:
-                ax.bar(x, 100 * share, width=0.4, color=color,
-                       label=f"tasks, priorities {'on' if prio else 'off'}" if i == 0 else None)
-            if time_share is not None and time_share == time_share:
-                ax.plot(x, 100 * time_share, "_", color="black", ms=14, mew=2,
-                        label="kernel time" if i == 0 and not k else None)
-            on_faster = r.get("on_faster")
-            if on_faster is not None and on_faster == on_faster:
-                ax.plot(x, 100 * on_faster, "D", color="crimson", ms=5,
-                        label="tasks on the faster arch (models)" if i == 0 and not k else None)
-    ax.set_xticks(range(len(scheds)), scheds, rotation=30, ha="right")
-    ax.set_ylim(0, 105)
-    ax.set_ylabel("placement: share on OpenCL, %")
-    ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize="x-small")
-
-
 def run(base: ExperimentSpec | None = None, schedulers=None, repeats: int = 3,
         ooc_fraction: float | None = 0.5, ooc_dir: str | None = None, cache_dir=None,
         isolate: bool = True, progress: bool = True, calibrate_steps: int = 3,
@@ -381,9 +287,7 @@ def write(summary: pd.DataFrame, df: pd.DataFrame, out, base: ExperimentSpec) ->
     workers = f", {base.nopencl} OpenCL + {base.ncpu} CPU workers" if base.nopencl else ""
     title = (f"Schedulers and priorities: L{base.n_layer} E{base.n_embd} T{base.seq_len} "
              f"B{base.batch} V{base.vocab_size}{workers}")
-    tmp = out / ".schedulers.png.tmp"
-    figure(summary, title).savefig(tmp, dpi=110, format="png")
-    tmp.replace(paths["png"])
+    save_figure(figure(summary, title), paths["png"])
     md = table(summary) + "\n"
     entries = df.attrs.get("perfmodels")
     results = {"summary": summary.to_dict("records"), "points": df.to_dict("records")}
@@ -395,5 +299,5 @@ def write(summary: pd.DataFrame, df: pd.DataFrame, out, base: ExperimentSpec) ->
         md += models_table(models) + "\n"
         results["perfmodels"] = models.to_dict("records")
     atomic_write_bytes(paths["md"], md.encode())
-    write_record(paths["json"], base, results, kind="bench-schedulers")
+    save_record(paths["json"], "bench-schedulers", base, results)
     return paths

@@ -15,8 +15,8 @@ import time
 
 import numpy as np
 
+from nntile_lab.engine.facts import cpuinfo
 from nntile_lab.experiment import timed_steps
-from nntile_lab.record import cpuinfo
 from nntile_lab.rss import peak_rss_mb, reset_peak_rss
 from nntile_lab.spec import ExperimentSpec
 

@@ -1,7 +1,6 @@
 """``nntile-lab figures``: the paper's figures from real runs, or redrawn from records."""
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import math
@@ -9,12 +8,12 @@ import sys
 import time
 from pathlib import Path
 
+from nntile_lab.engine import json_safe
 from nntile_lab.errors import writable_dir
 from nntile_lab.figures import FULL, SMOKE, point, redraw, run_figures
 from nntile_lab.figures.family import PRECISIONS, cpu_has_bf16, systems_for
 from nntile_lab.figures.records import failed
 from nntile_lab.options import int_range, refuse_given
-from nntile_lab.record import json_safe
 
 # what --from reads: everything else measures, and would be silently ignored by a redraw
 FROM_OPTIONS = ("from_dir", "out", "json")
@@ -74,10 +73,6 @@ def _result(df, out: str, seconds: float | None) -> dict:
         if Path(out).is_dir() else []
     return json_safe({"out": str(out), "points": len(df), "seconds": seconds, "files": files,
                       "rows": df.to_dict("records")})
-
-
-def _point(args) -> int:
-    return point.main([args.job])
 
 
 def _failures(df) -> int:
@@ -165,7 +160,3 @@ def register_cli(sub) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object: the output "
                    "folder, its files and every point's row")
     p.set_defaults(func=_run)
-    # one point in a process of its own (figures.point), started by figures.run
-    pt = sub.add_parser("_figures-point", help=argparse.SUPPRESS)
-    pt.add_argument("job", help="the point as JSON")
-    pt.set_defaults(func=_point)

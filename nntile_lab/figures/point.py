@@ -1,84 +1,31 @@
-"""One point of a figure, measured in a process of its own.
+"""One point of a figure, measured in a process of its own: the engine's measurement
+``figure`` (``nntile_lab.engine``; options ``system``, ``out_of_core``, ``compiled``).
 
-    nntile-lab _figures-point '{"system": "torch_fp32", "n_layer": 4, "n_embd": 128,
-                                "plan": {...}}'
+Why a process per point: the memory cap is enforced on the process (like a GPU's memory is
+on a job) and its peak is clean, a StarPU abort or an out-of-memory kill ends one point
+rather than the figure, and both systems start equal.
 
-prints one line ``RESULT {json}``.  Why a process per point: the memory cap is enforced on the
-process (like a GPU's memory is on a job) and its peak is clean, a StarPU abort or an
-out-of-memory kill ends one point rather than the figure, and both systems start equal.
-
-The cap: the run may use ``plan.cap_mb`` MiB of RAM above the process's resident size once its
-libraries are loaded and its runtime started (what a GPU job's own memory is on top of).  A
-watchdog samples the resident size every few milliseconds and ends the run the moment it goes
-over, reporting "out_of_memory" — the analogue of the paper's failed runs (shown as 0).
+The cap (the point's ``caps.memory_mb``, the plan's ``cap_mb``): the run may use that many
+MiB of RAM above the process's resident size once its libraries are loaded and warmed up
+(what a GPU job's own memory is on top of): one step of a tiny member of the family runs
+first, then the cap starts (``engine.memcap``); over it, the point's status is "oom" — the
+analogue of the paper's failed runs (shown as 0).
 """
 from __future__ import annotations
 
-import json
 import os
 import statistics
-import sys
 import tempfile
-import threading
 
 import numpy as np
 
 from nntile_lab import experiment
 from nntile_lab.bench.torch_baseline import pick_adamw
+from nntile_lab.engine.memcap import MIB
 from nntile_lab.experiment import timed_steps
-from nntile_lab.figures.family import PRECISION, FigurePlan, is_nntile, series_spec
-from nntile_lab.orphans import die_with_parent
-from nntile_lab.rss import peak_rss_bytes, reset_peak_rss, rss_bytes
+from nntile_lab.figures.family import PRECISION, is_nntile
 
-RESULT_MARK = "RESULT "
 OOC_TILE_SHARE = float(os.environ.get("NNTILE_LAB_OOC_SHARE", "0.6"))
-
-
-def emit(result: dict) -> None:
-    sys.stdout.write(RESULT_MARK + json.dumps(result) + "\n")
-    sys.stdout.flush()
-
-
-class MemoryCap(threading.Thread):
-    """Ends the process (after emitting an "out_of_memory" result) once its resident size goes
-    ``cap`` bytes over the baseline taken at ``start()``; ``stop()`` returns the exact peak.
-
-    The peak is the kernel's own high-water mark (reset at ``start``), so a spike between two
-    samples still counts; sampling every 20 ms only decides how soon a run over the cap is
-    stopped.  (Sampling much faster preempts the compute threads: on 2 cores a 3 ms period
-    slowed PyTorch's OpenMP steps several-fold.)"""
-
-    def __init__(self, cap: int, result: dict, period_s: float = 0.02):
-        super().__init__(daemon=True)
-        self.cap, self.result, self.period_s = cap, result, period_s
-        self.baseline = 0
-        self.exact = False
-        self._done = threading.Event()
-
-    def start(self) -> None:
-        self.exact = reset_peak_rss()
-        self.baseline = rss_bytes()
-        super().start()
-
-    def used(self) -> int:
-        """Peak bytes above the baseline so far."""
-        hwm = peak_rss_bytes() if self.exact else None
-        return (hwm if hwm is not None else rss_bytes()) - self.baseline
-
-    def run(self) -> None:
-        while not self._done.wait(self.period_s):
-            used = self.used()
-            if used > self.cap:
-                emit(self.result | {"status": "out_of_memory", "gflops": 0.0,
-                                    "peak_mb": used / 2**20,
-                                    "error": f"used {used / 2**20:.0f} MiB above its start, over "
-                                             f"the {self.cap / 2**20:.0f} MiB cap"})
-                os._exit(0)
-
-    def stop(self) -> int:
-        self._done.set()
-        self.join()
-        return self.used()
 
 
 def _batches(vocab: int, batch: int, seq_len: int, count: int):
@@ -86,7 +33,7 @@ def _batches(vocab: int, batch: int, seq_len: int, count: int):
     return [(b[:, :-1], b[:, 1:]) for b in ids]
 
 
-def _capped_steps(trainer, spec, cap: MemoryCap):
+def _capped_steps(trainer, spec, cap):
     """One step of the tiny model first (libraries load and warm up outside the cap), then
     the cap starts and the spec's model is built and timed: (model, optimizer, times)."""
     _, _, step = trainer(_tiny(spec))
@@ -104,7 +51,7 @@ def _tiny(spec):
                         head_tile=1, inner_tile=256, vocab_tile=256)
 
 
-def _nntile(spec, cap: MemoryCap, traffic: dict | None = None) -> tuple[list, dict]:
+def _nntile(spec, cap, traffic: dict | None = None) -> tuple[list, dict]:
     """The trainer's step on ``spec`` (``experiment``: model, optimizer, schedule, clipping).
     With OpenCL workers each op runs on the device where it has an OpenCL implementation,
     and ``traffic`` gets the bytes and transfers per bus per measured step."""
@@ -139,7 +86,7 @@ def _nntile(spec, cap: MemoryCap, traffic: dict | None = None) -> tuple[list, di
         return times, static
 
 
-def _torch(spec, cap: MemoryCap, precision: str, compiled: bool = False) -> tuple[list, dict]:
+def _torch(spec, cap, precision: str, compiled: bool = False) -> tuple[list, dict]:
     """The strongest PyTorch CPU baseline (``bench.torch_baseline``'s: nanoGPT with scaled
     dot-product attention, the faster AdamW implementation, clipping at 1.0) on the same
     config, batches and cores (all of them), in ``precision`` (fp32 or bf16 autocast), eager
@@ -181,62 +128,45 @@ def _torch(spec, cap: MemoryCap, precision: str, compiled: bool = False) -> tupl
     return times, static
 
 
-def measure(system: str, n_layer: int, n_embd: int, plan: FigurePlan,
-            out_of_core: bool = False, compiled: bool = False) -> dict:
-    """Train ``plan.warmup_steps + plan.measure_steps`` steps of the family member; the result
-    (step times, model GFLOP/s, memory by category) — or how it failed. ``compiled``: a
-    PyTorch point under ``torch.compile``."""
-    spec = series_spec(system, n_layer, n_embd, plan)
+def measure_point(spec, ctx) -> dict:
+    """Train ``spec`` (a family member in its series' precision) for its warm-up and
+    measured steps as ``ctx.options["system"]`` (a series of ``figures.family.SYSTEMS``):
+    step times, model GFLOP/s, peak and memory by category. ``out_of_core``: nntile_lab
+    with StarPU's tiles under a share of the cap and a disk node in a temporary folder;
+    ``compiled``: PyTorch under ``torch.compile``. Over the cap: ``engine.memcap``'s
+    MemoryError (the point's status "oom")."""
+    system = ctx.options["system"]
+    out_of_core, compiled = ctx.options.get("out_of_core"), ctx.options.get("compiled")
+    cap = ctx.cap
     flops = spec.flops_per_step()
-    result = {"system": system, "precision": PRECISION[system], "n_layer": n_layer,
-              "n_embd": n_embd,
-              "flops_per_step": flops, "out_of_core": out_of_core, "status": "ok", "error": None,
+    result = {"system": system, "precision": PRECISION[system], "n_layer": spec.n_layer,
+              "n_embd": spec.n_embd, "flops_per_step": flops, "out_of_core": bool(out_of_core),
               "spec": spec.to_dict()}
     if not is_nntile(system):
         result["torch_mode"] = "compiled" if compiled else "eager"
-    cap = MemoryCap(plan.cap_mb * 2**20, result)
-    if system == "nntile_lab_device":   # the cap is the device's; RAM is its overflow
-        spec = spec.replace(nopencl=1, opencl_memory_limit_mb=plan.cap_mb)
-        result["spec"] = spec.to_dict()
-        cap = MemoryCap(1 << 62, result)   # the process's RAM is not capped: only measured
+    ctx.partial.update(result)   # what an "oom" record keeps
+    if system == "nntile_lab_device":   # the cap is the device's (in the spec); RAM measured
         times, static = _nntile(spec, cap, result)
     elif is_nntile(system):
         with tempfile.TemporaryDirectory(prefix="nntile_lab_ooc_") as d:
             if out_of_core:   # StarPU's tiles get a share of the cap; the rest is for what
                 # StarPU does not allocate (Python, BLAS buffers, the batches)
-                spec = spec.replace(memory_limit_mb=int(plan.cap_mb * OOC_TILE_SHARE),
+                if cap.cap is None:
+                    raise ValueError("out_of_core needs the point's memory cap "
+                                     "(caps.memory_mb): StarPU's tiles get a share of it")
+                spec = spec.replace(memory_limit_mb=int(cap.cap / MIB * OOC_TILE_SHARE),
                                     ooc_dir=d)
                 result["spec"] = spec.to_dict() | {"ooc_dir": "(a temporary directory)"}
+                ctx.partial.update(result)
             times, static = _nntile(spec, cap)
     else:
         times, static = _torch(spec, cap, PRECISION[system], compiled)
-    peak = cap.stop()
-    if peak > cap.cap:  # over between two samples: over is over
-        return result | {"status": "out_of_memory", "gflops": 0.0, "peak_mb": peak / 2**20,
-                         "error": f"peaked {peak / 2**20:.0f} MiB above its start, over the "
-                                  f"{plan.cap_mb} MiB cap"}
+    peak = cap.check()   # over between two samples: over is over (MemoryError)
     med = statistics.median(times)
     return result | {
         "gflops": flops / med / 1e9, "step_time_s": med,
         "step_time_spread_s": max(times) - min(times), "step_times_s": times,
-        "tokens_per_s": spec.tokens_per_step() / med, "peak_mb": peak / 2**20,
+        "tokens_per_s": spec.tokens_per_step() / med, "peak_mb": peak / MIB,
         # what the run held above its start beyond the three static categories: activations,
         # temporaries and the allocator's slack, measured the same way for both systems
         "memory": static | {"activations": max(0, peak - sum(static.values()))}}
-
-
-def main(argv: list[str]) -> int:
-    die_with_parent()   # a killed figures run leaves no orphan point
-    args = json.loads(argv[0])
-    plan = FigurePlan.from_dict(args.pop("plan"))
-    args["precision"] = PRECISION.get(args["system"])
-    try:
-        emit(measure(plan=plan, **{k: v for k, v in args.items() if k != "precision"}))
-    except MemoryError as exc:  # nl.OutOfMemory, or Python's: the point did not fit
-        emit({**args, "status": "out_of_memory", "gflops": 0.0,
-              "error": f"{type(exc).__name__}: {exc}"})
-    except Exception as exc:  # one failed point is a row with its error, not a crash
-        emit({**args, "status": "error", "gflops": 0.0,
-              "error": f"{type(exc).__name__}: {exc}"})
-    return 0
-

@@ -1,53 +1,86 @@
-"""Figure records: one JSON file per point (the plan, the point's result, versions, machine),
-and the table every figure is drawn from.  Reading them needs neither StarPU nor torch."""
+"""A figure's records: one engine record per point (``nntile_lab.engine``: kind
+``figure-point``, measurement ``figure``; the plan kept beside the result), in the store
+``OUT/records`` under readable names (``nntile_lab_L4_E256.json``), and the table every
+figure is drawn from. Reading them needs neither StarPU nor torch; records written before
+the engine (``figure_point``, record_version 1) are read too (``engine.record.migrate``).
+
+A point's status in the figures' words: ``ok`` (the engine's "fits"), ``does_not_fit``
+("oom" decided before running: fp32 Adam alone is over the cap), ``out_of_memory`` ("oom"
+while running), ``timeout``, ``error``.
+"""
 from __future__ import annotations
 
-import datetime
-import json
 import sys
 from pathlib import Path
 
 import pandas as pd
 
-from nntile_lab.data.bins import atomic_write_bytes
+from nntile_lab.engine import RecordError, Store, environment, make_record, read_record
+from nntile_lab.engine.record import FIGURE_STATUS, checked
 from nntile_lab.figures.family import (
     ADAM_BYTES_PER_PARAM,
     PRECISION,
     FigurePlan,
     family_params,
+    is_nntile,
 )
-from nntile_lab.record import environment as shared_environment
-from nntile_lab.record import json_safe
+from nntile_lab.plots.paper import CATEGORIES, OOC_CATEGORY
 
-RECORD_KIND = "figure_point"
-RECORD_VERSION = 1
-CATEGORIES = ("parameters", "gradients", "optimizer state", "activations")
-# an out-of-core run holds part of the first three on disk: its bar is what it held in RAM
-OOC_CATEGORY = "in RAM, rest on disk"
+RECORD_KIND = "figure-point"
 # a point that did not fit is a 0 (as the paper's missing bars); any other status but "ok"
 # is a failure (a configuration error, a crash, a timeout): shown as failed, with its reason
 MEMORY_STATUSES = ("does_not_fit", "out_of_memory")
 SET_ASIDE = "records.set_aside"
+# the result's keys that are the record's own fields
+OWN = ("status", "error", "record_env")
+
+
+def store(out_dir) -> Store:
+    return Store(Path(out_dir) / "records")
+
+
+def record_name(system: str, n_layer: int, n_embd: int) -> str:
+    return f"{system}_L{n_layer}_E{n_embd}"
 
 
 def record_path(out_dir: Path, system: str, n_layer: int, n_embd: int) -> Path:
-    return Path(out_dir) / "records" / f"{system}_L{n_layer}_E{n_embd}.json"
+    return store(out_dir).path(record_name(system, n_layer, n_embd))
 
 
-def environment() -> dict:
-    """``{"git_commit", "versions", "machine"}`` of this run: ``nntile_lab.record``'s, the
-    one definition of what a record says about its software and machine."""
-    return shared_environment()
+def figure_status(rec: dict) -> str:
+    """The point's status in the figures' words (module docstring)."""
+    if rec["status"] == "oom":
+        return "out_of_memory" if rec["ran"] else "does_not_fit"
+    return {"fits": "ok"}.get(rec["status"], rec["status"])
+
+
+def figure_result(rec: dict) -> dict:
+    """The point's result as ``figures.run.run_point`` returns it: the measurement's
+    numbers, ``status`` in the figures' words and ``error``."""
+    return dict(rec["results"]) | {"status": figure_status(rec), "error": rec["reason"]}
+
+
+def point_record(plan: FigurePlan, result: dict) -> dict:
+    """The engine record of a point's ``result`` (``run_point``'s), with the plan."""
+    status = result["status"]
+    if status not in FIGURE_STATUS:
+        raise ValueError(f"a figure point's status is one of {', '.join(FIGURE_STATUS)}, "
+                         f"not {status!r}")
+    env = result.get("record_env")   # the measuring process's versions (its BLAS, kernels)
+    results = {k: v for k, v in result.items() if k not in OWN}
+    return make_record(
+        RECORD_KIND, result.get("spec"), results, status=FIGURE_STATUS[status],
+        reason=None if status == "ok" else (result.get("error") or status),
+        ran=status != "does_not_fit", measure="figure",
+        options={"system": result["system"], "out_of_core": bool(result.get("out_of_core"))},
+        caps={"memory_mb": plan.cap_mb, "timeout_s": plan.point_timeout_s},
+        env=None if env is None else environment() | env, plan=plan.to_dict())
 
 
 def write_point_record(out_dir: Path, plan: FigurePlan, result: dict) -> Path:
     """Atomically write the point's record (the figure can be redrawn from these alone)."""
-    rec = {"kind": RECORD_KIND, "record_version": RECORD_VERSION,
-           "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-           "plan": plan.to_dict(), "result": result, **environment()}
-    path = record_path(out_dir, result["system"], result["n_layer"], result["n_embd"])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return atomic_write_bytes(path, (json.dumps(json_safe(rec), indent=1) + "\n").encode())
+    name = record_name(result["system"], result["n_layer"], result["n_embd"])
+    return store(out_dir).save(name, point_record(plan, result))
 
 
 def failed(status: str) -> bool:
@@ -58,63 +91,31 @@ def failed(status: str) -> bool:
 def set_aside(out_dir: Path, path: Path, why: str) -> Path:
     """Move a record out of ``out_dir/records`` (never delete a measurement) into
     ``out_dir/records.set_aside/<time>/``, saying so on stderr."""
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    dest_dir = Path(out_dir) / SET_ASIDE / stamp
-    dest_dir.mkdir(parents=True, exist_ok=True)
-    dest = dest_dir / Path(path).name
-    n = 1
-    while dest.exists():   # the same point set aside twice within one second
-        n += 1
-        dest = dest_dir / f"{Path(path).stem}.{n}{Path(path).suffix}"
-    Path(path).replace(dest)
-    print(f"nntile-lab figures: moved {path} to {dest} ({why})", file=sys.stderr)
-    return dest
+    return store(out_dir).set_aside(path, why, say=lambda line: print(
+        f"nntile-lab figures: {line}", file=sys.stderr))
 
 
 def check_record(rec, path) -> dict:
-    """``rec`` if it is a whole figure record, else ValueError naming ``path`` and what is
-    wrong (a record cut short or edited by hand must not crash the drawing or be drawn)."""
-    if not isinstance(rec, dict):
-        raise ValueError(f"{path} is not a figure record (a JSON {type(rec).__name__}, not an "
-                         "object); rerun that point")
-    if rec.get("kind") != RECORD_KIND or rec.get("record_version") != RECORD_VERSION:
-        raise ValueError(f"{path} is not a figure record of version {RECORD_VERSION} (kind "
-                         f"{rec.get('kind')!r}, version {rec.get('record_version')!r}); "
-                         "rerun that point")
-    r, plan = rec.get("result"), rec.get("plan")
-    problems = []
-    if not isinstance(plan, dict):
-        problems.append("no plan")
-    else:
-        for k in ("cap_mb", "vocab_size"):
-            if not _number(plan.get(k)):
-                problems.append(f"plan.{k}={plan.get(k)!r}")
-    if not isinstance(r, dict):
-        problems.append("no result")
-    else:
-        if not isinstance(r.get("system"), str):
-            problems.append(f"result.system={r.get('system')!r}")
-        for k in ("n_layer", "n_embd"):
-            if not isinstance(r.get(k), int) or isinstance(r.get(k), bool) or r.get(k) < 1:
-                problems.append(f"result.{k}={r.get(k)!r}")
-        if not isinstance(r.get("status"), str):
-            problems.append(f"result.status={r.get('status')!r}")
-        for k in ("gflops", "peak_mb", "step_time_s", "tokens_per_s"):
-            if r.get(k) is not None and not _number(r.get(k)):
-                problems.append(f"result.{k}={r.get(k)!r}")
-        if r.get("status") == "ok" and not _number(r.get("gflops")):
-            problems.append("an ok result without gflops")
-        if r.get("memory") is not None and not (
-                isinstance(r["memory"], dict) and all(_number(v) for v in r["memory"].values())):
-            problems.append("result.memory is not a table of byte counts")
+    """``rec`` (parsed JSON, of any form) as a whole figure record of this schema, else
+    ValueError (``engine.RecordError``) naming ``path`` and what is wrong (a record cut
+    short or edited by hand must not crash the drawing or be drawn)."""
+    rec = checked(rec, path)
+    if rec["kind"] != RECORD_KIND or not isinstance(rec.get("plan"), dict):
+        raise RecordError(f"{path} is not a figure record (kind {rec['kind']!r}); rerun that "
+                          "point")
+    r = rec["results"]
+    problems = [f"results.{k}={r.get(k)!r}" for k in ("n_layer", "n_embd")
+                if not isinstance(r.get(k), int) or isinstance(r.get(k), bool) or r[k] < 1]
+    if not isinstance(r.get("system"), str):
+        problems.append(f"results.system={r.get('system')!r}")
+    for k in ("cap_mb", "vocab_size"):
+        v = rec["plan"].get(k)
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            problems.append(f"plan.{k}={v!r}")
     if problems:
-        raise ValueError(f"{path} is a damaged figure record ({', '.join(problems)}); rerun "
-                         "that point (`nntile-lab figures` measures it again)")
+        raise RecordError(f"{path} is a damaged figure record ({', '.join(problems)}); rerun "
+                          "that point (`nntile-lab figures` measures it again)")
     return rec
-
-
-def _number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
 
 
 def read_records(out_dir: Path) -> list[dict]:
@@ -126,11 +127,7 @@ def read_records(out_dir: Path) -> list[dict]:
                                 "`nntile-lab figures --out DIR` first")
     out = []
     for p in paths:
-        try:
-            rec = json.loads(p.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ValueError(f"{p} is not a readable JSON record ({exc}); delete it and rerun "
-                             "that point") from exc
+        rec = read_record(p)
         out.append(check_record(rec, p))
     return out
 
@@ -140,10 +137,11 @@ def points_frame(records: list[dict]) -> pd.DataFrame:
     bf16 series, is its series' — fp32 but for torch_bf16), n_layer, n_embd, params (the
     family's count), status,
     gflops (0 for a run that did not fit, NaN for one that failed: it measured nothing), step
-    time, peak and memory by category."""
+    time, peak and memory by category; ``nntile`` (a series of nntile_lab) and ``failed``
+    (failed for another reason than memory), which the plots (``plots.paper``) read."""
     rows = []
     for rec in records:
-        r, plan = rec["result"], rec["plan"]
+        r, plan = figure_result(rec), rec["plan"]
         vocab = plan.get("vocab_size")
         row = {"system": r["system"],
                "precision": r.get("precision") or PRECISION.get(r["system"], "fp32"),
@@ -154,7 +152,8 @@ def points_frame(records: list[dict]) -> pd.DataFrame:
                "step_time_s": r.get("step_time_s"), "step_time_spread_s":
                r.get("step_time_spread_s"), "tokens_per_s": r.get("tokens_per_s"),
                "peak_mb": r.get("peak_mb"), "cap_mb": plan["cap_mb"],
-               "out_of_core": bool(r.get("out_of_core")), "error": r.get("error")}
+               "out_of_core": bool(r.get("out_of_core")), "error": r.get("error"),
+               "nntile": is_nntile(r["system"]), "failed": failed(r["status"])}
         # the device series: bytes per measured step each way between RAM and the device
         for name, (src, dst) in (("ram_to_device_mb", ("NUMA", "OpenCL")),
                                  ("device_to_ram_mb", ("OpenCL", "NUMA"))):

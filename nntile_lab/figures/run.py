@@ -1,23 +1,25 @@
-"""Measure every point of a figure plan (each in its own process), write the records, draw."""
+"""Measure every point of a figure plan (each in its own process, through the engine), write
+the records, draw."""
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 
-from nntile_lab.figures import draw
+from nntile_lab import engine
+from nntile_lab.engine import Caps, Point, RecordError, read_record
 from nntile_lab.figures.family import PRECISION, SYSTEMS, FigurePlan, is_nntile, series_spec
-from nntile_lab.figures.paper import reference_points
-from nntile_lab.figures.point import RESULT_MARK
+from nntile_lab.figures.paper import SETUPS, reference_points
 from nntile_lab.figures.records import (
+    RECORD_KIND,
     check_record,
     does_not_fit,
     failed,
+    figure_result,
     points_frame,
     read_records,
     record_path,
@@ -25,13 +27,12 @@ from nntile_lab.figures.records import (
     write_point_record,
 )
 from nntile_lab.figures.summary import write_summary
-from nntile_lab.orphans import child_env
+from nntile_lab.interrupts import Interrupted, check_stop, stoppable
+from nntile_lab.plots import paper
+from nntile_lab.plots.common import save, size_label
 
 # what may differ between records drawn in one figure: which points a run measured
 POINT_FIELDS = ("layers", "embds", "systems", "bf16", "device")
-
-PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent.parent)
-
 
 def point_list(plan: FigurePlan) -> list[tuple[str, int, int]]:
     """(system, n_layer, n_embd) for every point; the bf16 series only where plan.bf16, the
@@ -91,25 +92,25 @@ def _device_does_not_fit(plan: FigurePlan, n_layer: int, n_embd: int) -> str | N
 
 def _run_process(plan, system, n_layer, n_embd, base, *, out_of_core: bool,
                  compiled: bool = False) -> dict:
-    base = base | {"out_of_core": out_of_core}
-    point = {"system": system, "n_layer": n_layer, "n_embd": n_embd, "plan": plan.to_dict(),
-             "out_of_core": out_of_core}
-    arg = json.dumps(point | ({"compiled": True} if compiled else {}))
-    env = child_env()   # the child dies with this process (nntile_lab.orphans)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
-    try:
-        proc = subprocess.run([sys.executable, "-m", "nntile_lab.cli", "_figures-point", arg],
-                              capture_output=True, text=True, env=env,
-                              timeout=plan.point_timeout_s)
-    except subprocess.TimeoutExpired:
-        return base | {"status": "timeout",
-                       "error": f"no result within {plan.point_timeout_s} s (point_timeout_s)"}
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith(RESULT_MARK):
-            return json.loads(line[len(RESULT_MARK):])
-    tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-    return base | {"status": "error",
-                   "error": f"the point's process exited {proc.returncode}: {' | '.join(tail)}"}
+    """One run of the point in its own process (``engine.run_point``; the measurement
+    ``figure``), under the plan's cap and time limit: its result (``run_point``'s form)."""
+    spec = series_spec(system, n_layer, n_embd, plan)
+    cap = plan.cap_mb
+    if system == "nntile_lab_device":   # the cap is the device's; RAM is its overflow,
+        spec = spec.replace(nopencl=1, opencl_memory_limit_mb=plan.cap_mb)
+        cap = None                       # measured, not capped
+    options = {"system": system, "out_of_core": out_of_core}
+    if compiled:
+        options["compiled"] = True
+    rec = engine.run_point(Point("figure", spec, options, Caps(memory_mb=cap,
+                                                       timeout_s=plan.point_timeout_s),
+                          kind=RECORD_KIND))
+    res = base | {"out_of_core": out_of_core} | figure_result(rec)
+    if rec["status"] == "timeout":
+        res["error"] = f"no result within {plan.point_timeout_s} s (point_timeout_s)"
+    res["gflops"] = res.get("gflops") if res["status"] == "ok" else 0.0
+    res["record_env"] = {"versions": rec["versions"], "cpu_variant": rec["cpu_variant"]}
+    return res
 
 
 def run_figures(plan: FigurePlan, out_dir: str | os.PathLike, *, resume: bool = True,
@@ -134,23 +135,39 @@ def run_figures(plan: FigurePlan, out_dir: str | os.PathLike, *, resume: bool = 
         elif _comparable(rec["plan"]) != want:
             set_aside(out_dir, p, "measured with other settings than this run's")
     t0 = time.perf_counter()
-    for i, (system, n_layer, n_embd) in enumerate(points, 1):
-        path = record_path(out_dir, system, n_layer, n_embd)
-        if path.exists():
-            rec = _read_or_none(path)
-            if resume and rec is not None and _comparable(rec["plan"]) == want:
-                continue
-            set_aside(out_dir, path, "measured again (--fresh)" if resume is False
-                      else "measured again: this run's plan differs")
-        res = run_point(plan, system, n_layer, n_embd)
-        write_point_record(out_dir, plan, res)
-        if progress:
-            print(f"[{i}/{len(points)} {time.perf_counter() - t0:5.0f} s] {SYSTEMS[system]:22s}"
-                  f" L={n_layer} E={n_embd}: {res['status']}"
-                  + (f", {res['gflops']:.1f} GFLOP/s" if res["status"] == "ok" else "")
-                  + (f" ({res.get('error')})" if res["status"] != "ok" else ""),
-                  file=progress if hasattr(progress, "write") else sys.stderr, flush=True)
+    done = 0
+    # a kernel interrupt or a Stop button stops it whichever thread runs it (interrupts.py)
+    with stoppable():
+        try:
+            for i, (system, n_layer, n_embd) in enumerate(points, 1):
+                check_stop()
+                path = record_path(out_dir, system, n_layer, n_embd)
+                if path.exists():
+                    rec = _read_or_none(path)
+                    if resume and rec is not None and _comparable(rec["plan"]) == want:
+                        done += 1
+                        continue
+                    set_aside(out_dir, path, "measured again (--fresh)" if resume is False
+                              else "measured again: this run's plan differs")
+                res = run_point(plan, system, n_layer, n_embd)
+                write_point_record(out_dir, plan, res)
+                done += 1
+                if progress:
+                    _progress(progress, i, len(points), time.perf_counter() - t0, system,
+                              n_layer, n_embd, res)
+        except KeyboardInterrupt:
+            raise Interrupted(f"figures stopped after {done} of {len(points)} points; the "
+                              f"measured ones are recorded in {out_dir}: run it again to "
+                              "resume") from None
     return redraw(out_dir)
+
+
+def _progress(stream, i, n, seconds, system, n_layer, n_embd, res) -> None:
+    print(f"[{i}/{n} {seconds:5.0f} s] {SYSTEMS[system]:22s} L={n_layer} E={n_embd}: "
+          f"{res['status']}"
+          + (f", {res['gflops']:.1f} GFLOP/s" if res["status"] == "ok" else "")
+          + (f" ({res.get('error')})" if res["status"] != "ok" else ""),
+          file=stream if hasattr(stream, "write") else sys.stderr, flush=True)
 
 
 def _comparable(plan: dict) -> dict:
@@ -159,8 +176,8 @@ def _comparable(plan: dict) -> dict:
 
 def _read_or_none(path: Path) -> dict | None:
     try:
-        return check_record(json.loads(path.read_text()), path)
-    except (OSError, ValueError):   # json.JSONDecodeError is a ValueError
+        return check_record(read_record(path), path)
+    except RecordError:
         return None
 
 
@@ -170,7 +187,7 @@ def _with_failures(table: pd.DataFrame, df: pd.DataFrame, n_layer: int) -> pd.Da
     bad = df[(df.n_layer == n_layer) & df.status.map(failed)]
     table = table.copy()
     for system, g in bad.groupby("system"):
-        why = {draw.size_label(r.params): f"{r.status}: {r.error}" for _, r in g.iterrows()}
+        why = {size_label(r.params): f"{r.status}: {r.error}" for _, r in g.iterrows()}
         table[f"{system} failed"] = [why.get(size, "") for size in table.index]
     return table
 
@@ -187,18 +204,20 @@ def redraw(records_dir: str | os.PathLike, out_dir: str | os.PathLike | None = N
     layers = sorted(df.n_layer.unique())
     panels = iter("abcdefgh")
     for n_layer in layers:
-        draw.save(draw.throughput_figure(df, n_layer, cap, f"({next(panels)}) "), out_dir,
-                  f"throughput_L{n_layer}", _with_failures(draw.throughput_table(df, n_layer),
-                                                           df, n_layer))
+        save(paper.throughput_figure(df, n_layer, cap, SYSTEMS, f"({next(panels)}) "), out_dir,
+             f"throughput_L{n_layer}", _with_failures(paper.throughput_table(df, n_layer,
+                                                                             SYSTEMS),
+                                                      df, n_layer))
     for n_layer in layers:   # the paper's setting, where measured (--device)
-        if len(draw.device_table(df, n_layer)):
-            draw.save(draw.device_figure(df, n_layer, cap, f"({next(panels)}) "), out_dir,
-                      f"device_transfers_L{n_layer}", draw.device_table(df, n_layer))
+        if len(paper.device_table(df, n_layer)):
+            save(paper.device_figure(df, n_layer, cap, f"({next(panels)}) "), out_dir,
+                 f"device_transfers_L{n_layer}", paper.device_table(df, n_layer))
     mem_layers = 4 if 4 in layers else layers[0]
-    draw.save(draw.memory_figure(df, mem_layers, cap, f"({next(panels)}) "), out_dir,
-              f"memory_L{mem_layers}", draw.memory_table(df, mem_layers))
+    save(paper.memory_figure(df, mem_layers, cap, SYSTEMS, f"({next(panels)}) "), out_dir,
+         f"memory_L{mem_layers}", paper.memory_table(df, mem_layers, SYSTEMS))
     ref = reference_points()
-    draw.save(draw.reference_figure(ref), out_dir, "paper_reference", ref.set_index("setup"))
+    save(paper.reference_figure(ref, SETUPS), out_dir, "paper_reference",
+         ref.set_index("setup"))
     df.to_csv(out_dir / "points.csv", index=False)
     write_summary(df, records, out_dir)
     return df

@@ -6,10 +6,10 @@ from pathlib import Path
 import pandas as pd
 
 from nntile_lab.data.bins import atomic_write_bytes
-from nntile_lab.figures.draw import size_label
 from nntile_lab.figures.family import SYSTEMS
 from nntile_lab.figures.paper import reference_points
-from nntile_lab.figures.records import failed
+from nntile_lab.figures.records import failed, figure_result
+from nntile_lab.plots.common import size_label
 
 # the ratios the summary gives per size: each system against PyTorch in its precision,
 # and nntile_lab bf16 against its own fp32
@@ -87,7 +87,7 @@ def summary_markdown(df: pd.DataFrame, records: list[dict]) -> str:
 def _torch_modes(records: list[dict]) -> str:
     """Which mode the PyTorch points that ran were drawn in (the faster of eager and
     torch.compile under the cap); records written before both were measured name none."""
-    results = [r.get("result", r) for r in records]
+    results = [figure_result(r) for r in records]
     ran = [x["torch_mode"] for x in results if x.get("torch_mode") and x.get("status") == "ok"]
     if not ran:
         return "PyTorch: eager."

@@ -1,26 +1,40 @@
-"""Models on tiled tensors.
+"""Models on tiled tensors, built from layers.
 
-``GPT2`` loads on first use (PEP 562), so ``nntile_lab.nn.config`` — the model's shape,
-which the memory planner and the CLI's parser read — and ``nntile_lab.nn.activations`` —
-what a step saves, which the planner sizes — import without the compiled extension
-(``nntile-lab --help``, ``plan`` and figure redraws work without StarPU).
+Layers (each with its own forward and backward from tiled ops): ``Linear``, ``LayerNorm``,
+``Embedding``, ``GELU``, ``Attention``, ``LMHead``; compositions (no backward written):
+``MLP``, ``Block``; models: ``GPT2`` (``LanguageModel`` gives every model the same API).
+``Module``/``ModuleList``/``Layer``/``Param``/``Record`` are the pieces to build new ones
+(docs/model.md, docs/adding-a-layer.md).
 
-``gpt2`` is the math, ``policy`` where tensors are freed and which stage, priority and
-memory hints the tasks get, ``activations`` the saved records (docs/model.md).
+The names load on first use (PEP 562), so that ``nntile_lab.nn.config`` — the models'
+shapes, which the spec reads — imports alone. None of this package needs the compiled
+extension to import (a module tree is plain data; the tiled ops load when a step first
+runs): ``nntile-lab plan``, ``--help`` and figure redraws work without StarPU.
 """
 from __future__ import annotations
 
 import importlib
 
-from nntile_lab.nn.config import GPT2Config
+from nntile_lab.nn.config import GPT2Config  # noqa: F401  (in __all__)
 
-_LAZY = {"GPT2": "nntile_lab.nn.gpt2", "load_checkpoint_file": "nntile_lab.nn.state"}
-__all__ = ["GPT2", "GPT2Config", "load_checkpoint_file"]
+_LAZY = {
+    "GELU": "activation", "Attention": "attention", "Block": "block", "Embedding": "embedding",
+    "GPT2": "gpt2", "LMHead": "head", "Linear": "linear", "MLP": "mlp",
+    "LanguageModel": "model", "LayerNorm": "norm", "load_checkpoint_file": "state",
+    **dict.fromkeys(("Init", "Layer", "Module", "ModuleList", "Param", "Record",
+                     "normal", "ones", "zeros"), "module"),
+    **dict.fromkeys(("ShapeError", "SpentValue", "Value", "add"), "tape"),
+}
+__all__ = sorted(["GPT2Config", *_LAZY])
 
 
 def __getattr__(name: str):
     if name not in _LAZY:
         raise AttributeError(f"module 'nntile_lab.nn' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name]), name)
+    value = getattr(importlib.import_module(f"nntile_lab.nn.{_LAZY[name]}"), name)
     globals()[name] = value
     return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,198 +1,272 @@
-"""Where a training step frees tensors, which stage and priority each task gets, and
-which memory hints fire — so that ``nn.gpt2`` shows the math only.
+"""Which stage, priority and memory hints a step's tasks get — for any model built from
+layers, from its module tree — so that layers and models show the math only.
 
-The model runs each stage of its step inside this policy::
+A step runs inside a policy::
 
-    step = StepPolicy(runtime, params, grads, backward=True)
+    step = StepPolicy(model, training=True)
     step.start_gradients(accumulate=False)
-    with step.block_forward(i, x) as s:        # tasks tagged (layer i, forward)
-        y = s.temp(linear(x, w))               # freed when the stage ends
-        ...
-        s.save(acts, after=out)                # kept for the backward (or freed)
+    with step.forward():                       # the tape records, stages are scoped
+        loss = model(**inputs)
+    step.backward()                            # the recorded leaves' backwards, reversed
 
-A stage is the scope ``Runtime.scope(layer, phase, priority)`` and an arena: the
-tensors given to ``temp`` or ``drop`` are freed when it ends (a free waits for the
-tasks already submitted that use the tensor, so this is as early as freeing each one
-after its last use). Priorities come from ``nn.priorities`` when the runtime has them on.
+**Stages.** The items of the model's ModuleLists (GPT-2's blocks) are its stages, in the
+order the forward calls them: stage k's tasks carry trace layer k. What runs before the
+first stage (embeddings) is layer 0 too, what runs after the last (final norm, head, loss)
+is layer S, S = the number of stages; a task's phase is forward or backward. Each stage's
+priority is its bottom level in the step's chain of stages (``nn.priorities``), so a
+priority-aware scheduler runs the critical path first; weight-gradient accumulations
+(``ctx.weight_grads()``) and gradient zero fills sit below every stage.
+
+**Frees.** A leaf's temporaries (``ctx.temp``) are freed when its forward or backward ends;
+the values between leaves, the saved records and the gradients when their last holder lets
+them go (``nn.tape``). A free waits for the tasks already submitted that use the tensor, so
+this frees memory as early as freeing each tensor after its last use.
 
 The memory hints (``Runtime(hints=...)``, spec.HINTS) and why each fires where it does,
 for StarPU 1.3 out of core:
 
-- ``prefetch``: when a block's stage starts, the parameters of the block that runs
-  next (forward: the one above; backward: the one below) are brought into RAM, once
-  the tasks writing the stage's input are done. Parameters only: StarPU 1.3 aborts when
-  a tile with a prefetch and a wont_use push to disk in flight is unregistered, as
-  saved activations are.
-- ``wont_use``: a block's saved activations, once the block's output is written (read
-  again only in the backward; not the last block's, which the backward reads first);
-  a block's parameters and gradients after its backward (next needed by the optimizer).
+- ``prefetch``: when a stage starts, the parameters of the stage that runs next (forward:
+  the one after; backward: the one before) are brought into RAM, once the tasks writing
+  the stage's input are done. Parameters only: StarPU 1.3 aborts when a tile with a
+  prefetch and a wont_use push to disk in flight is unregistered, as saved activations are.
+- ``wont_use``: a stage's saved activations, once the stage's output is written (read
+  again only in the backward; not the last stage's, which the backward reads first); a
+  stage's parameters and gradients after its backward (next needed by the optimizer).
 - ``drop_grads``: each gradient is zeroed (a W-mode fill, ordered after the gradient
-  flowing into its stage) just before the first task that adds to it, instead of all
-  at the step's start: a gradient is never held through the forward, where it would be
-  evicted and read back as zeros. With ``accumulate`` the gradients are added to, so
+  flowing into its stage) just before the stage whose backward first adds to it, instead
+  of all at the step's start: a gradient is never held through the forward, where it would
+  be evicted and read back as zeros. With ``accumulate`` the gradients are added to, so
   nothing is zeroed.
 - ``invalidate`` fires in the optimizer (gradients dropped once the update read them);
   here it only forbids accumulating into dropped gradients.
-
-Temporaries need no hint before their free: a tile StarPU allocated (no home node) is
-dropped by its free, never written back.
 """
 from __future__ import annotations
 
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from nntile_lab import ops
 from nntile_lab.nn import priorities
+from nntile_lab.nn.backend import BFLOAT16, ops
+from nntile_lab.nn.tape import Tape, set_current
 
 if TYPE_CHECKING:
-    from nntile_lab.nn.gpt2 import Weights
-    from nntile_lab.runtime import Runtime
     from nntile_lab.tensor import TiledTensor
 
 
-class Stage:
-    """One stage of a step (yielded by the ``StepPolicy`` stage methods): its arena of
-    tensors to free when it ends, and the weight-gradient scope."""
+class LeafContext:
+    """What a leaf's forward and backward are given: its arena of temporaries, the
+    precision's conversions, the weight-gradient scope, and the step's settings."""
 
-    def __init__(self, policy: StepPolicy):
-        self._policy = policy
-        self._frees: list = []
-        self._saved: list = []   # (record, the stage's output)
+    def __init__(self, policy: StepPolicy, layer):
+        self.policy, self.layer = policy, layer
+        self.casts = policy.casts
+        self.training, self.grad_scale = policy.training, policy.grad_scale
+        self._temps: list = []
 
     def temp(self, t: TiledTensor) -> TiledTensor:
-        """``t``, freed when the stage ends (a view: its whole storage)."""
-        self._frees.append(t)
+        """``t``, freed when this forward (or backward) ends (a view: its whole storage)."""
+        self._temps.append(t)
         return t
 
-    def drop(self, record) -> None:
-        """Free a saved record (``nn.activations``) when the stage ends: its last reader
-        has been submitted."""
-        self._frees.extend(record.tensors())
+    def keep(self, t: TiledTensor) -> TiledTensor:
+        """The form of ``t`` (made here) that a record keeps: bf16 under a bf16 mode (then
+        ``t`` is a temporary), else ``t``."""
+        return self.casts.keep(t, self)
 
-    def save(self, record, after: TiledTensor) -> None:
-        """``record`` is what this stage keeps for the backward; ``after`` is the stage's
-        output. Without a backward it is freed instead."""
-        if self._policy.backward:
-            self._saved.append((record, after))
-        else:
-            self.drop(record)
+    def save_input(self, x: TiledTensor) -> TiledTensor:
+        """The form of the input ``x`` that a record keeps: a bf16 copy under a bf16 mode
+        (``x`` itself lives on: it belongs to its value), else ``x``."""
+        if not self.casts.store_bf16 or x.dtype == BFLOAT16:
+            return x
+        return ops.to_bf16(x)
+
+    def operand(self, t: TiledTensor, fp32: TiledTensor | None = None) -> TiledTensor:
+        """``t`` as a GEMM operand (``Casts.operand``): bf16 under ``bf16``, else float32
+        (``fp32``: the float32 tensor a bf16 ``t`` was kept from, if still alive)."""
+        return self.casts.operand(t, self, fp32)
 
     def weight_grads(self):
         """Scope of the weight-gradient accumulations (dW += xᵀ·dy, db += Σ dy, the
         embeddings'): off the critical path — they feed only the optimizer — so with
         priorities on they fill the gaps of the dx chain."""
-        return self._policy.scope(priority=priorities.WEIGHT_GRAD)
+        return self.policy.scope(priority=priorities.WEIGHT_GRAD)
 
-    def _free(self) -> None:
-        for t in self._frees:
+    def close(self) -> None:
+        for t in self._temps:
             t.storage.free()
-        self._frees.clear()
+        self._temps.clear()
+
+
+class Region:
+    """A stretch of the forward with one trace layer: a stage (``module``) or what runs
+    between stages (``module`` None)."""
+
+    __slots__ = ("layer", "module", "records", "input_uid")
+
+    def __init__(self, layer: int, module=None, input_uid=None):
+        self.layer, self.module, self.input_uid = layer, module, input_uid
+        self.records: list = []
 
 
 class StepPolicy:
-    """The stages of one forward (and backward) of a GPT-2 over ``params``/``grads``
-    (``nn.gpt2.Weights``): their scopes, arenas, memory hints and gradient zeroing."""
+    """One forward (and backward) of ``model`` (a ``LanguageModel``): scopes, hints,
+    gradient zeroing and the tape."""
 
-    def __init__(self, runtime: Runtime, params: Weights, grads: Weights, *,
-                 backward: bool):
-        self.runtime, self.params, self.grads = runtime, params, grads
-        self.backward, self.hints = backward, runtime.hints
-        self.n_layer = len(params.blocks)
+    def __init__(self, model, *, training: bool, grad_scale: float = 1.0):
+        self.model, self.runtime, self.casts = model, model.runtime, model.casts
+        self.training, self.grad_scale = training, grad_scale
+        self.hints = self.runtime.hints
+        self.stages = model.stages
+        self.n_stages = len(self.stages)
         self.lazy_zero = False
+        self.tape = Tape(self, training=training)
+        self.region: Region | None = None
+        self._scopes: list = []
+        self._next_stage = 0
+        self._in_stage = False
+        self._grads = None
+        self._zero_plan: dict[int, list] = {}
 
     def start_gradients(self, accumulate: bool) -> None:
         """Before a step's forward: zero the gradients (now, or with ``drop_grads`` each
         one just before its first accumulation), or, ``accumulate``, add to them."""
-        if accumulate and any(g.storage.dropped for g in self.grads.tensors()):
+        grads = [p.grad for p in self.model.parameters()]
+        if accumulate and any(g.storage.dropped for g in grads):
             raise RuntimeError("accumulate=True after the optimizer dropped the gradients "
                                "(the invalidate hint): the first micro-batch of a step must "
                                "not accumulate")
         self.lazy_zero = "drop_grads" in self.hints and not accumulate
         if not accumulate and not self.lazy_zero:
             with self.scope(phase="backward", priority=priorities.ZERO_GRAD):
-                for g in self.grads.tensors():
+                for g in grads:
                     ops.fill(g, 0.0)
 
-    # ---- forward ---------------------------------------------------------------------
-    def embedding_forward(self):
-        return self._stage(0, "forward")
+    def leaf_context(self, layer) -> LeafContext:
+        return LeafContext(self, layer)
 
+    # ---- forward -------------------------------------------------------------------
     @contextmanager
-    def block_forward(self, i: int, x: TiledTensor):
-        """Block ``i``'s forward; ``x`` its input."""
-        if "prefetch" in self.hints and i + 1 < self.n_layer:
-            for t in self.params.blocks[i + 1].tensors():
-                t.prefetch(after=x)
-        with self._stage(i, "forward") as stage:
-            yield stage
-        if "wont_use" in self.hints and i + 1 < self.n_layer:
-            for record, out in stage._saved:
+    def forward(self):
+        """The forward: the tape is recording and the first region's scope is on."""
+        previous = set_current(self.tape)
+        self._enter(Region(0), "forward")
+        try:
+            yield self.tape
+        finally:
+            self._pop_scope()
+            set_current(previous)
+
+    def run_stage(self, module, args, kw):
+        """Stage ``module``'s forward (a ModuleList item, called by the model)."""
+        if self._in_stage:   # a ModuleList inside a stage: part of that stage
+            return module.forward(*args, **kw)
+        k = self._next_stage
+        self._next_stage += 1
+        x = next((a for a in args if hasattr(a, "uid")), None)
+        if "prefetch" in self.hints and k + 1 < self.n_stages and x is not None:
+            for t in self._stage_reads(k + 1):
+                t.prefetch(after=x.tensor)
+        self._pop_scope()
+        region = Region(k, module, None if x is None else x.uid)
+        self._enter(region, "forward")
+        self._in_stage = True
+        try:
+            out = module.forward(*args, **kw)
+        finally:
+            self._in_stage = False
+        if "wont_use" in self.hints and self.training and k + 1 < self.n_stages:
+            for record in region.records:
                 for t in record.tensors():
+                    t.wont_use(after=out.tensor)
+        self._pop_scope()
+        self._enter(Region(k + 1), "forward")
+        return out
+
+    def saved(self, record) -> None:
+        """A training step's leaf saved ``record`` in the current region."""
+        if record is not None:
+            self.region.records.append(record)
+
+    # ---- backward ------------------------------------------------------------------
+    def backward(self) -> None:
+        """The backward of the recorded forward (``Tape.backward``)."""
+        self.tape.backward()
+
+    def begin_backward(self, nodes, grads) -> None:
+        """Plan the lazy zero fills: each gradient in the region whose backward adds to it
+        first (in the model's parameter order)."""
+        self._grads = grads
+        order = {id(p): i for i, p in enumerate(self.model.parameters())}
+        seen: set[int] = set()
+        plan: dict[int, list] = {}
+        for n in reversed(nodes):
+            if n.layer is None:
+                continue
+            for p in n.layer.parameters():
+                if id(p) not in seen:
+                    seen.add(id(p))
+                    plan.setdefault(id(n.region), []).append(p)
+        self._zero_plan = {k: sorted(v, key=lambda p: order[id(p)]) for k, v in plan.items()}
+        self._unused = [p for p in self.model.parameters() if id(p) not in seen]
+        self.region = None
+
+    def enter_backward(self, node, incoming) -> None:
+        """Before ``node``'s backward; ``incoming``: the first gradient it reads (the
+        stage's incoming gradient when the node starts a region)."""
+        region = node.region
+        if region is self.region:
+            return
+        if self.region is not None:
+            self._leave_backward()
+        self.region = region
+        layer = region.layer
+        if region.module is not None and "prefetch" in self.hints and layer > 0:
+            for t in self._stage_reads(layer - 1):
+                t.prefetch(after=incoming)
+        zero = self._zero_plan.get(id(region), ()) if self.lazy_zero else ()
+        if zero:
+            with self.scope(layer=layer, phase="backward", priority=priorities.ZERO_GRAD):
+                for p in zero:
+                    ops.fill(p.grad, 0.0, after=incoming)
+        self._enter(region, "backward")
+
+    def _leave_backward(self) -> None:
+        self._pop_scope()
+        region = self.region
+        if region.module is not None and "wont_use" in self.hints:
+            out = self._grads.get(region.input_uid)
+            for p in region.module.parameters():
+                for t in (*p.tensors_read(), p.grad):
                     t.wont_use(after=out)
 
-    def head_forward(self):
-        """The final layer norm, the tied head and the loss."""
-        return self._stage(self.n_layer, "forward")
+    def end_backward(self, grads) -> None:
+        if self.region is not None:
+            self._leave_backward()
+        self.region = None
+        if self.lazy_zero and self._unused:   # reached by no loss: zero for the optimizer
+            with self.scope(phase="backward", priority=priorities.ZERO_GRAD):
+                for p in self._unused:
+                    ops.fill(p.grad, 0.0)
 
-    # ---- backward --------------------------------------------------------------------
-    @contextmanager
-    def head_backward(self, dlogits: TiledTensor, saved):
-        """The head's backward from ``dlogits``; then ``dlogits`` and the head's record
-        ``saved`` are dead (freed at the end). It adds first to wte's and ln_f's
-        gradients (wte's again in the embeddings' backward)."""
-        g = self.grads
-        with self._stage(self.n_layer, "backward", zero=[g.wte, *g.ln_f.tensors()],
-                         after=dlogits) as stage:
-            stage.temp(dlogits)
-            stage.drop(saved)
-            yield stage
-
-    @contextmanager
-    def block_backward(self, i: int, dx: TiledTensor, saved):
-        """Block ``i``'s backward; ``dx`` the gradient flowing in (and out: in place);
-        the block's record ``saved`` is dead after it (freed at the end)."""
-        if "prefetch" in self.hints and i > 0:
-            for t in self.params.blocks[i - 1].tensors():
-                t.prefetch(after=dx)
-        with self._stage(i, "backward", zero=self.grads.blocks[i].tensors(),
-                         after=dx) as stage:
-            stage.drop(saved)
-            yield stage
-        if "wont_use" in self.hints:
-            for t in (*self.params.blocks[i].tensors(), *self.grads.blocks[i].tensors()):
-                t.wont_use(after=dx)
-
-    @contextmanager
-    def embedding_backward(self, dx: TiledTensor, batch):
-        """The embeddings' gradients, weight gradients only; the last stage of the step:
-        ``dx`` and the ``batch`` record are freed at its end."""
-        stage_scope = self._stage(0, "backward", zero=[self.grads.wpe], after=dx)
-        with stage_scope as stage, stage.weight_grads():
-            stage.temp(dx)
-            stage.drop(batch)
-            yield stage
-
-    # ---- scopes ------------------------------------------------------------------------
+    # ---- scopes --------------------------------------------------------------------
     def scope(self, *, layer: int | None = None, phase: str | None = None,
               priority: int | None = None):
         """``Runtime.scope``, the priority dropped when the runtime has priorities off."""
         return self.runtime.scope(layer=layer, phase=phase,
                                   priority=priority if self.runtime.priorities else None)
 
-    @contextmanager
-    def _stage(self, layer: int, phase: str, zero=(), after: TiledTensor | None = None):
-        """The scope and arena of one stage (priority: the stage's bottom level, see
-        nn.priorities); with lazy zeroing, first ``zero`` — the gradients this stage
-        adds to first — ordered after ``after``."""
-        if self.lazy_zero and zero:
-            with self.scope(layer=layer, phase=phase, priority=priorities.ZERO_GRAD):
-                for t in zero:
-                    ops.fill(t, 0.0, after=after)
+    def _enter(self, region: Region, phase: str) -> None:
+        self.region = region
+        S = self.n_stages
+        layer = min(region.layer, S)
         rank = priorities.forward if phase == "forward" else priorities.backward
-        stage = Stage(self)
-        with self.scope(layer=layer, phase=phase, priority=rank(layer, self.n_layer)):
-            try:
-                yield stage
-            finally:
-                stage._free()
+        cm = self.scope(layer=region.layer, phase=phase, priority=rank(layer, S))
+        cm.__enter__()
+        self._scopes.append(cm)
+
+    def _pop_scope(self) -> None:
+        self._scopes.pop().__exit__(None, None, None)
+
+    def _stage_reads(self, k: int) -> list:
+        """The tensors a step reads of stage ``k``'s parameters."""
+        return [t for p in self.stages[k].parameters() for t in p.tensors_read()]

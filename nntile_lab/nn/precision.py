@@ -27,12 +27,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from nntile_lab import ops
+from nntile_lab.nn.backend import BFLOAT16, ops
 from nntile_lab.spec import PRECISIONS
-from nntile_lab.tensor import BFLOAT16
 
 if TYPE_CHECKING:
-    from nntile_lab.nn.policy import Stage
+    from nntile_lab.nn.policy import LeafContext as Stage
     from nntile_lab.tensor import TiledTensor
 
 MODES = tuple(p for p in PRECISIONS if p != "auto")
@@ -63,8 +62,8 @@ class Casts:
     def keep(self, t: TiledTensor, s: Stage) -> TiledTensor:
         """The form of the float32 ``t`` that the step saves for its backward: a bf16
         copy under a bf16 mode (then ``t`` is a temporary of ``s``, usable until the stage
-        ends), else ``t``."""
-        if not self.store_bf16:
+        ends), else ``t`` (also when ``t`` is bf16 already: the fused GELU's output)."""
+        if not self.store_bf16 or t.dtype == BFLOAT16:
             return t
         out = ops.to_bf16(t)
         s.temp(t)
@@ -80,17 +79,15 @@ class Casts:
             return fp32
         return s.temp(ops.to_bf16(t) if want == BFLOAT16 else ops.to_f32(t))
 
-    def gelu(self, fc: TiledTensor, s: Stage) -> tuple[TiledTensor, TiledTensor, TiledTensor]:
-        """GELU of the MLP's float32 hidden tile ``fc``: ``(fc as kept, gelu as kept, gelu
-        as the next GEMM's operand)``. Under ``bf16`` one fused pass writes both bf16
-        tensors (``ops.gelu_bf16``) and no float32 GELU exists."""
+    def gelu(self, x: TiledTensor) -> tuple[TiledTensor, TiledTensor]:
+        """GELU of the float32 ``x`` (the MLP's hidden tile): ``(x as its record keeps it,
+        gelu(x) as the next layer takes it)``. Under ``bf16`` one fused pass writes both in
+        bf16 (``ops.gelu_bf16``) and no float32 GELU exists; under ``bf16-storage`` ``x``
+        is kept as a bf16 copy and the GELU is float32."""
         if self.gemm_bf16:
-            fck, gk = ops.gelu_bf16(fc)
-            s.temp(fc)
-            return fck, gk, gk
-        gelu = ops.gelu(fc)
-        fck, gk = self.keep(fc, s), self.keep(gelu, s)
-        return fck, gk, self.operand(gk, s, fp32=gelu)
+            return ops.gelu_bf16(x)
+        y = ops.gelu(x)
+        return (ops.to_bf16(x) if self.store_bf16 else x), y
 
     def logits_dtype(self, xf: TiledTensor):
         """The dtype the head stores its logits (and so their gradient) in: bf16 under a

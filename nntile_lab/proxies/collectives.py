@@ -26,6 +26,7 @@ import time
 
 import numpy as np
 
+from nntile_lab.interrupts import run_process
 from nntile_lab.orphans import child_env, launcher_preexec
 from nntile_lab.parallel.mpirun import mpirun_command
 
@@ -139,9 +140,9 @@ def run(ranks: int, ops=OPS, sizes=None, *, timeout: float = 600) -> list:
         cmd = mpirun_command(ranks, [sys.executable, "-m", "nntile_lab.cli",
                                      "_collectives-rank", job, out])
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                                  start_new_session=True, env=child_env(),
-                                  preexec_fn=launcher_preexec())   # ranks die with us
+            # a Stop or kernel interrupt ends mpirun and its ranks (interrupts.py)
+            proc = run_process(cmd, timeout=timeout, start_new_session=True, env=child_env(),
+                               preexec_fn=launcher_preexec())   # ranks die with us
         except subprocess.TimeoutExpired:
             raise RuntimeError(f"collective benchmark did not finish in {timeout:.0f} s") from None
         if proc.returncode != 0 or not os.path.exists(out):

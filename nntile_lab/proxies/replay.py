@@ -24,6 +24,7 @@ import time
 
 import numpy as np
 
+from nntile_lab.interrupts import run_process
 from nntile_lab.orphans import child_env, launcher_preexec
 from nntile_lab.parallel.mpirun import mpirun_command
 from nntile_lab.proxies.models import build
@@ -178,9 +179,9 @@ def launch(build_kwargs: dict, *, iterations: int = 3, warmup: int = 1, scale: i
         cmd = mpirun_command(world, [sys.executable, "-m", "nntile_lab.cli", "_replay-rank",
                                      job, out])
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                                  start_new_session=True, env=child_env(),
-                                  preexec_fn=launcher_preexec())   # ranks die with us
+            # a Stop or kernel interrupt ends mpirun and its ranks (interrupts.py)
+            proc = run_process(cmd, timeout=timeout, start_new_session=True, env=child_env(),
+                               preexec_fn=launcher_preexec())   # ranks die with us
         except subprocess.TimeoutExpired:
             raise RuntimeError(f"replay did not finish in {timeout:.0f} s: {' '.join(cmd)}"
                                ) from None

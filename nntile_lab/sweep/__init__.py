@@ -7,13 +7,12 @@
     df = sweep.run(points)            # cached, resumable, a row per point (errors too)
 
 ``grid``/``parse_axes`` (grid.py), ``measure`` one point in-process (measure.py), ``run``
-(run.py: subprocess per point by default, and why), the cache (cache.py), the figures
-(plots.py), ``nntile-lab sweep`` (cli.py).
+(run.py: each point through the engine, ``nntile_lab.engine``), ``nntile-lab sweep``
+(cli.py); the figures of a sweep are ``nntile_lab.plots.sweep``.
 """
-from nntile_lab.sweep.cache import Cache, code_version
+from nntile_lab.engine import code_version
 from nntile_lab.sweep.grid import InvalidSpec, grid, parse_axes, point
 from nntile_lab.sweep.measure import measure
 from nntile_lab.sweep.run import run
 
-__all__ = ["Cache", "InvalidSpec", "code_version", "grid", "measure", "parse_axes", "point",
-           "run"]
+__all__ = ["InvalidSpec", "code_version", "grid", "measure", "parse_axes", "point", "run"]

@@ -23,10 +23,11 @@ import sys
 from pathlib import Path
 
 from nntile_lab.data.bins import atomic_write_bytes
+from nntile_lab.engine import json_safe, make_record, write_record
 from nntile_lab.errors import writable_dir
-from nntile_lab.record import json_safe, write_record
+from nntile_lab.jupyter_figure import save_figure
+from nntile_lab.plots import sweep as plots
 from nntile_lab.spec import ExperimentSpec, field_names, spec_fields
-from nntile_lab.sweep import plots
 from nntile_lab.sweep.grid import InvalidSpec, grid, parse_axes
 from nntile_lab.sweep.run import POINT_TIMEOUT_S, run
 from nntile_lab.sweep.size import MAX_POINTS, check_size
@@ -99,14 +100,12 @@ def write_outputs(df, out, axes, title: str | None = None) -> dict[str, Path]:
     atomic_write_bytes(paths["csv"], df.to_csv(index=False).encode())
     fig = (plots.scheduler_figure(df, title) if axes == ["scheduler"]
            else plots.tile_figure(df, title=title))
-    tmp = out / ".sweep.png.tmp"
-    fig.savefig(tmp, dpi=110, format="png")
-    tmp.replace(paths["png"])
+    save_figure(fig, paths["png"])
     b = plots.best(df)
-    write_record(paths["json"], None, {"points": df.to_dict("records"),
-                                       "best": None if b is None else b.to_dict()},
-                 kind="sweep", axes=axes, code_version=df.attrs.get("code_version"),
-                 messages=df.attrs.get("messages", []))
+    write_record(paths["json"], make_record(
+        "sweep", None, {"points": df.to_dict("records"),
+                        "best": None if b is None else b.to_dict()},
+        axes=axes, messages=df.attrs.get("messages", [])))
     return paths
 
 

@@ -10,6 +10,10 @@ import itertools
 
 from nntile_lab.spec import ExperimentSpec, field_names, parse_value
 
+# a range of more values than this is refused outright (a sweep of more than
+# sweep.size.MAX_POINTS points asks for confirmation; this many would only fill memory)
+MAX_RANGE = 10_000_000
+
 
 class InvalidSpec:
     """A grid point whose values do not make a spec: ``values`` and ``error``."""
@@ -75,7 +79,16 @@ def parse_axes(texts: dict[str, str]) -> dict[str, list]:
                 if not all(isinstance(v, int) for v in (lo, hi, step)) or step < 1:
                     raise ValueError(f"--{name.replace('_', '-')} {part!r}: a range is "
                                      "LOW:HIGH:STEP with integers and STEP ≥ 1")
-                values += list(range(lo, hi + 1, step))
+                if lo > hi:
+                    raise ValueError(f"--{name.replace('_', '-')} {part!r}: LOW={lo} is "
+                                     f"above HIGH={hi}; a range is LOW:HIGH:STEP with "
+                                     "LOW ≤ HIGH")
+                span = range(lo, hi + 1, step)
+                if len(span) > MAX_RANGE:     # counted before it fills memory
+                    raise ValueError(f"--{name.replace('_', '-')} {part!r} has "
+                                     f"{len(span):,} values: no sweep can measure that "
+                                     "many; give a larger STEP")
+                values += list(span)
             else:
                 values.append(parse_value(name, part))
         if not values:

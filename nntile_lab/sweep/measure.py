@@ -36,6 +36,12 @@ from nntile_lab.trace import idle, metrics
 MiB = float(1 << 20)
 
 
+def measure_point(spec: ExperimentSpec, ctx) -> dict:
+    """The engine's measurement ``train-trace`` (``engine.measures``): ``measure`` with
+    the point's sgemm peak (``ctx.inputs``) and trace folder."""
+    return measure(spec, peak_gflops=ctx.inputs.get("peak_gflops"), trace_dir=ctx.trace_dir)
+
+
 def measure(spec: ExperimentSpec, *, peak_gflops: float | None = None,
             trace_dir: str | None = None) -> dict:
     """Run one point here and return its numbers (see the module docstring). With

@@ -29,9 +29,9 @@ import os
 from nntile_lab import sgemm_peak
 from nntile_lab import spec as specs
 from nntile_lab.data.bins import atomic_write_bytes
+from nntile_lab.engine import save_record
 from nntile_lab.errors import writable_dir
 from nntile_lab.options import OneLineParser, int_range
-from nntile_lab.record import write_record
 from nntile_lab.spec import DEFAULTS
 from nntile_lab.trace import metrics, placement, viz
 from nntile_lab.trace.chrome import write_chrome
@@ -154,9 +154,8 @@ def _trace(args) -> int:
         fastest = float(tr.steps["gflops"].max()) if len(tr.steps) else None
         peak = sgemm_peak.gflops(at_least=fastest)
     summary = write_outputs(tr, args.out, peak, tokens_per_step)
-    write_record(os.path.join(args.out, "run.json"), spec,
-                 {k: v for k, v in summary.items() if k != "workers"}, kind="trace",
-                 steps=steps, data=data)
+    save_record(os.path.join(args.out, "run.json"), "trace", spec,
+                {k: v for k, v in summary.items() if k != "workers"}, steps=steps, data=data)
     if args.json:
         print(json.dumps(summary | {"out": args.out}, default=float))
         return 0

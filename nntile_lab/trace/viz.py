@@ -31,7 +31,7 @@ import numpy as np
 from matplotlib.colors import to_rgb
 from matplotlib.patches import Patch
 
-from nntile_lab.jupyter_figure import WIDTH, Figure
+from nntile_lab.jupyter_figure import WIDTH, Figure, save_figure
 from nntile_lab.trace import metrics
 from nntile_lab.trace.tables import REGISTERED_NODE, node_kind, node_timeline
 
@@ -348,8 +348,7 @@ def save_all(tr, directory: str, step: int | None = None, dpi: int = 110) -> dic
                                    else step)
     paths = {}
     for name, fig in figs.items():
-        paths[name] = os.path.join(directory, f"{name}.png")
-        fig.savefig(paths[name], dpi=dpi)
+        paths[name] = str(save_figure(fig, os.path.join(directory, f"{name}.png"), dpi=dpi))
     return paths
 
 

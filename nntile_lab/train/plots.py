@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
-from nntile_lab.jupyter_figure import Figure
+from nntile_lab.jupyter_figure import Figure, save_figure
 
 
 def plot_loss(log: pd.DataFrame, title: str | None = None) -> Figure:
@@ -37,8 +37,4 @@ def plot_loss(log: pd.DataFrame, title: str | None = None) -> Figure:
 def save_loss_plot(log: pd.DataFrame, out_dir: str | os.PathLike,
                    title: str | None = None) -> Path:
     """Write ``OUT/loss.png`` (temporary file, then rename: never a half-written image)."""
-    path = Path(out_dir) / "loss.png"
-    tmp = path.with_name(".loss.png.tmp")
-    plot_loss(log, title).savefig(tmp, dpi=120, format="png")
-    os.replace(tmp, path)
-    return path
+    return save_figure(plot_loss(log, title), Path(out_dir) / "loss.png", dpi=120)

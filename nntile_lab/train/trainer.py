@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 
 from nntile_lab.data.bins import load_split
 from nntile_lab.experiment import NonFiniteValue, train_step
-from nntile_lab.interrupts import Interrupted
+from nntile_lab.interrupts import Interrupted, check_stop, stoppable
 from nntile_lab.spec import DEFAULTS  # keyword defaults are the spec's (one set)
 from nntile_lab.train.checkpoint import (
     atomic_write_text,
@@ -179,7 +179,7 @@ def train(model, optimizer, data_dir, *, steps: int, batch: int, seq_len: int,
           eval_every: int = DEFAULTS.eval_every, eval_batches: int = DEFAULTS.eval_batches,
           checkpoint_every: int = DEFAULTS.checkpoint_every, resume=None,
           seed: int = DEFAULTS.seed, progress: bool = True, json_lines: bool = False,
-          log_every: int = 1) -> pd.DataFrame:
+          log_every: int = 1, on_mark=None) -> pd.DataFrame:
     """Train until ``steps`` optimizer steps are done (counting those before ``resume``).
 
     Each step draws ``grad_accum`` random batches of ``batch × seq_len`` tokens from
@@ -191,6 +191,8 @@ def train(model, optimizer, data_dir, *, steps: int, batch: int, seq_len: int,
     the log is returned (``.attrs["summary"]`` holds the summary) and kept in
     ``OUT/log.csv``.  ``resume`` is a run or checkpoint directory to continue from.
     Raises ``NonFiniteLoss`` on a NaN/inf loss, leaving the last good checkpoint untouched.
+    ``on_mark(step, phase)`` is called after each step's update (``"train"``) and after its
+    evaluation and checkpoint (``"eval+checkpoint"``) — e.g. ``parallel.traffic.Traffic.mark``.
     """
     for name, value in (("steps", steps), ("batch", batch), ("seq_len", seq_len),
                         ("grad_accum", grad_accum), ("log_every", log_every),
@@ -227,43 +229,50 @@ def train(model, optimizer, data_dir, *, steps: int, batch: int, seq_len: int,
     bar = tqdm(total=steps, initial=min(run.step, steps), desc="train", unit="step",
                disable=not progress, dynamic_ncols=True)
     started = time.perf_counter() - run.elapsed_s
-    try:
-        while run.step < steps:
-            step = run.step + 1
-            lr = float(lr_at(step - 1))
-            t0 = time.perf_counter()
-            try:
-                loss, grad_norm = train_step(model, optimizer, train_bin, run.rng, batch=batch,
-                                             seq_len=seq_len, grad_accum=grad_accum, lr=lr,
-                                             clip_norm=clip_norm)
-            except NonFiniteValue as exc:
-                raise NonFiniteLoss(step, exc.what, exc.value, out_dir) from exc
-            dt = time.perf_counter() - t0
-            n_tokens = batch * seq_len * grad_accum
-            run.step, run.tokens = step, run.tokens + n_tokens
-            run.train_time_s += dt
-            val_loss = math.nan
-            if val_bin is not None and (step % eval_every == 0 or step == steps):
-                val_loss = evaluate(model, val_bin, batch, seq_len, eval_batches)
-            run.elapsed_s = time.perf_counter() - started
-            row = {"step": step, "loss": loss, "lr": lr, "grad_norm": grad_norm,
-                   "tokens": run.tokens, "time_s": run.elapsed_s,
-                   "tokens_per_s": n_tokens / dt, "gflops": fpt * n_tokens / dt / 1e9,
-                   "val_loss": val_loss}
-            if step % log_every == 0 or step == steps or not math.isnan(val_loss):
-                run.rows.append(row)
-                _report(bar, row, json_lines)
-            bar.update(1)
-            if (checkpoint_every and step % checkpoint_every == 0) or step == steps:
-                run.save(len(train_bin), data_dir)
-    except KeyboardInterrupt:
-        saved = out_dir / "checkpoint"
-        raise Interrupted(f"training interrupted during step {run.step + 1}; "
-                          + (f"the last checkpoint is {saved}: resume with --resume {out_dir}"
-                             if saved.is_dir() else "no checkpoint was written yet")) from None
-    finally:
-        bar.close()
-        run.write_log()
+    # a kernel interrupt or a Stop button stops it whichever thread runs it (interrupts.py)
+    with stoppable():
+        try:
+            while run.step < steps:
+                check_stop()
+                step = run.step + 1
+                lr = float(lr_at(step - 1))
+                t0 = time.perf_counter()
+                try:
+                    loss, grad_norm = train_step(model, optimizer, train_bin, run.rng, batch=batch,
+                                                 seq_len=seq_len, grad_accum=grad_accum, lr=lr,
+                                                 clip_norm=clip_norm)
+                except NonFiniteValue as exc:
+                    raise NonFiniteLoss(step, exc.what, exc.value, out_dir) from exc
+                dt = time.perf_counter() - t0
+                if on_mark is not None:
+                    on_mark(step, "train")
+                n_tokens = batch * seq_len * grad_accum
+                run.step, run.tokens = step, run.tokens + n_tokens
+                run.train_time_s += dt
+                val_loss = math.nan
+                if val_bin is not None and (step % eval_every == 0 or step == steps):
+                    val_loss = evaluate(model, val_bin, batch, seq_len, eval_batches)
+                run.elapsed_s = time.perf_counter() - started
+                row = {"step": step, "loss": loss, "lr": lr, "grad_norm": grad_norm,
+                       "tokens": run.tokens, "time_s": run.elapsed_s,
+                       "tokens_per_s": n_tokens / dt, "gflops": fpt * n_tokens / dt / 1e9,
+                       "val_loss": val_loss}
+                if step % log_every == 0 or step == steps or not math.isnan(val_loss):
+                    run.rows.append(row)
+                    _report(bar, row, json_lines)
+                bar.update(1)
+                if (checkpoint_every and step % checkpoint_every == 0) or step == steps:
+                    run.save(len(train_bin), data_dir)
+                if on_mark is not None:
+                    on_mark(step, "eval+checkpoint")
+        except KeyboardInterrupt:
+            saved = out_dir / "checkpoint"
+            raise Interrupted(f"training interrupted during step {run.step + 1}; "
+                              + (f"the last checkpoint is {saved}: resume with --resume {out_dir}"
+                                 if saved.is_dir() else "no checkpoint was written yet")) from None
+        finally:
+            bar.close()
+            run.write_log()
     summary = run.summary()
     if json_lines:
         print(json.dumps(summary), flush=True)

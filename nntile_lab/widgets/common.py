@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import html
 import re
+import threading
 
 import ipywidgets as w
 import pandas as pd
 
+from nntile_lab.interrupts import stoppable
 from nntile_lab.jupyter_figure import interactive, png_bytes
-from nntile_lab.spec import field_names
+from nntile_lab.plots.sweep import ok_rows, varied
+from nntile_lab.spec import ExperimentSpec, field_names
 from nntile_lab.sweep import run
-from nntile_lab.sweep.plots import ok_rows, varied
+from nntile_lab.sweep.size import MAX_POINTS, duration_text, estimate_s, point_count
+from nntile_lab.widgets.background import Background
 
 
 class PlotArea:
@@ -99,16 +103,106 @@ def failures(df) -> list[str]:
             for _, r in bad.iterrows()]
 
 
+# Test policies, not schedulers for real work: never offered in a widget's list.
+NOT_APPLICABLE = ("graph_test",)
+
+
+def applicable_schedulers() -> list[str]:
+    """Every scheduling policy of this StarPU build that applies to a real run."""
+    # loads the compiled extension: importing this module must not (--help, readers)
+    from nntile_lab.runtime import scheduler_names
+    return [s for s in scheduler_names() if s not in NOT_APPLICABLE]
+
+
+def check_base(widget: str, base) -> ExperimentSpec:
+    """A widget's ``base``: an ExperimentSpec, or None for the default one; a TypeError
+    naming what is expected otherwise."""
+    if base is None:
+        return ExperimentSpec()
+    if not isinstance(base, ExperimentSpec):
+        hint = (": ExperimentSpec(**d) makes one from a dict" if isinstance(base, dict)
+                else "")
+        raise TypeError(f"{widget}(base=...) takes an ExperimentSpec (or None for the "
+                        f"default model), e.g. ExperimentSpec(n_layer=2, n_embd=256); got "
+                        f"{type(base).__name__} {base!r}{hint}")
+    return base
+
+
+def int_box(description: str, value, cls: str = "", width: str = "190px",
+            label_width: str | None = None) -> w.Text:
+    """A box for a whole number that shows what was typed (ipywidgets' IntText turns
+    ``2.5`` into ``25`` in the browser and a BoundedIntText clamps silently): ``read_int``
+    refuses anything but an integer, naming the field."""
+    box = w.Text(value=str(value), description=description, layout=w.Layout(width=width),
+                 style={"description_width": label_width} if label_width else {})
+    if cls:
+        box.add_class(cls)
+    return box
+
+
+def read_int(box: w.Text, lo: int | None = None, hi: int | None = None) -> int:
+    """The integer in ``box``; ValueError naming its field, the text and the range."""
+    text = box.value.strip()
+    span = ("" if lo is None and hi is None else
+            f" from {lo} to {hi}" if lo is not None and hi is not None else
+            f" ≥ {lo}" if lo is not None else f" ≤ {hi}")
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{box.description}={text!r} is not a whole number: enter an "
+                         f"integer{span}") from None
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        raise ValueError(f"{box.description}={value} is out of range: enter an "
+                         f"integer{span}")
+    return value
+
+
+class TooBig(ValueError):
+    """A sweep of more points than ``sweep.size.MAX_POINTS``: it runs once confirmed."""
+
+    def __init__(self, n: int, axes: dict, base_values: dict):
+        sizes = " × ".join(f"{k} {len(v)}" for k, v in axes.items() if len(v) > 1)
+        self.n = n
+        super().__init__(
+            f"this sweep has {n:,} points ({sizes}), about "
+            f"{duration_text(estimate_s(n, base_values))} of measuring: more than "
+            f"{MAX_POINTS}. Narrow the ranges (low:high:step with a larger step), or press "
+            f"“Run all {n:,} points” to run it anyway")
+
+
+def check_count(axes: dict, base_values: dict, confirmed: bool) -> None:
+    """TooBig when the grid of ``axes`` exceeds ``MAX_POINTS`` and is not ``confirmed``
+    (the command line's ``--yes``)."""
+    n = point_count(axes)
+    if n > MAX_POINTS and not confirmed:
+        raise TooBig(n, axes, base_values)
+
+
 class SweepView:
-    """What the sweep widgets share: a Run button, a status label ("N points"), a message
-    area, and ``run()``: points from the controls → ``sweep.run`` with a redraw after every
-    point. Subclasses give ``points()``, ``_draw(df)`` and ``_best_text(df)``."""
+    """What the sweep widgets share: Run and Stop buttons, a status label ("N points"), a
+    message area, and ``run()``: points from the controls → ``sweep.run`` with a redraw
+    after every point. Subclasses give ``points(confirmed)``, ``_draw(df)``,
+    ``_best_text(df)`` and ``_forget()`` (what shows a sweep's results, emptied).
+
+    The Run button starts ``run()`` in a thread of its own (widgets/background.py: why);
+    Stop, or Kernel → Interrupt, ends it within a second or two, keeping the finished
+    points (cached: Run resumes). ``run()`` called from a cell or a script runs here."""
 
     def _init_view(self, prefix: str, run_text: str, cache_dir, isolate, peak_gflops):
         self.cache_dir, self.isolate, self.peak_gflops = cache_dir, isolate, peak_gflops
+        self.background = Background()
         self.run_button = w.Button(description=run_text, button_style="primary", icon="play")
         self.run_button.add_class(f"{prefix}-run")
-        self.run_button.on_click(lambda _: self.run())
+        self.run_button.on_click(lambda _: self.start())
+        self.stop_button = w.Button(description="Stop", icon="stop", disabled=True,
+                                    tooltip="stop after the running point (Kernel → "
+                                            "Interrupt does the same)")
+        self.stop_button.add_class(f"{prefix}-stop")
+        self.stop_button.on_click(lambda _: self.stop())
+        self.confirm_button = w.Button(button_style="warning",
+                                       layout=w.Layout(display="none", width="auto"))
+        self.confirm_button.add_class(f"{prefix}-confirm")
+        self.confirm_button.on_click(lambda _: self.start(confirmed=True))
         self.status = label(f"{prefix}-status", "0 points")
         self.message = label(f"{prefix}-message")
         self.df = None
@@ -120,7 +214,7 @@ class SweepView:
         from IPython.display import display
         display(self.view)
 
-    def points(self) -> list:
+    def points(self, confirmed: bool = False) -> list:
         raise NotImplementedError
 
     def _draw(self, df) -> None:
@@ -135,32 +229,78 @@ class SweepView:
     def _finished(self, df) -> None:
         """After a sweep (the tile widget fills its point picker here)."""
 
+    def _forget(self) -> None:
+        """Empty whatever shows a sweep's results (plots, the tile widget's picker and
+        detail): a new sweep starts, or the controls hold an error."""
+        self.df = None
+        self.plot.clear()
+
     def _started(self) -> None:
-        """Before a sweep's first point: what showed the previous sweep goes (its plot is
-        replaced at the first point; the tile widget empties its picker and detail)."""
+        """Before a sweep's first point: what showed the previous sweep goes."""
+        self._forget()
         self.plot.say("running: the plot appears after the first point")
 
-    def run(self):
-        """The Run button: sweep, redrawing after each point; the rows, or None when the
-        input is bad (the message says why). Interrupting keeps the finished points (they
-        are cached: Run again resumes)."""
+    # ---- the buttons ---------------------------------------------------------------
+    def start(self, confirmed: bool = False) -> bool:
+        """The Run button: ``run()`` in the background (False if one runs already)."""
+        return self.background.start(lambda: self.run(confirmed))
+
+    def stop(self) -> None:
+        """The Stop button: the running sweep stops after its running point's process
+        is ended (within a second or two); the finished points stay cached."""
+        self.background.stop("stopped with the Stop button")
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for a sweep the Run button started (tests, scripts); whether it ended."""
+        return self.background.wait(timeout)
+
+    @property
+    def running(self) -> bool:
+        return self.background.running
+
+    # ---- the sweep -----------------------------------------------------------------
+    def run(self, confirmed: bool = False):
+        """Sweep, redrawing after each point; the rows, or None when the input is bad (the
+        message says why, and what showed an earlier sweep is gone). More than
+        ``MAX_POINTS`` points run only ``confirmed`` (the "Run all N points" button).
+        Interrupting keeps the finished points (they are cached: Run again resumes)."""
+        if threading.current_thread() is self.background.thread:
+            return self._run(confirmed, self.background.token)
+        if self.running:
+            raise RuntimeError("a sweep of this widget is running: stop() it or wait() for "
+                               "it first")
+        with stoppable() as token:
+            self.background.token = token     # the Stop button stops this run too
+            return self._run(confirmed, token)
+
+    def _run(self, confirmed: bool, token):
         self.message.value = ""
+        self.confirm_button.layout.display = "none"
         try:
-            pts = self.points()
+            pts = self.points(confirmed)
         except ValueError as exc:
+            # nothing of an earlier sweep stays beside an error: it would read as this
+            # input's result
+            self._forget()
+            self.status.value = "not run: the values have an error (below)"
             self.message.value = error_html(str(exc))
+            if isinstance(exc, TooBig):
+                self.status.value = f"not run: {exc.n:,} points need confirming (below)"
+                self.confirm_button.description = f"Run all {exc.n:,} points"
+                self.confirm_button.layout.display = None
             return None
         self.rows, self._total = [], len(pts)
         self._started()
         self.status.value = f"running: 0 of {len(pts)} points"
-        self.run_button.disabled = True
+        self.run_button.disabled, self.stop_button.disabled = True, False
         try:
             df = self._measure(pts)
         except KeyboardInterrupt:   # the sweep's Interrupted: one line in the cell
-            self.status.value = (f"interrupted after {len(self.rows)} of {self._total} points"
+            how = "stopped" if token.reason.startswith("stopped") else "interrupted"
+            self.status.value = (f"{how} after {len(self.rows)} of {self._total} points"
                                  " (they are cached: Run resumes)")
             if not self.rows:
-                self.plot.say("no plot: interrupted before the first point")
+                self.plot.say(f"no plot: {how} before the first point")
             raise
         except Exception as exc:          # shown in the widget, not lost in a log
             self.message.value = error_html(f"{type(exc).__name__}: {exc}")
@@ -168,7 +308,7 @@ class SweepView:
             self.status.value = "failed"
             return None
         finally:
-            self.run_button.disabled = False
+            self.run_button.disabled, self.stop_button.disabled = False, True
         self.df = df
         self.message.value = notice_html([*df.attrs.get("messages", []), *self._notes(),
                                           *failures(df)])

@@ -23,9 +23,16 @@ from nntile_lab.trace import viz
 from nntile_lab.widgets.common import PlotArea, error_html, label
 
 ALL = "all"
+# what a slice and its Gantt chart cannot do without; the rest (step, layer, phase, the
+# worker's name, flops) may be missing from a trace made elsewhere: its list offers "all"
+NEEDED = ("name", "worker", "start_us", "end_us", "duration_us")
+OPTIONAL = {"step": pd.NA, "layer": pd.NA, "phase": pd.NA, "worker_name": None,
+            "flops": 0.0, "task_id": None, "bytes": 0.0}
 
 
 class TraceExplorer:
+    """``TraceExplorer(trace)``: a ``Trace`` or a directory ``Trace.save`` wrote."""
+
     def __init__(self, trace):
         # loads the compiled extension: importing this module must not (--help, readers)
         from nntile_lab.trace import Trace
@@ -34,8 +41,8 @@ class TraceExplorer:
                 raise FileNotFoundError(f"{trace} holds no trace (no tasks.csv): give a "
                                         "directory written by Trace.save or nntile-lab trace")
             trace = Trace.load(str(trace))
-        self.trace = trace
-        t = trace.tasks
+        self.trace, self.missing = _usable(trace)
+        t = self.trace.tasks
 
         def choices(col):
             return [(ALL, None)] + [(str(v), v) for v in sorted(t[col].dropna().unique())]
@@ -109,8 +116,12 @@ class TraceExplorer:
             self.range.value = ""
             return sel
         busy = sel["duration_us"].sum() / 1e3
+        lacks = [c for c in self.missing if c in ("step", "layer", "phase")]
+        note = (f"<br><i>this trace has no {', '.join(lacks)} column: "
+                f"{'its list offers' if len(lacks) == 1 else 'their lists offer'} "
+                f"“all” only</i>" if lacks else "")
         self.table.value = (f"<b>{len(sel)} tasks ({html.escape(what)}), {busy:.1f} ms of "
-                            "worker time</b>" + self.ops(sel).to_html())
+                            "worker time</b>" + note + self.ops(sel).to_html())
         sub = copy.copy(self.trace)
         sub.tasks = sel
         fig = viz.gantt(sub, title=what, colors=self.colors)
@@ -133,3 +144,30 @@ class TraceExplorer:
     def _shown_range(self, ax) -> None:
         lo, hi = ax.get_xlim()
         self.range.value = f"showing {lo:.3f}–{hi:.3f} ms"
+
+
+def _usable(trace):
+    """(a shallow copy of ``trace`` whose tasks have every column the explorer reads, the
+    optional columns it lacked); a TypeError or ValueError naming what is expected."""
+    tasks = getattr(trace, "tasks", None)
+    if not isinstance(tasks, pd.DataFrame):
+        raise TypeError("TraceExplorer(trace) takes a Trace (nntile_lab.trace.Trace, e.g. "
+                        "from Trace.load or a `with Trace(rt) as tr:` block) or the directory "
+                        f"Trace.save wrote; got {type(trace).__name__} {trace!r:.80}")
+    lacking = [c for c in NEEDED if c not in tasks.columns]
+    if lacking:
+        raise ValueError(f"this trace's tasks have no {', '.join(lacking)} column(s): the "
+                         f"explorer needs {', '.join(NEEDED)} (a trace recorded by "
+                         "nntile_lab.trace.Trace has them)")
+    missing = [c for c in OPTIONAL if c not in tasks.columns]
+    if not missing:
+        return trace, []
+    tasks = tasks.copy()
+    for c in missing:
+        tasks[c] = (tasks["worker"].map(lambda k: f"worker {k}") if c == "worker_name"
+                    else tasks.index if c == "task_id" else OPTIONAL[c])
+    out = copy.copy(trace)
+    out.tasks = tasks
+    if not isinstance(getattr(out, "accesses", None), pd.DataFrame):
+        out.accesses = pd.DataFrame(columns=["task_id", "handle", "mode"])
+    return out, missing

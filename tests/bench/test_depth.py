@@ -9,6 +9,7 @@ import pytest
 from nntile_lab import memory
 from nntile_lab.bench import depth
 from nntile_lab.cli import main
+from nntile_lab.plots import depth as depth_plots
 from nntile_lab.spec import ExperimentSpec
 
 TINY = ["--n-embd", "128", "--n-head", "2", "--vocab-size", "8192", "--seq-len", "64",
@@ -81,7 +82,7 @@ def test_a_failed_reference_gives_no_ratio_and_the_table_says_why():
     got = depth.summarize(pd.DataFrame(rows))
     assert got["ratio"].isna().all()
     assert "failed: did not fit" in depth.table(got)
-    fig = depth.figure(got)                     # draws with a failed depth
+    fig = depth_plots.figure(got)                     # draws with a failed depth
     assert len(fig.axes) == 2
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -303,3 +304,131 @@ def test_rerunning_the_set_up_cell_in_chromium(tmp_path):
         expect(cell.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter"
                             ".stderr']")).to_have_count(0)
         cell.screenshot(path=str(shot))
+
+
+def _box(widget, name: str):
+    """The input of the widget's text box labelled ``name``."""
+    return widget.locator(".widget-text", has=widget.page.locator(
+        "label", has_text=re.compile(rf"^{re.escape(name)}$"))).locator("input")
+
+
+def _set(box, text: str) -> None:
+    box.fill(text)
+    box.press("Enter")
+
+
+def _kernel_status(page) -> str:
+    return page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext"
+                         ".session.kernel.status")
+
+
+def test_tile_sweep_interrupts_and_never_shows_stale_results_in_chromium(tmp_path):
+    """Issue 33: Kernel → Interrupt ends every button-started sweep within 2 s (it was
+    ignored from the second click on: ipykernel runs later clicks in a subshell thread),
+    the kernel shows busy while one runs, and an input error clears the previous sweep's
+    plot, status and picker; 2.5 in a number box stays 2.5 and is refused; a range of
+    2048 points asks for confirmation; empty tile boxes are named."""
+    from playwright.sync_api import expect
+    shot = tmp_path / "tile_sweep_interrupts.png"
+    with notebook_page(tmp_path, NOTEBOOK, shot) as page:
+        page.locator(".jp-OutputArea-output pre", has_text="best inner_tile =").wait_for(
+            timeout=NOTEBOOK_RUN_S * 1000)
+        widget = page.locator(".jp-OutputArea-output", has=page.locator(
+            ".nl-sweep-run")).first
+        status = widget.locator(".nl-sweep-status")
+        message = widget.locator(".nl-sweep-message")
+        run = widget.locator("button.nl-sweep-run")
+        # the notebook's own sweep left a plot, a status and a picker: each input error
+        # below must take them away (they would read as that input's result)
+        expect(status).to_contain_text("done: 3 points")
+        widget.locator(".nl-sweep-point select").select_option(index=1)
+        expect(widget.locator(".nl-sweep-gantt-canvas")).to_have_count(1)
+        n_embd = _box(widget, "n_embd")
+        _set(n_embd, "2.5")
+        run.click()
+        expect(message).to_contain_text("n_embd='2.5' is not a whole number: enter an "
+                                        "integer")
+        expect(n_embd).to_have_value("2.5")                 # not 25
+        expect(status).to_have_text("not run: the values have an error (below)")
+        for gone in (".nl-sweep-plot-canvas", ".nl-sweep-gantt-canvas",
+                     ".nl-sweep-plot-words", ".nl-sweep-point option"):
+            expect(widget.locator(gone)).to_have_count(0)
+        _set(n_embd, "128")
+        tiles = _box(widget, "inner_tile")
+        _set(tiles, "")
+        run.click()
+        expect(message).to_contain_text("no tile sizes to vary: every tile box is empty")
+        expect(widget).not_to_contain_text("the messages above")
+        _set(tiles, "1:2048:1")
+        run.click()
+        expect(status).to_have_text("not run: 2,048 points need confirming (below)")
+        expect(message).to_contain_text("this sweep has 2,048 points (inner_tile 2048)")
+        expect(widget.locator("button.nl-sweep-confirm")).to_have_text("Run all 2,048 points")
+        expect(widget.locator("button.nl-sweep-confirm")).to_be_visible()
+        # points not in the notebook's cache: each run is interrupted in its first points
+        _set(tiles, "96,160,192,224,288")
+        expect(widget.locator("button.nl-sweep-confirm")).to_be_visible()
+        for attempt, how in enumerate(("interrupt", "interrupt", "interrupt", "stop")):
+            run.click()
+            expect(widget.locator("button.nl-sweep-confirm")).to_be_hidden()
+            expect(status).to_contain_text("running: ", timeout=STEP_S * 1000)
+            page.wait_for_function("() => window.jupyterapp.shell.currentWidget"
+                                   ".sessionContext.session.kernel.status === 'busy'",
+                                   timeout=5000)
+            page.wait_for_timeout(700)
+            assert _kernel_status(page) == "busy", attempt
+            asked = time.monotonic()
+            if how == "interrupt":
+                page.evaluate("window.jupyterapp.commands.execute('kernelmenu:interrupt')")
+            else:
+                widget.locator("button.nl-sweep-stop").click()
+            word = "interrupted" if how == "interrupt" else "stopped"
+            expect(status).to_contain_text(f"{word} after ", timeout=30_000)
+            took = time.monotonic() - asked
+            assert took < 2.0, (attempt, how, took, status.inner_text())
+            expect(status).to_contain_text("(they are cached: Run resumes)")
+            expect(run).to_be_enabled()
+            page.wait_for_function("() => window.jupyterapp.shell.currentWidget"
+                                   ".sessionContext.session.kernel.status === 'idle'",
+                                   timeout=10_000)
+        # no traceback anywhere: the interrupts end in the status line
+        expect(page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter"
+                            ".stderr']")).to_have_count(0)
+        expect(page.locator(".jp-RenderedText", has_text="Traceback")).to_have_count(0)
+        _painted(page)
+        widget.screenshot(path=str(shot))
+    print(f"screenshot: {shot}")
+
+
+def test_scheduler_sweep_input_errors_clear_the_last_result_in_chromium(tmp_path):
+    """No scheduler selected, or 2.5 repeats: the error is said in the widget's words, the
+    previous run's plot and "done" status go, and the box keeps what was typed."""
+    from playwright.sync_api import expect
+    shot = tmp_path / "scheduler_sweep_errors.png"
+    with notebook_page(tmp_path, "04_scheduler_sweep.ipynb", shot) as page:
+        widget = page.locator(".jp-OutputArea-output", has=page.locator(
+            ".nl-sched-run")).first
+        status = widget.locator(".nl-sched-status")
+        expect(status).to_contain_text("done: 3 points", timeout=NOTEBOOK_RUN_S * 1000)
+        expect(widget.locator(".nl-sched-plot-canvas")).to_have_count(1)
+        # every policy offered applies to a real run: graph_test is StarPU's test policy
+        options = widget.locator(".widget-select-multiple select option").all_inner_texts()
+        assert "lws" in options and "graph_test" not in options, options
+        repeats = _box(widget, "repeats")
+        _set(repeats, "2.5")
+        widget.locator("button.nl-sched-run").click()
+        expect(widget.locator(".nl-sched-message")).to_contain_text(
+            "repeats='2.5' is not a whole number: enter an integer from 1 to 20")
+        expect(repeats).to_have_value("2.5")
+        expect(status).to_have_text("not run: the values have an error (below)")
+        expect(widget.locator(".nl-sched-plot-canvas")).to_have_count(0)
+        _set(repeats, "1")
+        widget.locator(".widget-select-multiple select").select_option([])
+        widget.locator("button.nl-sched-run").click()
+        expect(widget.locator(".nl-sched-message")).to_contain_text(
+            "no scheduler selected: pick one or more in the schedulers list")
+        expect(status).to_have_text("not run: the values have an error (below)")
+        expect(widget.locator(".nl-sched-plot-canvas")).to_have_count(0)
+        _painted(page)
+        widget.screenshot(path=str(shot))
+    print(f"screenshot: {shot}")

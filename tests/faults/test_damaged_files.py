@@ -13,14 +13,16 @@ import numpy as np
 import pytest
 
 import nntile_lab as nl
+from nntile_lab.engine import Store
 from nntile_lab.spec import ExperimentSpec
-from nntile_lab.sweep.cache import Cache
 from nntile_lab.trace import Trace, TraceError
 
 sweep_run = importlib.import_module("nntile_lab.sweep.run")   # the package's `run` is a function
+sweep_measure = importlib.import_module("nntile_lab.sweep.measure")
 
 SPEC = ExperimentSpec(n_layer=1, n_head=1, n_embd=64, vocab_size=64, seq_len=16, batch=2,
                       ncpu=1, warmup_steps=0, measure_steps=1)
+KEY = sweep_run.sweep_point(SPEC).key()
 GOOD = {"gflops": 1.5, "step_time_s": 0.1, "tokens_per_s": 320.0, "peak_gflops": 10.0}
 
 
@@ -31,7 +33,7 @@ def fake_measure(monkeypatch):
     def measure(spec, peak_gflops=None, trace_dir=None):
         calls.append(spec.key())
         return dict(GOOD, peak_gflops=peak_gflops)
-    monkeypatch.setattr(sweep_run, "measure", measure)
+    monkeypatch.setattr(sweep_measure, "measure", measure)
     return calls
 
 
@@ -52,7 +54,7 @@ def damage_results(rec, kind):
     elif kind == "gflops bool":
         rec["results"]["gflops"] = True
     elif kind == "error a number":
-        rec["error"] = 3
+        rec["reason"] = 3
     elif kind == "memory not a table":
         rec["results"]["memory_by_category"] = "lots"
     elif kind == "trace_dir a number":
@@ -69,20 +71,21 @@ def test_a_damaged_cache_record_of_this_code_version_is_measured_again(tmp_path,
                                                                        fake_measure):
     first = sweep(tmp_path)
     assert first.loc[0, "gflops"] == GOOD["gflops"] and fake_measure == [SPEC.key()]
-    path = Cache(tmp_path).record_path(SPEC.key())
+    path = Store(tmp_path).path(KEY)
     path.write_text(json.dumps(damage_results(json.loads(path.read_text()), kind)))
     again = sweep(tmp_path)
     assert len(fake_measure) == 2                       # measured again, not trusted
     assert again.loc[0, "gflops"] == GOOD["gflops"] and not again.loc[0, "cached"]
     msgs = again.attrs["messages"]
-    assert any(str(path) in m and "is damaged" in m and "runs again" in m for m in msgs), msgs
+    assert any(str(path) in m and "is a damaged record" in m and "runs again" in m
+               for m in msgs), msgs
     third = sweep(tmp_path)                              # the fresh record is whole
     assert third.loc[0, "cached"] and len(fake_measure) == 2
 
 
 @pytest.mark.parametrize("text", ["", "{", "null", "[]", '{"format": 99}'])
 def test_an_unreadable_cache_record_is_named_and_measured_again(tmp_path, text, fake_measure):
-    path = Cache(tmp_path).record_path(SPEC.key())
+    path = Store(tmp_path).path(KEY)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     df = sweep(tmp_path)

@@ -55,8 +55,12 @@ def execute(kc, code, timeout, on_output=None):
                 if on_output:
                     on_output("".join(out))
             if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-                reply = kc.get_shell_msg(timeout=10)
-                return reply["content"], "".join(out)
+                # the execute reply: a slow kernel start leaves wait_for_ready's extra
+                # kernel_info replies before it
+                while True:
+                    reply = kc.get_shell_msg(timeout=10)
+                    if reply["parent_header"].get("msg_id") == msg_id:
+                        return reply["content"], "".join(out)
     raise AssertionError(f"the kernel did not answer within {timeout} s: {''.join(out)!r}")
 
 

@@ -128,7 +128,7 @@ def test_cli_redraws_and_bad_records_are_named(tmp_path):
     assert out.returncode == 1 and "torch_fp32_L4_E64.json" in out.stderr
     assert "Traceback" not in out.stderr
     bad.write_text(json.dumps({"kind": "figure_point", "record_version": 0}))
-    with pytest.raises(ValueError, match="version 1"):
+    with pytest.raises(ValueError, match="torch_fp32_L4_E64.json has format 0.*does not read"):
         read_records(tmp_path)
     empty = tmp_path / "nothing"
     with pytest.raises(FileNotFoundError, match="no figure records"):
@@ -140,20 +140,6 @@ def test_a_point_that_cannot_fit_is_zero_without_running():
     assert res["status"] == "does_not_fit" and res["gflops"] == 0.0
     assert "1 MiB cap" in res["error"]
     assert res["spec"] == point_spec(4, 128, PLAN).to_dict()     # what would have run
-
-
-def test_the_cap_ends_a_run_that_goes_over():
-    code = ("import numpy as np\n"
-            "from nntile_lab.figures.point import MemoryCap\n"
-            "cap = MemoryCap(64 * 2**20, {'system': 'x'}); cap.start()\n"
-            "a = np.ones(2**28 // 8)\n"   # 256 MiB touched
-            "import time; time.sleep(1); print('NOT STOPPED')\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=REPO, timeout=60)
-    assert "NOT STOPPED" not in out.stdout
-    res = json.loads(out.stdout.split("RESULT ", 1)[1])
-    assert res["status"] == "out_of_memory" and res["gflops"] == 0.0
-    assert res["peak_mb"] > 64
 
 
 def test_nntile_beyond_the_cap_runs_out_of_core_under_it():
@@ -366,15 +352,15 @@ def test_pytorch_points_are_the_faster_mode_that_fits(monkeypatch, eager, compil
 
 def test_the_summary_says_which_pytorch_mode_was_drawn():
     from nntile_lab.figures.summary import _torch_modes
-    recs = [{"result": {"system": "torch_fp32", "status": "ok", "torch_mode": "compiled"}},
-            {"result": {"system": "torch_bf16", "status": "ok", "torch_mode": "eager"}},
-            {"result": {"system": "torch_bf16", "status": "out_of_memory",
-                        "torch_mode": "eager"}},
-            {"result": {"system": "nntile_lab", "status": "ok"}}]
+
+    def rec(system, status="fits", **results):
+        return {"results": {"system": system, **results}, "status": status, "ran": True,
+                "reason": None if status == "fits" else "over"}
+    recs = [rec("torch_fp32", torch_mode="compiled"), rec("torch_bf16", torch_mode="eager"),
+            rec("torch_bf16", "oom", torch_mode="eager"), rec("nntile_lab")]
     assert _torch_modes(recs).endswith("compiled at 1 of the 2 PyTorch points that ran.")
     # records from before both modes were measured: eager, as they were
-    assert _torch_modes([{"result": {"system": "torch_fp32", "status": "ok"}}]) == \
-        "PyTorch: eager."
+    assert _torch_modes([rec("torch_fp32")]) == "PyTorch: eager."
 
 
 @pytest.mark.parametrize("extra", [["--layers", "4"], ["--smoke"], ["--fresh"], ["--device"],

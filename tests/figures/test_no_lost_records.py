@@ -16,9 +16,10 @@ from dataclasses import replace
 
 import pytest
 
+from nntile_lab.engine import store as store_mod
 from nntile_lab.figures import FigurePlan
-from nntile_lab.figures import records as records_mod
 from nntile_lab.figures import run as run_mod
+from nntile_lab.figures.family import point_spec
 from nntile_lab.figures.records import (
     SET_ASIDE,
     check_record,
@@ -86,7 +87,7 @@ def test_the_same_point_set_aside_twice_in_one_second_keeps_both(tmp_path, monke
         def now(cls, tz=None):
             return datetime.datetime(2026, 1, 2, 3, 4, 5)
 
-    monkeypatch.setattr(records_mod.datetime, "datetime", Frozen)
+    monkeypatch.setattr(store_mod.datetime, "datetime", Frozen)
     kept = []
     for text in ("first", "second", "third"):
         (tmp_path / "records").mkdir(exist_ok=True)
@@ -131,16 +132,17 @@ def test_a_failed_point_is_shown_failed_with_its_reason_and_exits_1(tmp_path, mo
 
 
 def test_memory_is_the_only_cause_called_did_not_fit(monkeypatch):
+    from nntile_lab import engine
     from nntile_lab.figures import point
-    emitted = []
-    monkeypatch.setattr(point, "emit", emitted.append)
+    from nntile_lab.figures.records import figure_result
+    spec = point_spec(1, 64, PLAN)
     for exc, status in ((MemoryError("cap"), "out_of_memory"), (ValueError("bad"), "error")):
-        def boom(exc=exc, **_):
+        def boom(spec, ctx, exc=exc):
             raise exc
-        monkeypatch.setattr(point, "measure", boom)
-        point.main([json.dumps({"system": "nntile_lab", "n_layer": 1, "n_embd": 64,
-                                "plan": PLAN.to_dict(), "out_of_core": False})])
-        assert emitted[-1]["status"] == status
+        monkeypatch.setattr(point, "measure_point", boom)
+        rec = engine.run_point(engine.Point("figure", spec, {"system": "nntile_lab"},
+                                            kind="figure-point"), isolate=False)
+        assert figure_result(rec)["status"] == status
 
 
 @pytest.mark.parametrize("flag,value,message", [

@@ -134,7 +134,7 @@ def test_notebooks_that_draw_tag_their_figure_cells():
 
 KERNEL_CELLS = {
     # a bare Figure from the library, no pyplot, no %matplotlib: a picture
-    "picture": "from nntile_lab.sweep.plots import tile_figure\nimport pandas as pd\n"
+    "picture": "from nntile_lab.plots.sweep import tile_figure\nimport pandas as pd\n"
                "tile_figure(pd.DataFrame())",
     # the library never switches the kernel's backend
     "backend": "import matplotlib\nimport nntile_lab.figures.draw, nntile_lab.trace.viz\n"
@@ -151,7 +151,7 @@ KERNEL_CELLS = {
                  "run(grid(ExperimentSpec(n_layer=1, n_head=2, n_embd=16, vocab_size=64, "
                  "seq_len=8, batch=2, measure_steps=1), batch_tile=[1, 2]), CACHE, "
                  "isolate=False, progress=False, on_point=stop, peak_gflops=1.0)",
-    "widget": "%matplotlib widget\nfrom nntile_lab.sweep.plots import tile_figure\n"
+    "widget": "%matplotlib widget\nfrom nntile_lab.plots.sweep import tile_figure\n"
               "tile_figure(pd.DataFrame())",
 }
 
@@ -198,7 +198,12 @@ def _execute(kc, code: str, timeout: float, on_output=None) -> dict:
             out.append(msg["content"]["text"])
             on_output("".join(out))
         if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-            return kc.get_shell_msg(timeout=10)["content"]
+            # the execute reply: a slow kernel start leaves wait_for_ready's extra
+            # kernel_info replies before it
+            while time.monotonic() < end:
+                reply = kc.get_shell_msg(timeout=10)
+                if reply["parent_header"].get("msg_id") == msg_id:
+                    return reply["content"]
     raise AssertionError(f"no answer within {timeout} s; output so far: {''.join(out)!r}")
 
 

@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 from nntile_lab import cli, sgemm_peak, sweep
-from nntile_lab.record import read_record
+from nntile_lab.engine import read_record
+from nntile_lab.memory import MemoryPlanError
 from nntile_lab.spec import ExperimentSpec
+from nntile_lab.sweep.run import sweep_point
 from nntile_lab.trace import Trace, training
 
 BASE = ExperimentSpec(n_layer=1, n_head=2, n_embd=16, vocab_size=64, seq_len=8, batch=2,
@@ -63,14 +65,18 @@ def test_sweep_rows_cache_and_failures(tmp_path):
     assert df.loc[1, "error"].startswith("unknown scheduler 'nosuch'; valid ones: ")
     assert "lws" in df.loc[1, "error"]
     assert "vocab_tile=65" in df.loc[4, "error"] and np.isnan(df.loc[4, "gflops"])
+    assert list(df["status"]) == ["fits", "error", "fits", "error", "error", "error"]
     for i, vt in ((0, 32), (2, 64)):
         spec = BASE.replace(vocab_tile=vt)
         check_numbers(df.loc[i], spec)
-        assert df.loc[i, "key"] == spec.key() and not df.loc[i, "cached"]
+        key = sweep_point(spec).key()
+        assert df.loc[i, "key"] == key and not df.loc[i, "cached"]
         tr = Trace.load(df.loc[i, "trace_dir"])   # the point kept its trace
         assert len(tr.steps) == BASE.measure_steps and len(tr.tasks) > 0
-        rec = read_record(tmp_path / f"{spec.key()}.json")
+        rec = read_record(tmp_path / f"{key}.json")
         assert rec["spec"] == spec.to_dict() and rec["code_version"] == sweep.code_version()
+        assert rec["kind"] == "sweep-point" and rec["measure"] == "train-trace"
+        assert rec["status"] == "fits" and rec["ran"] and rec["cpu_variant"]
         assert rec["results"]["gflops"] == df.loc[i, "gflops"] and rec["machine"]["cores"]
     # the same sweep again: every measured point from the cache, instantly
     t0 = time.perf_counter()
@@ -95,10 +101,11 @@ def test_corrupt_and_outdated_cache_files_rerun_with_a_message(tmp_path):
     pts = sweep.grid(BASE, vocab_tile=[32, 64, 16])
     sweep.run(pts, tmp_path, peak_gflops=PEAK, progress=False, keep_traces=False,
               isolate=False)
-    paths = [tmp_path / f"{p.key()}.json" for p in pts]
-    paths[0].write_text('{"format": 1, "kind": "sweep-po')            # torn/corrupt
+    paths = [tmp_path / f"{sweep_point(p).key()}.json" for p in pts]
+    paths[0].write_text('{"schema": 2, "kind": "sweep-po')            # torn/corrupt
     rec = json.loads(paths[1].read_text())
-    paths[1].write_text(json.dumps(rec | {"format": 0}))               # older record format
+    paths[1].write_text(json.dumps({"format": 0} | {k: v for k, v in rec.items()
+                                                    if k != "schema"}))  # an unknown form
     paths[2].write_text(json.dumps(rec | {"code_version": "0" * 16}))  # older code
     df = sweep.run(pts, tmp_path, peak_gflops=PEAK, progress=False, keep_traces=False,
                    isolate=False)
@@ -113,10 +120,11 @@ def test_corrupt_and_outdated_cache_files_rerun_with_a_message(tmp_path):
 
 def test_a_crashing_point_is_a_row_and_the_sweep_goes_on(tmp_path, monkeypatch):
     pts = sweep.grid(BASE, vocab_tile=[32])
-    monkeypatch.setenv("NNTILE_LAB_SWEEP_FAULT", "abort")
+    monkeypatch.setenv("NNTILE_LAB_POINT_FAULT", "abort")
     df = sweep.run(pts, tmp_path, peak_gflops=PEAK, progress=False)
     assert "the point's process died: killed by SIGABRT" in df.loc[0, "error"]
-    monkeypatch.delenv("NNTILE_LAB_SWEEP_FAULT")
+    assert df.loc[0, "status"] == "error"
+    monkeypatch.delenv("NNTILE_LAB_POINT_FAULT")
     assert sweep.run(pts, tmp_path, peak_gflops=PEAK, progress=False)["cached"].all()
     df = sweep.run(pts, tmp_path, peak_gflops=PEAK, progress=False, retry_errors=True)
     assert df.loc[0, "error"] is None and df.loc[0, "gflops"] > 0
@@ -127,12 +135,13 @@ def test_a_model_that_does_not_fit_is_a_row(tmp_path, monkeypatch):
     starts a process; the other points run."""
     def check(spec):
         if spec.n_embd > 16:
-            raise ValueError(f"n_embd={spec.n_embd}: needs 9 GiB, the cap is 1 GiB")
+            raise MemoryPlanError(f"n_embd={spec.n_embd}: needs 9 GiB, the cap is 1 GiB")
     monkeypatch.setattr(sys.modules["nntile_lab.sweep.run"], "memory_check", check)
     df = sweep.run(sweep.grid(BASE, n_embd=[16, 32]), tmp_path, isolate=False,
                    peak_gflops=PEAK, progress=False, keep_traces=False)
     assert df.loc[0, "error"] is None and df.loc[0, "gflops"] > 0
     assert df.loc[1, "error"] == "n_embd=32: needs 9 GiB, the cap is 1 GiB"
+    assert df.loc[1, "status"] == "oom"
 
 
 def test_in_process_points(tmp_path, monkeypatch):
@@ -200,9 +209,9 @@ def test_sweep_command_bad_input_is_said_and_the_rest_runs(tmp_path, monkeypatch
     pts, err = sweep_json("--vocab-tile", "32")
     assert f"nntile-lab sweep: record {path} is corrupt" in err and "runs again" in err
     assert not pts[0]["cached"] and pts[0]["gflops"] > 0
-    path.write_text(path.read_text().replace('"format": 1', '"format": 0'))
-    pts, err = sweep_json("--vocab-tile", "32")                 # from an older version
-    assert f"record {path} has format 0" in err and "older version" in err
+    path.write_text(path.read_text().replace('"schema": 2', '"schema": 3'))
+    pts, err = sweep_json("--vocab-tile", "32")                 # from a newer version
+    assert f"record {path} has schema 3" in err and "newer version" in err
     assert not pts[0]["cached"] and pts[0]["gflops"] > 0
     pts, _ = sweep_json("--vocab-tile", "32", "--n-embd", "512", "--memory-limit-mb", "none,16")
     assert pts[0]["error"] is None and pts[0]["gflops"] > 0

@@ -8,7 +8,7 @@ import pytest
 
 from nntile_lab import sgemm_peak
 from nntile_lab.cli import main as nntile_lab_main
-from nntile_lab.record import read_record
+from nntile_lab.engine import read_record
 from nntile_lab.trace import cli, training
 from tests.trace.conftest import traced_gpt2
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from nntile_lab.record import starpu_version
+from nntile_lab.engine.facts import starpu_version
 from nntile_lab.train import (
     Constant,
     NonFiniteLoss,
@@ -234,7 +234,8 @@ def test_run_record(tmp_path):
     assert {"python", "numpy", "nntile_lab", "starpu"} <= rec["versions"].keys()
     assert rec["versions"]["starpu"] == starpu_version()
     assert rec["machine"]["cores"] == os.cpu_count() and rec["machine"]["memory_gib"] > 0
-    assert rec["format"] == 1 and rec["kind"] == "train" and "isa" in rec["machine"]
+    assert rec["schema"] == 2 and rec["kind"] == "train" and "isa" in rec["machine"]
+    assert rec["status"] == "fits" and rec["cpu_variant"]
     assert rec["date"][:2] == "20"
 
 

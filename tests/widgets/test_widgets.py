@@ -22,6 +22,8 @@ def test_tile_sweep_button_plots_live_and_shows_a_point(tmp_path):
     drawn = []
     ts.plot.box.observe(lambda c: drawn.append(ts.plot.figure), names="outputs")
     ts.run_button.click()                           # what the browser's click does
+    assert ts.running and ts.wait(600)              # the sweep runs in its own thread
+    assert ts.background.error is None
     df = ts.df
     figures = [f for f in drawn if f is not None]
     assert len(df) == 3 and len(figures) == 3 + 1  # redrawn after each point, then done
@@ -51,9 +53,9 @@ def test_tile_sweep_button_plots_live_and_shows_a_point(tmp_path):
 
 @pytest.mark.parametrize("model, tiles, message", [
     ({}, {"vocab_tile": "abc"}, "vocab_tile &#x27;abc&#x27;: not a valid int"),
-    ({"n_head": 3}, {"vocab_tile": "32"}, "n_embd=16 is not divisible by n_head=3"),
+    ({"n_head": "3"}, {"vocab_tile": "32"}, "n_embd=16 is not divisible by n_head=3"),
     ({}, {}, "no tile sizes to vary"),
-    ({"batch": 0}, {"vocab_tile": "32"}, "batch=0 must be ≥ 1"),
+    ({"batch": "0"}, {"vocab_tile": "32"}, "batch=0 must be ≥ 1"),
     ({}, {"inner_tile": "1:4:0"}, "inner_tile &#x27;1:4:0&#x27;: a range is LOW:HIGH:STEP"),
 ])
 def test_tile_sweep_bad_input_is_a_message(tmp_path, model, tiles, message):
@@ -63,7 +65,8 @@ def test_tile_sweep_bad_input_is_a_message(tmp_path, model, tiles, message):
     assert ts.run() is None
     assert "Error:" in ts.message.value and message in ts.message.value
     assert "--" not in ts.message.value           # fields are named as the widget labels them
-    assert ts.status.value == "0 points" and not ts.run_button.disabled
+    assert ts.status.value == "not run: the values have an error (below)"
+    assert not ts.run_button.disabled and ts.stop_button.disabled
 
 
 def test_scheduler_sweep_bars_over_repeats(tmp_path):
@@ -75,7 +78,7 @@ def test_scheduler_sweep_bars_over_repeats(tmp_path):
     assert len(df) == 4 and df["error"].isna().all() and sorted(set(df["seed"])) == [0, 1]
     assert ss.status.value.startswith("done: 4 points, best ")
     assert isinstance(ss.plot.figure.canvas, Canvas)
-    from nntile_lab.sweep.plots import aggregate_repeats
+    from nntile_lab.plots.sweep import aggregate_repeats
     agg = aggregate_repeats(df)
     assert agg["scheduler"].tolist() == ["eager", "lws"] and (agg["repeats"] == 2).all()
     for _, r in agg.iterrows():
@@ -133,7 +136,7 @@ def test_interrupting_the_widget_keeps_finished_points(tmp_path, monkeypatch):
 
 def test_bad_points_are_messages_and_the_rest_runs(tmp_path):
     """Issue 9 item 7 in the widget: a tile larger than its dimension or zero, a cache file
-    from an older version, a model that does not fit, an unknown scheduler."""
+    of an unknown version, a model that does not fit, an unknown scheduler."""
     ts = TileSweep(BASE, {"vocab_tile": "32,65,0"}, cache_dir=tmp_path, isolate=False,
                    peak_gflops=100.0)
     df = ts.run()
@@ -143,14 +146,14 @@ def test_bad_points_are_messages_and_the_rest_runs(tmp_path):
         in ts.message.value
     assert "vocab_tile=0: vocab_tile=0 must be from 1" in ts.message.value
     path = tmp_path / f"{df.loc[0, 'key']}.json"
-    path.write_text(path.read_text().replace('"format": 1', '"format": 0'))
-    again = ts.run()                       # the old record is measured again, with a notice
+    path.write_text(path.read_text().replace('"schema": 2', '"schema": 3'))
+    again = ts.run()                       # an unknown record is measured again, with a notice
     assert again["cached"].tolist() == [False, False, False] and again.loc[0, "gflops"] > 0
-    assert "has format 0" in ts.message.value and "older version" in ts.message.value
+    assert "has schema 3" in ts.message.value and "newer version" in ts.message.value
     # a model that cannot run under its memory cap: rows with the planner's reason
     capped = TileSweep(BASE.replace(memory_limit_mb=16), {"vocab_tile": "32,64"},
                        cache_dir=tmp_path, isolate=False, peak_gflops=100.0)
-    capped.model["n_embd"].value = 512   # caps under 16 MiB are refused by the spec itself
+    capped.model["n_embd"].value = "512"   # caps under 16 MiB are refused by the spec itself
     df = capped.run()
     assert len(df) == 2 and df["gflops"].isna().all()
     assert capped.status.value == "done: 2 points, none ran"
@@ -189,7 +192,7 @@ def test_scheduler_sweep_with_and_without_priorities(tmp_path):
     assert ss.plot.figure is not None
     assert ss.placement.figure is None      # CPU workers only: nothing to place
     assert "prio, lws, dmdas, dmdasd and heteroprio honour them" in ss.message.value
-    from nntile_lab.sweep.plots import aggregate_repeats
+    from nntile_lab.plots.sweep import aggregate_repeats
     agg = aggregate_repeats(df)
     ran = {(r.scheduler, r.priorities): r.repeats for r in agg.itertuples()}
     assert ran == {("lws", False): 1, ("lws", True): 1, ("heteroprio", False): 1,
@@ -206,8 +209,8 @@ def test_scheduler_sweep_on_unlike_workers_shows_where_tasks_ran(tmp_path):
     assert SchedulerSweep(mixed).schedulers.value == UNLIKE_SCHEDULERS
     ss = SchedulerSweep(BASE.replace(ncpu=1), ["dmda", "heteroprio"], repeats=1,
                         cache_dir=tmp_path, isolate=False, peak_gflops=100.0)
-    assert ss.nopencl.value == 0 and ss.nopencl.max >= 1
-    ss.nopencl.value = 1
+    assert ss.nopencl.value == "0" and ss.max_opencl >= 1
+    ss.nopencl.value = "1"
     df = ss.run()
     assert df["error"].isna().all(), df["error"].tolist()
     assert set(df["nopencl"]) == {1}
@@ -265,7 +268,7 @@ def test_nothing_ran_is_said_in_words(tmp_path):
         "model_id"] == words.model_id
     assert "nl-sweep-plot-words" in words._dom_classes and "none of the 1" in words.value
     assert "vocab_tile=0 must be from 1" in ts.message.value
-    from nntile_lab.sweep.plots import scheduler_figure, tile_figure
+    from nntile_lab.plots.sweep import scheduler_figure, tile_figure
     for fig in (tile_figure(df), scheduler_figure(df)):   # the library's figures too
         assert not fig.axes and "none of the 1 points ran" in fig.texts[0].get_text()
 

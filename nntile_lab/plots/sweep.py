@@ -1,5 +1,5 @@
-"""Figures of a sweep's DataFrame (matplotlib Figures that display themselves in Jupyter,
-no pyplot state).
+"""Figures of a sweep: its DataFrame, one row per point record (``sweep.run``; matplotlib
+Figures that display themselves in Jupyter, no pyplot state).
 
 ``varied(df)``          the spec fields that take more than one value in the sweep.
 ``best(df, by)``        the row with the highest ``by`` among points without an error.
@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from nntile_lab.jupyter_figure import WIDTH, Figure
+from nntile_lab.plots.common import words as _words
 from nntile_lab.spec import field_names
 
 
@@ -119,13 +120,6 @@ def _lines(fig, df, x, rest):
     ax.set_ylim(bottom=0)
     bx.set_ylim(bottom=0)
     ax.legend(fontsize="small")
-
-
-def _words(fig, text: str) -> Figure:
-    """A figure that is a sentence: no empty axes for an empty or failed result."""
-    fig.text(0.5, 0.5, text, ha="center", va="center", fontsize="large")
-    fig.set_size_inches(fig.get_figwidth(), 1.2)
-    return fig
 
 
 def _heatmap(fig, df, x, y):

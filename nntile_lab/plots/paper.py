@@ -1,28 +1,28 @@
-"""Drawing the figures from the points table (``records.points_frame``) alone.
+"""The NNTile paper's figures at this machine's scale, drawn from the points table alone
+(``figures.records.points_frame``: one row per record).
 
 The axes follow the paper's: model size on a categorical x axis, throughput as grouped bars,
 a run that did not fit as 0 (marked ×, as the paper's missing bars are), a run that failed
-for another reason as no bar with a red "failed" and its reason.  Functions return
-matplotlib Figures (no pyplot state: the process's backend is the user's; in Jupyter they
-display themselves); ``save`` writes PNG + PDF + the CSV behind each.
+for another reason as no bar with a red "failed" and its reason. ``series`` is the figures'
+ordered table of series (``figures.family.SYSTEMS``: id → label); the table's ``nntile``
+and ``failed`` columns say which series is nntile_lab's and which points failed for another
+reason than memory.
 """
 from __future__ import annotations
 
-import os
-import tempfile
-from pathlib import Path
-
 import pandas as pd
 
-from nntile_lab.figures.family import SYSTEMS, is_nntile
-from nntile_lab.figures.paper import SETUPS
-from nntile_lab.figures.records import CATEGORIES, OOC_CATEGORY, failed
 from nntile_lab.jupyter_figure import Figure
+from nntile_lab.plots.common import grouped_bars, size_label
 
 COLORS = {"nntile_lab": "#1f77b4", "torch_fp32": "#ff7f0e", "torch_bf16": "#2ca02c",
           "nntile_lab_bf16": "#9467bd", "nntile_lab_device": "#8c564b",
           "NNTile tf32": "#1f77b4", "PyTorch FSDP tf32": "#ff7f0e",
           "PyTorch FSDP bf16": "#2ca02c"}
+# memory by category: the static three and the rest; an out-of-core run holds part of the
+# first three on disk: its bar is what it held in RAM
+CATEGORIES = ("parameters", "gradients", "optimizer state", "activations")
+OOC_CATEGORY = "in RAM, rest on disk"
 CATEGORY_LABELS = {"activations": "activations & temporaries"}
 BARS = (*CATEGORIES, OOC_CATEGORY)
 CATEGORY_COLORS = dict(zip(BARS, ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8c8c8c")))
@@ -30,59 +30,31 @@ CATEGORY_COLORS = dict(zip(BARS, ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#
 SHORT = {"nntile_lab": "nl", "torch_fp32": "pt", "nntile_lab_bf16": "nl16", "torch_bf16": "pt16"}
 
 
-def size_label(params: float) -> str:
-    """1.5B / 26M / 850K: the paper labels its x axis by parameters."""
-    for scale, unit in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
-        if params >= scale:
-            return f"{params / scale:.1f}{unit}" if params < 10 * scale else \
-                f"{params / scale:.0f}{unit}"
-    return str(int(params))
-
-
-def grouped_bars(ax, table: pd.DataFrame, ylabel: str, colors=COLORS, labels=None) -> None:
-    """Bars of ``table`` (index: x categories in order, columns: series; NaN = not measured,
-    0 = did not fit → a × at the baseline)."""
-    n = max(1, len(table.columns))
-    width = 0.8 / n
-    xs = range(len(table.index))
-    for i, series in enumerate(table.columns):
-        offs = [x - 0.4 + width * (i + 0.5) for x in xs]
-        vals = table[series].tolist()
-        ax.bar(offs, [0 if pd.isna(v) else v for v in vals], width,
-               label=(labels or {}).get(series, series), color=colors.get(series))
-        zero = [o for o, v in zip(offs, vals) if not pd.isna(v) and v == 0]
-        ax.plot(zero, [0] * len(zero), "x", color=colors.get(series, "k"), ms=7, mew=2,
-                clip_on=False)
-    ax.set_xticks(list(xs))
-    ax.set_xticklabels(table.index, rotation=0)
-    ax.set_ylabel(ylabel)
-    ax.set_ylim(bottom=0)
-    ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper right")
-
-
-def throughput_table(df: pd.DataFrame, n_layer: int) -> pd.DataFrame:
-    """GFLOP/s by model size (rows, in size order) and system (columns); 0 = did not fit."""
+def throughput_table(df: pd.DataFrame, n_layer: int, series: dict) -> pd.DataFrame:
+    """GFLOP/s by model size (rows, in size order) and system (columns, in ``series``'
+    order); 0 = did not fit."""
     sub = df[df.n_layer == n_layer]
     t = sub.pivot_table(index="params", columns="system", values="gflops", aggfunc="first")
-    t = t[[s for s in SYSTEMS if s in t.columns]].sort_index()
+    t = t[[s for s in series if s in t.columns]].sort_index()
     t.index = [size_label(p) for p in t.index]
     t.index.name = "model size"
     return t
 
 
-def throughput_figure(df: pd.DataFrame, n_layer: int, cap_mb: float, panel: str = ""):
+def throughput_figure(df: pd.DataFrame, n_layer: int, cap_mb: float, series: dict,
+                      panel: str = ""):
+    """GFLOP/s by model size and series, the paper's panels (a)/(b)."""
     fig = Figure(figsize=(7, 3.8))
     ax = fig.subplots()
-    table = throughput_table(df, n_layer)
-    grouped_bars(ax, table, "training GFLOP/s (model FLOPs)", labels=SYSTEMS)
+    table = throughput_table(df, n_layer, series)
+    grouped_bars(ax, table, "training GFLOP/s (model FLOPs)", colors=COLORS, labels=series)
     ooc = {size_label(p) for p in df[(df.n_layer == n_layer) & df.out_of_core
                                       & (df.status == "ok")].params}
     ax.set_xticklabels([f"{x}\nout of core" if x in ooc else x for x in table.index],
                        fontsize=8)
     ax.set_xlabel("model size (parameters, 12·L·E² + V·E)")
     notes = mark_failed(ax, df[df.n_layer == n_layer], list(table.columns),
-                        list(table.index))
+                        list(table.index), series)
     ax.set_title(f"{panel}GPT-2 family, {n_layer} layers, under a {cap_mb:.0f} MiB cap "
                  "(× = did not fit" + ("; failed = an error, not memory" if notes else "")
                  + ")", fontsize=10)
@@ -90,17 +62,17 @@ def throughput_figure(df: pd.DataFrame, n_layer: int, cap_mb: float, panel: str 
     return fig
 
 
-def mark_failed(ax, df: pd.DataFrame, systems: list, sizes: list) -> bool:
+def mark_failed(ax, df: pd.DataFrame, systems: list, sizes: list, series: dict) -> bool:
     """A red "failed" where a point failed for another reason than memory, and the reasons
     under the axes (the first three; summary.md lists all): how many lines of reasons."""
-    bad = df[df.status.map(failed)]
+    bad = df[df.failed]
     width = 0.8 / max(1, len(systems))
     for _, r in bad.iterrows():
         if r.system in systems and size_label(r.params) in sizes:
             x = sizes.index(size_label(r.params)) - 0.4 + width * (systems.index(r.system) + .5)
             ax.text(x, 0, "failed", rotation=90, color="red", ha="center", va="bottom",
                     fontsize=7, fontweight="bold")
-    notes = [f"failed: {SYSTEMS.get(r.system, r.system)} {size_label(r.params)}: "
+    notes = [f"failed: {series.get(r.system, r.system)} {size_label(r.params)}: "
              f"{str(r.error)[:90]}" for _, r in bad.head(3).iterrows()]
     if len(bad) > 3:
         notes.append(f"… and {len(bad) - 3} more (summary.md)")
@@ -109,21 +81,25 @@ def mark_failed(ax, df: pd.DataFrame, systems: list, sizes: list) -> bool:
     return len(notes)
 
 
-def memory_table(df: pd.DataFrame, n_layer: int) -> pd.DataFrame:
+def memory_table(df: pd.DataFrame, n_layer: int, series: dict) -> pd.DataFrame:
     """MiB by category for each (size, system); zeros where the run did not fit."""
-    sub = df[(df.n_layer == n_layer) & df.system.isin(list(SYSTEMS))]
+    sub = df[(df.n_layer == n_layer) & df.system.isin(list(series))]
     cols = [f"{c}_mb" for c in BARS]
     t = sub.set_index(["params", "system"])[cols + ["status"]].sort_index()
     t.columns = [*BARS, "status"]
     return t
 
 
-def memory_figure(df: pd.DataFrame, n_layer: int, cap_mb: float, panel: str = ""):
+def memory_figure(df: pd.DataFrame, n_layer: int, cap_mb: float, series: dict,
+                  panel: str = ""):
     """Stacked bars by category, nntile_lab and PyTorch (each series) side by side for each
     size."""
-    t = memory_table(df, n_layer)
+    t = memory_table(df, n_layer, series)
     sizes = sorted({p for p, _ in t.index})
-    systems = [s for s in SYSTEMS if s in {s for _, s in t.index}]
+    systems = [s for s in series if s in {s for _, s in t.index}]
+    nntile = set(df[df.nntile].system)
+    memory_failures = {(r.params, r.system) for r in df.itertuples()
+                       if r.status != "ok" and not r.failed}
     fig = Figure(figsize=(9 + 1.5 * (len(systems) > 2), 3.8))
     ax = fig.subplots()
     width = 0.8 / max(1, len(systems))
@@ -131,7 +107,7 @@ def memory_figure(df: pd.DataFrame, n_layer: int, cap_mb: float, panel: str = ""
         bottom = [0.0] * len(sizes)
         xs = [i - 0.4 + width * (j + 0.5) for i in range(len(sizes))]
         for c in BARS:
-            if not is_nntile(system) and c == OOC_CATEGORY:
+            if system not in nntile and c == OOC_CATEGORY:
                 continue
             vals = [float(t.loc[(p, system), c]) if (p, system) in t.index else 0.0
                     for p in sizes]
@@ -139,10 +115,9 @@ def memory_figure(df: pd.DataFrame, n_layer: int, cap_mb: float, panel: str = ""
                    edgecolor="white", linewidth=0.5,
                    label=(CATEGORY_LABELS.get(c, c) if j == 0 and (
                        c != OOC_CATEGORY or t[c].any()) else None),
-                   hatch=None if is_nntile(system) else "//")
+                   hatch=None if system in nntile else "//")
             bottom = [b + v for b, v in zip(bottom, vals)]
-        no_fit = [x for x, p in zip(xs, sizes) if (p, system) in t.index and t.loc[
-            (p, system), "status"] != "ok" and not failed(t.loc[(p, system), "status"])]
+        no_fit = [x for x, p in zip(xs, sizes) if (p, system) in memory_failures]
         ax.plot(no_fit, [0] * len(no_fit), "x", color="k", ms=7, mew=2, clip_on=False)
         for x, b in zip(xs, bottom):
             ax.text(x, b, SHORT.get(system, system), ha="center", va="bottom",
@@ -172,12 +147,13 @@ def reference_table(ref: pd.DataFrame, setup: str) -> pd.DataFrame:
     return t
 
 
-def reference_figure(ref: pd.DataFrame):
-    """The paper's own points (NNTile vs PyTorch FSDP on A100s), same axes style."""
-    fig = Figure(figsize=(11, 3.2 * len(SETUPS)))
-    axes = fig.subplots(len(SETUPS), 1)
-    for ax, (setup, title) in zip(axes, SETUPS.items()):
-        grouped_bars(ax, reference_table(ref, setup), "Tflops/s")
+def reference_figure(ref: pd.DataFrame, setups: dict):
+    """The paper's own points (NNTile vs PyTorch FSDP on A100s; ``setups``: id → title),
+    same axes style."""
+    fig = Figure(figsize=(11, 3.2 * len(setups)))
+    axes = fig.subplots(len(setups), 1)
+    for ax, (setup, title) in zip(axes, setups.items()):
+        grouped_bars(ax, reference_table(ref, setup), "Tflops/s", colors=COLORS)
         ax.set_title(f"the paper: {title} (× = out of memory; blank = value not stated)",
                      fontsize=10)
         ax.tick_params(axis="x", labelsize=7)
@@ -209,28 +185,3 @@ def device_figure(df: pd.DataFrame, n_layer: int, cap_mb: float, panel: str = ""
                  "bytes per bus", fontsize=10)
     fig.tight_layout()
     return fig
-
-
-def save(fig, out_dir: Path, name: str, table: pd.DataFrame | None = None) -> list[Path]:
-    """``name.png``, ``name.pdf`` (and ``name.csv`` from ``table``), each written atomically."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for ext in ("png", "pdf"):
-        paths.append(_atomic(out_dir / f"{name}.{ext}",
-                             lambda p, ext=ext: fig.savefig(p, dpi=110, format=ext)))
-    if table is not None:
-        paths.append(_atomic(out_dir / f"{name}.csv", lambda p: table.to_csv(p)))
-    return paths
-
-
-def _atomic(path: Path, write) -> Path:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return path

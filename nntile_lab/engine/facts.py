@@ -1,21 +1,14 @@
-"""Records: what was run, on what, with which software, and what came out.
+"""What a record says about the software and the machine that produced its numbers.
 
-A loss or a GFLOP/s figure means little without the spec, library versions and machine
-that produced it; a record keeps them together in one JSON file so a figure can be redrawn
-from its records alone, on a machine without StarPU (reading needs only the json module).
-
-    {"format": 1, "kind": "train" | "sweep-point" | ..., "date": ISO time,
-     "spec": ExperimentSpec.to_dict(), "git_commit": str | None,
-     "versions": {"nntile_lab", "python", "numpy", "starpu", "blas", "torch"},
-     "machine": {"cpu_model", "isa", "cores", "memory_gib", "platform"},
-     "results": {...}, ...extra top-level keys the writer adds}
-
-NaN and infinities become null (standard JSON). Writes are atomic.
+A loss or a GFLOP/s figure means little without the library versions and machine behind it:
+every record (``engine.record``) carries ``environment()``. Reading these needs no StarPU:
+the kernels' build is named without loading it (``cpu_variant``).
 """
 from __future__ import annotations
 
-import datetime
 import functools
+import hashlib
+import importlib.util
 import json
 import math
 import os
@@ -29,16 +22,14 @@ import numpy as np
 from threadpoolctl import threadpool_info
 
 import nntile_lab
-from nntile_lab.data.bins import atomic_write_bytes
+from nntile_lab import cpu_variant as variants
 
-FORMAT = 1
 # The ISA extensions that change which kernels a BLAS or compiler picks.
 ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
              "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile")
-
-
-class RecordError(ValueError):
-    """A record that cannot be used: unreadable, corrupt, or from another format."""
+PACKAGE = Path(nntile_lab.__file__).resolve().parent
+# Views only: editing them cannot change a measured number (code_version leaves them out).
+VIEW_DIRS = ("widgets", "plots")
 
 
 def cpuinfo() -> dict[str, str]:
@@ -80,6 +71,13 @@ def _machine() -> dict:
             "platform": platform.platform()}
 
 
+def machine_id(m: dict | None = None) -> dict:
+    """The part of ``machine()`` that changes a measured number (a cache's key): the CPU,
+    its ISA and core count — not the kernel's version string."""
+    m = machine() if m is None else m
+    return {k: m.get(k) for k in ("cpu", "isa", "cores")}
+
+
 def _int(text: str | None) -> int | None:
     try:
         return int(text)
@@ -101,6 +99,21 @@ def cpu_name(model: str, vendor: str | None, family: int | None, number: int | N
     return f"{model}, family {family} model {number}" + (f" ({gen})" if gen else "")
 
 
+def cpu_variant() -> str | None:
+    """The build of the kernels this process runs (``nntile_lab.cpu_variant``): the loaded
+    one, else the one loading would pick — found without loading the extension."""
+    loaded = getattr(sys.modules.get("nntile_lab._lib"), "VARIANT", None)
+    if loaded is not None:
+        return loaded
+    names = [variants.CUSTOM, variants.GENERIC, *variants.X86_64]
+    try:
+        built = [n for n in names if importlib.util.find_spec(f"nntile_lab._ext.{n}")]
+        return variants.choose(built, variants.cpu_flags(),
+                               os.environ.get(variants.ENV) or None)
+    except ImportError:
+        return None
+
+
 @functools.lru_cache(maxsize=1)
 def starpu_version() -> str | None:
     """StarPU's version per ``pkg-config`` (what the extension was built against), or None."""
@@ -115,16 +128,36 @@ def starpu_version() -> str | None:
 @functools.lru_cache(maxsize=1)
 def git_commit() -> str | None:
     """The source checkout's commit (+ "-dirty" with local changes), None for a wheel."""
-    here = Path(__file__).resolve().parent
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                              timeout=10, check=True, cwd=here).stdout.strip()
+                              timeout=10, check=True, cwd=PACKAGE).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
                                capture_output=True, text=True, timeout=10, check=True,
-                               cwd=here).stdout.strip()
+                               cwd=PACKAGE).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     return (head + ("-dirty" if dirty else "")) or None
+
+
+@functools.lru_cache(maxsize=1)
+def code_version() -> str:
+    """16 hex digits of sha256 over the package's Python sources (views left out), the
+    compiled extension and, in a source checkout, ``kernels/`` (C sources and the codelet
+    table): a cached point measured by other code is measured again."""
+    h = hashlib.sha256()
+    files = [p for p in PACKAGE.rglob("*.py")
+             if p.relative_to(PACKAGE).parts[0] not in VIEW_DIRS]
+    files += list(PACKAGE.glob("_ext/*.so"))   # every CPU variant
+    kernels = PACKAGE.parent / "kernels"
+    if kernels.is_dir():
+        files += [p for p in kernels.rglob("*") if p.suffix in (".c", ".h", ".py")]
+    variant = cpu_variant()
+    if variant is not None:
+        h.update(b"loaded:" + variant.encode())   # NNTILE_LAB_CPU_VARIANT
+    for p in sorted(set(files)):
+        h.update(str(p.name).encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def blas() -> dict:
@@ -153,8 +186,10 @@ def versions() -> dict:
 
 
 def environment() -> dict:
-    """``{"git_commit", "versions", "machine"}`` of this process (no host name)."""
-    return {"git_commit": git_commit(), "versions": versions(), "machine": machine()}
+    """``{"git_commit", "versions", "machine", "cpu_variant"}`` of this process (no host
+    name)."""
+    return {"git_commit": git_commit(), "versions": versions(), "machine": machine(),
+            "cpu_variant": cpu_variant()}
 
 
 def json_safe(obj):
@@ -174,41 +209,7 @@ def json_safe(obj):
     return obj
 
 
-def make_record(spec, results: dict, kind: str, env: dict | None = None, **extra) -> dict:
-    """The record as a dict (``spec``: an ExperimentSpec, a dict, or None)."""
-    spec_dict = spec.to_dict() if hasattr(spec, "to_dict") else spec
-    return json_safe({"format": FORMAT, "kind": kind,
-                      "date": datetime.datetime.now().astimezone().isoformat(
-                          timespec="seconds"),
-                      "spec": spec_dict, **extra, **(env or environment()),
-                      "results": results})
-
-
-def write_record(path, spec, results: dict, kind: str, **extra) -> Path:
-    """Atomically write the record of one run to ``path`` (a JSON file)."""
-    text = json.dumps(make_record(spec, results, kind, **extra), indent=2, default=str) + "\n"
-    return atomic_write_bytes(Path(path), text.encode())
-
-
-def read_record(path) -> dict:
-    """A record from disk; RecordError (naming the file and the fix) when it is unreadable,
-    not JSON, or written by another format version."""
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise RecordError(f"cannot read record {path}: {exc.strerror}") from None
-    try:
-        rec = json.loads(text)
-    except ValueError as exc:
-        raise RecordError(f"record {path} is corrupt (not JSON: {exc}); delete it and run "
-                          "again") from None
-    if not isinstance(rec, dict) or rec.get("format") != FORMAT:
-        got = rec.get("format") if isinstance(rec, dict) else None
-        raise RecordError(f"record {path} has format {got!r}, this nntile_lab writes format "
-                          f"{FORMAT}: it comes from an older version; run again to replace it")
-    return rec
-
-
-def write_run_record(out_dir, config: dict, results: dict, spec=None) -> Path:
-    """``OUT/run.json`` of a training run (``config``: what else describes the run)."""
-    return write_record(Path(out_dir) / "run.json", spec, results, kind="train", config=config)
+def digest(obj, n: int = 16) -> str:
+    """``n`` hex digits of sha256 over ``obj`` as canonical JSON (sorted keys)."""
+    text = json.dumps(json_safe(obj), sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:n]

@@ -1,0 +1,31 @@
+"""Element-wise activations (``SiLU``, a gated MLP's gate, join this family)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from nntile_lab.nn.backend import BFLOAT16, ops
+from nntile_lab.nn.module import Layer, Record
+
+if TYPE_CHECKING:
+    from nntile_lab.nn.policy import LeafContext
+    from nntile_lab.tensor import TiledTensor
+
+
+class GELU(Layer):
+    """y = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) (GPT-2's tanh form). Under ``bf16``
+    one fused pass writes both the kept input and y in bf16 (the next GEMM's operand)."""
+
+    @dataclass
+    class Saved(Record):
+        x: TiledTensor      # the input as kept (bf16 under a bf16 mode): dx = dy·gelu'(x)
+
+    def forward(self, ctx: LeafContext, x: TiledTensor):
+        xk, y = ctx.casts.gelu(x)
+        return y, self.Saved(xk)
+
+    def backward(self, ctx: LeafContext, saved: Saved, dy: TiledTensor, dx=None):
+        x, beta = saved.x, 0.0 if dx is None else 1.0
+        if x.dtype == BFLOAT16:   # read widened by the fused kernel: no float32 copy
+            return ops.gelu_backward_bf16(x, dy, dx, beta=beta)
+        return ops.gelu_backward(x, dy, dx, beta=beta)

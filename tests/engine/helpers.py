@@ -1,0 +1,39 @@
+"""Measurements for the engine's tests, named "tests.engine.helpers:<function>" in a Point
+(the point's process imports them from the repository root)."""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+
+def echo(spec, ctx) -> dict:
+    """A point that fits: its options back, this process's pid."""
+    return {"gflops": 1.5, "pid": os.getpid(), "n_layer": None if spec is None else spec.n_layer,
+            **{f"option_{k}": v for k, v in ctx.options.items()}}
+
+
+def sleep(spec, ctx) -> dict:
+    time.sleep(ctx.options.get("seconds", 60))
+    return {"slept": ctx.options.get("seconds", 60)}
+
+
+def fail(spec, ctx) -> dict:
+    ctx.partial["started"] = 1
+    raise ValueError("bad tile")
+
+
+def out_of_memory(spec, ctx) -> dict:
+    raise MemoryError("the step needs 9 GiB")
+
+
+def crash(spec, ctx) -> dict:
+    os.abort()
+
+
+def allocate(spec, ctx) -> dict:
+    """Touch ``mib`` MiB and hold them a second (the cap's watchdog samples every 20 ms)."""
+    a = np.ones(ctx.options["mib"] * 2**20 // 8)
+    time.sleep(1.0)
+    return {"touched_mb": a.nbytes / 2**20}
