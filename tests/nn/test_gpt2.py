@@ -111,6 +111,7 @@ def test_one_adamw_step_equals_torch(rt1):
     model.free()
 
 
+@pytest.mark.slow
 def test_fifty_steps_track_torch(rt1):
     cfg = dataclasses.replace(BASE, n_layer=2, **TILINGS["one_head_tiles"])
     model = nl.GPT2(cfg, seed=6)

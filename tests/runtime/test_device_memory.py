@@ -47,6 +47,7 @@ def _moved(tr, direction):
     return int(t.loc[t["direction"] == direction, "bytes"].sum())
 
 
+@pytest.mark.slow
 def test_a_model_five_times_the_device_cap_trains_with_ram_as_overflow(tmp_path):
     need_opencl()
     plan = memory.check(ExperimentSpec(**MODEL, nopencl=1, opencl_memory_limit_mb=CAP_MB))
