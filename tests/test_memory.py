@@ -227,3 +227,20 @@ def test_a_file_as_the_ooc_dir_is_named_as_a_file(tmp_path):
     assert plan.verdict == "cannot_run"
     assert plan.reason == (f"--ooc-dir {f} is a file, not a directory: give a directory for "
                            "the disk node's files (it is created if missing)")
+
+
+def test_plan_of_auto_sizes_the_mode_a_run_takes_here(monkeypatch, capsys):
+    """plan --precision auto sized fp32 (63.9 MiB) where auto picks bf16 (57.5 MiB): it
+    chooses as train does (the measured GEMM peaks) and sizes that mode."""
+    from nntile_lab import experiment
+    for mode in ("bf16", "fp32", "bf16-storage"):
+        monkeypatch.setattr(experiment, "choose_precision",
+                            lambda spec, mode=mode: (mode, f"measured: {mode}"))
+        assert cli.main(["plan", "--precision", "auto", "--json"]) == 0
+        got = json.loads(capsys.readouterr().out)
+        want = memory.estimate(ExperimentSpec(precision=mode))
+        assert got["peak_bytes"] == want.peak_bytes and got["details"]["precision"] == mode
+        assert got["details"]["precision_auto"] == {"mode": mode, "why": f"measured: {mode}"}
+    assert cli.main(["plan", "--precision", "auto"]) == 0
+    assert capsys.readouterr().out.startswith("precision auto -> bf16-storage on this machine: "
+                                              "measured: bf16-storage")
