@@ -11,6 +11,7 @@ from nntile_lab._lib import ffi, lib
 from nntile_lab.errors import UsageError
 from nntile_lab.interrupts import check_stop, deferred_interrupts
 from nntile_lab.parallel.mpi import attach
+from nntile_lab.shutdown import run_hooks as run_shutdown_hooks
 from nntile_lab.spec import DEFAULTS, parse_hints  # the runtime's defaults are the spec's (one set)
 from nntile_lab.watchdog import Watchdog
 
@@ -347,6 +348,7 @@ class Runtime:
                 if mpi is not None:
                     mpi.shutdown()
                     self.mpi = None
+                run_shutdown_hooks()   # what must survive an abort in starpu_shutdown
                 lib.nl_fini()   # the OpenCL programs, then StarPU
                 lib.nl_buffer_cache(0)   # the kept buffers go back to the system
             finally:
