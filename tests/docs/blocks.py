@@ -91,27 +91,32 @@ def _code(line: str, lang: str) -> str:
 
 def excerpt_problem(block: Block) -> str | None:
     """Why an excerpt is not in its file (None: it is): each run of lines between ``...``
-    lines must appear there, in order, indentation (and python comments) aside."""
+    lines must appear there, in order — compared as code, indentation, line breaks and
+    python comments aside (the docs wrap and annotate what they quote)."""
     target = REPO / block.arg
     if not target.is_file():
         return f"{block.where}: excerpt of {block.arg}, which does not exist"
-    have = [c for c in (_code(line, block.lang) for line in target.read_text().split("\n"))
-            if c]
+
+    def stream(lines) -> str:
+        return " ".join(c for c in (_code(line, block.lang) for line in lines) if c)
+
+    have = stream(target.read_text().split("\n"))
     chunks, chunk = [], []
     for line in block.code.split("\n"):
         if line.strip() == "...":
             chunks.append(chunk)
             chunk = []
-        elif _code(line, block.lang):
-            chunk.append(_code(line, block.lang))
+        else:
+            chunk.append(line)
     chunks.append(chunk)
     at = 0
-    for chunk in filter(None, chunks):
-        for start in range(at, len(have) - len(chunk) + 1):
-            if have[start:start + len(chunk)] == chunk:
-                at = start + len(chunk)
-                break
-        else:
+    for chunk in chunks:
+        text = stream(chunk)
+        if not text:
+            continue
+        found = have.find(text, at)
+        if found < 0:
             return (f"{block.where}: these lines are not in {block.arg} (in this order): "
-                    f"{chunk[0]!r} …")
+                    f"{text[:100]!r} …")
+        at = found + len(text)
     return None
