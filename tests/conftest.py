@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 import nntile_lab as nl
+from tests.tolerance import cond_err, rel_err  # noqa: F401  (where older tests import them)
 
 SCHEDULERS = ("eager", "dmda", "lws")
 # Hypothesis: `make test` draws the same examples on every run and every machine

@@ -24,8 +24,9 @@ every bug, element by element, wherever it sits.
 else, infinities equal, and a failure names the worst element (index, values, error,
 bound) so that a shrunk hypothesis example says what went wrong.
 
-``rel_err`` (norm-wise) is for what is no kernel's output: losses of whole models, trained
-weights against PyTorch, where the error has been through thousands of kernels.
+``rel_err`` and ``cond_err`` (norm-wise) are for what is no kernel's output: losses and
+gradients of whole models, trained weights against PyTorch, where the error has been through
+thousands of kernels.
 """
 from __future__ import annotations
 
@@ -81,6 +82,16 @@ def rel_err(got, want) -> float:
     want = np.asarray(want, np.float64)
     den = np.linalg.norm(want)
     return float(np.linalg.norm(np.asarray(got, np.float64) - want) / (den if den else 1.0))
+
+
+def cond_err(got, want, magnitude) -> float:
+    """‖got − want‖ / ‖magnitude‖ (``magnitude``: the terms behind ``want`` made positive),
+    norm-wise: for whole-model results whose terms cancel (a model's gradients against
+    PyTorch's), never for one kernel's output (tests/test_determinism.py refuses it in
+    tests/ops and tests/kernels: ``assert_close`` there)."""
+    den = np.linalg.norm(np.asarray(magnitude, np.float64))
+    diff = np.asarray(got, np.float64) - np.asarray(want, np.float64)
+    return float(np.linalg.norm(diff) / (den if den else 1.0))
 
 
 def dot_ulps(n: int) -> float:
