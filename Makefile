@@ -20,7 +20,7 @@ test:
 # the tests without those marked slow (a minute or more each): a few minutes on two cores
 test-fast:
 	scripts/setup.sh test
-	$(PY) -m pytest -q -m "not slow and not cuda"
+	$(PY) -m pytest -q -m "not slow and not cuda and not long"
 
 # before a release: `make test` N times (default 5) on a fresh clone (scripts/test_repeatedly.sh)
 test-release:

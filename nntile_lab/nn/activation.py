@@ -33,22 +33,25 @@ class GELU(Layer):
 
 class SiLUGate(Layer):
     """y = silu(g)·u = g·σ(g)·u (SwiGLU: the gate projection's output g through SiLU, times
-    the up projection's u): two inputs, one fused pass each way."""
+    the up projection's u): two inputs, one fused pass each way. Under ``bf16`` the fused
+    pass writes the kept inputs and y in bf16 (the next GEMM's operand); under
+    ``bf16-storage`` the inputs are kept in bf16."""
 
     @dataclass
     class Saved(Record):
-        g: TiledTensor      # both inputs, float32: dg = dy·u·silu'(g), du = dy·silu(g)
+        g: TiledTensor      # both inputs as kept: dg = dy·u·silu'(g), du = dy·silu(g)
         u: TiledTensor
 
     def forward(self, ctx: LeafContext, g: TiledTensor, u: TiledTensor):
-        return ops.silu_gate(g, u), self.Saved(g, u)
+        gk, uk, y = ctx.casts.silu_gate(g, u)
+        return y, self.Saved(gk, uk)
 
     def backward(self, ctx: LeafContext, saved: Saved, dy: TiledTensor, dx=(None, None)):
         dg, du = dx
+        grads = ctx.casts.silu_gate_backward
         if (dg is None) == (du is None):   # both new, or both added into
-            return ops.silu_gate_backward(saved.g, saved.u, dy, dg, du,
-                                          beta=0.0 if dg is None else 1.0)
-        new_g, new_u = ops.silu_gate_backward(saved.g, saved.u, dy)
+            return grads(saved.g, saved.u, dy, dg, du, beta=0.0 if dg is None else 1.0)
+        new_g, new_u = grads(saved.g, saved.u, dy)
         given, new, keep = (dg, new_g, new_u) if dg is not None else (du, new_u, new_g)
         ops.add(new, given)
         new.free()

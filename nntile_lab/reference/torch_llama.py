@@ -12,6 +12,11 @@ final RMS norm, the head, mean cross-entropy. Unlike Hugging Face's, the RMS nor
 rotary angles are computed in the model's own dtype (Hugging Face's LlamaRMSNorm and
 LlamaRotaryEmbedding work in float32 even in a float64 model): a float64 reference here is
 float64 throughout.
+
+``fast=True`` writes it as a fast PyTorch CPU user would (the benchmark's baseline): PyTorch's
+fused attention (``F.scaled_dot_product_attention`` with ``enable_gqa``: no materialised mask,
+K and V never repeated), ``F.rms_norm``, the rotary tables made once per length — the same
+function of the same weights.
 """
 from __future__ import annotations
 
@@ -27,12 +32,14 @@ from nntile_lab.reference.torch_gpt2 import torch_dtype
 
 
 class RMSNorm(nn.Module):
-    def __init__(self, n: int, eps: float, dtype: torch.dtype):
+    def __init__(self, n: int, eps: float, dtype: torch.dtype, fast: bool = False):
         super().__init__()
-        self.eps = eps
+        self.eps, self.fast = eps, fast
         self.weight = nn.Parameter(torch.ones(n, dtype=dtype))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.fast:
+            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
@@ -54,10 +61,11 @@ class Attention(nn.Module):
     """Causal self-attention, n_kv_head key/value heads each shared by n_head/n_kv_head
     consecutive query heads (Hugging Face's repeat_kv), rotary positions on q and k."""
 
-    def __init__(self, cfg, dtype: torch.dtype):
+    def __init__(self, cfg, dtype: torch.dtype, fast: bool = False):
         super().__init__()
         e, self.n_head, self.n_kv = cfg.n_embd, cfg.n_head, cfg.n_kv_head
-        self.d, self.theta = e // cfg.n_head, cfg.rope_theta
+        self.d, self.theta, self.fast = e // cfg.n_head, cfg.rope_theta, fast
+        self._tables: dict = {}
         self.q_proj = nn.Linear(e, self.n_head * self.d, bias=False, dtype=dtype)
         self.k_proj = nn.Linear(e, self.n_kv * self.d, bias=False, dtype=dtype)
         self.v_proj = nn.Linear(e, self.n_kv * self.d, bias=False, dtype=dtype)
@@ -68,8 +76,15 @@ class Attention(nn.Module):
         q = self.q_proj(x).view(b, t, self.n_head, self.d).transpose(1, 2)
         k = self.k_proj(x).view(b, t, self.n_kv, self.d).transpose(1, 2)
         v = self.v_proj(x).view(b, t, self.n_kv, self.d).transpose(1, 2)
-        cos, sin = rope_cos_sin(t, self.d, self.theta, q.dtype)
+        key = (t, q.dtype)
+        if key not in self._tables:
+            self._tables[key] = rope_cos_sin(t, self.d, self.theta, q.dtype)
+        cos, sin = self._tables[key]
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        if self.fast:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                               enable_gqa=self.n_kv != self.n_head)
+            return self.o_proj(y.transpose(1, 2).reshape(b, t, self.n_head * self.d))
         group = self.n_head // self.n_kv
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
         scores = q @ k.transpose(-2, -1) / math.sqrt(self.d)
@@ -93,12 +108,12 @@ class MLP(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, cfg, dtype: torch.dtype):
+    def __init__(self, cfg, dtype: torch.dtype, fast: bool = False):
         super().__init__()
-        self.self_attn = Attention(cfg, dtype)
+        self.self_attn = Attention(cfg, dtype, fast)
         self.mlp = MLP(cfg, dtype)
-        self.input_layernorm = RMSNorm(cfg.n_embd, cfg.rms_norm_eps, dtype)
-        self.post_attention_layernorm = RMSNorm(cfg.n_embd, cfg.rms_norm_eps, dtype)
+        self.input_layernorm = RMSNorm(cfg.n_embd, cfg.rms_norm_eps, dtype, fast)
+        self.post_attention_layernorm = RMSNorm(cfg.n_embd, cfg.rms_norm_eps, dtype, fast)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.self_attn(self.input_layernorm(x))
@@ -106,23 +121,35 @@ class DecoderLayer(nn.Module):
 
 
 class Body(nn.Module):
-    def __init__(self, cfg, dtype: torch.dtype):
+    def __init__(self, cfg, dtype: torch.dtype, fast: bool = False):
         super().__init__()
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.n_embd, dtype=dtype)
-        self.layers = nn.ModuleList(DecoderLayer(cfg, dtype) for _ in range(cfg.n_layer))
-        self.norm = RMSNorm(cfg.n_embd, cfg.rms_norm_eps, dtype)
+        self.layers = nn.ModuleList(DecoderLayer(cfg, dtype, fast) for _ in range(cfg.n_layer))
+        self.norm = RMSNorm(cfg.n_embd, cfg.rms_norm_eps, dtype, fast)
 
 
 class TorchLlama(nn.Module):
-    """``TorchLlama(config, dtype=torch.float64)``: ``config`` has the fields of
-    ``nntile_lab.nn.LlamaConfig`` (n_layer, n_head, n_kv_head, n_embd, n_inner, vocab_size,
-    rope_theta, rms_norm_eps). ``forward(ids, labels)`` → mean cross-entropy."""
+    """``TorchLlama(config, dtype=torch.float64, fast=False, seed=None)``: ``config`` has the
+    fields of ``nntile_lab.nn.LlamaConfig`` (n_layer, n_head, n_kv_head, n_embd, n_inner,
+    vocab_size, rope_theta, rms_norm_eps). ``forward(ids, labels)`` → mean cross-entropy.
+    ``seed``: Hugging Face's initialisation (N(0, 0.02²), norms 1) from that seed."""
 
-    def __init__(self, cfg, dtype=torch.float64):
+    def __init__(self, cfg, dtype=torch.float64, fast: bool = False, seed: int | None = None):
         super().__init__()
         dtype = torch_dtype(dtype)
-        self.model = Body(cfg, dtype)
+        self.config = cfg
+        self.model = Body(cfg, dtype, fast)
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False, dtype=dtype)
+        if seed is not None:
+            gen = torch.Generator().manual_seed(seed)
+            with torch.no_grad():
+                for name, p in self.named_parameters():
+                    if not name.endswith("norm.weight"):
+                        p.copy_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * 0.02)
+
+    def loss_tensor(self, ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """The mean cross-entropy (the benchmark's step calls this under its autocast)."""
+        return self(ids, labels)
 
     def forward(self, ids: torch.Tensor, labels: torch.Tensor,
                 precision: str = "fp32") -> torch.Tensor:

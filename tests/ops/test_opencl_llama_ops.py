@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 import nntile_lab as nl
 from tests.ops.test_reduce import axis_case, drop, fiber_sum
-from tests.ops.test_rope import rope_case
+from tests.ops.test_rope import rope_case, rotated_magnitude
 from tests.ops.two_workers import on_cpu_and, partial_ulps
 from tests.strategies import seeds, shape_and_tiles
 from tests.tolerance import assert_close
@@ -74,11 +74,7 @@ def test_rope_on_opencl_matches_cpu(ocl, case, seed):
     cpu, got = on_cpu_and("opencl", ocl, arrays, layout, run)
     for v, want, have in zip((x, dy), cpu, got):
         # the same products; only whether a device fuses a multiply and an add differs
-        h = shape[-1] // 2   # x1·cos ∓ x2·sin: each value and its partner in the other half
-        partner = np.concatenate([v[..., h:], v[..., :h]], -1)
-        mag = (abs(v) * abs(np.concatenate([cos, cos], -1))
-               + abs(partner) * abs(np.concatenate([sin, sin], -1)))
-        assert_close(have, want, mag, ulps=2, what=(shape, tiles))
+        assert_close(have, want, rotated_magnitude(v, cos, sin), ulps=2, what=(shape, tiles))
 
 
 @given(shape_and_tiles(), SEEDS, st.sampled_from([0.0, 0.5]))
