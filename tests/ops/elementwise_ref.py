@@ -7,6 +7,7 @@ The kernels' formulas (kernels/cpu/gelu.h, elementwise.c; kernels/opencl/element
   gelu(x)  = x·s,  s = σ(2u), q = 1 − s, u = √(2/π)·(x + 0.044715·x³)
   gelu'(x) = s + T,  T = 2x·s·q·√(2/π)·(1 + 3·0.044715·x²)   (s + T cancels near x = −0.75)
   silu(x)  = x·σ(x),  silu'(x) = σ(x)·(1 + x·(1 − σ(x)))      (cancels near x = −1.28)
+  silu_gate(g, u) = g·σ(g)·u                                 (kernels/codelets.py's formula)
 u carries a few roundings relative to U = √(2/π)·(|x| + 0.044715·|x|³); through σ(2u)
 (derivative 2·s·q) that moves s by 2·s·q·U ulps and T by about 2·|T|·U ulps. exp costs
 ≤ 1.5 ulp (nl_expf, kernels/cpu/fastexp.h) or ≤ 3 (OpenCL's exp, its full profile), the
@@ -95,4 +96,8 @@ def reference(name: str, arrays: dict, scalars: dict):
         d = a["dy"] * s * (1 + a["x"] * q)
         want, mag = _accumulate(d, abs(a["dy"]) * s * (1 + abs(a["x"]) * q), a, scalars, "dx")
         return want, mag, 10
+    if name == "silu_gate":     # silu's σ and product, and one more product
+        s, _ = silu_parts(a["g"])
+        v = a["g"] * s * a["u"]
+        return v, abs(v), 9
     raise KeyError(f"no float64 reference for element-wise op {name!r}: add it here")
