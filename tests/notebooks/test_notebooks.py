@@ -146,7 +146,7 @@ KERNEL_CELLS = {
     "picture": "from nntile_lab.plots.sweep import tile_figure\nimport pandas as pd\n"
                "tile_figure(pd.DataFrame())",
     # the library never switches the kernel's backend
-    "backend": "import matplotlib\nimport nntile_lab.figures.draw, nntile_lab.trace.viz\n"
+    "backend": "import matplotlib\nimport nntile_lab.plots.sweep, nntile_lab.trace.viz\n"
                "print(dict.__getitem__(matplotlib.rcParams, 'backend'))",
     # a re-run set-up cell: the running runtime stops, a line says so
     "setup": "import nntile_lab as nl\nrt = nl.Runtime(scheduler='eager', ncpu=1)\n"
