@@ -285,3 +285,17 @@ def test_an_abort_in_starpus_shutdown_keeps_the_results_and_says_so(monkeypatch)
     assert rec["reason"].startswith("StarPU aborted while shutting down, after the "
                                     "measurement (killed by SIGABRT")
     assert "the results were taken before it" in rec["reason"]
+
+
+def test_a_sweep_point_aborted_in_starpus_shutdown_keeps_what_it_measured(monkeypatch):
+    """The sweep's train-trace point takes its numbers once its trace stops, before its
+    runtime does (ctx.finished): StarPU 1.3's abort in starpu_shutdown no longer loses them."""
+    from nntile_lab.sweep.run import sweep_point
+    monkeypatch.setenv("NNTILE_LAB_POINT_FAULT", "abort-at-shutdown")
+    rec = run_point(sweep_point(replace(SPEC, measure_steps=1), peak_gflops=100.0))
+    assert rec["status"] == "fits" and rec["reason"].startswith(
+        "StarPU aborted while shutting down, after the measurement (killed by SIGABRT")
+    got = rec["results"]
+    assert got["measured_steps"] == 1 and got["gflops"] > 0 and got["tasks_per_step"] > 0
+    assert got["mfu"] == pytest.approx(got["gflops"] / 100.0)
+    assert 0 < got["point_wall_s"] < rec["wall_s"]
