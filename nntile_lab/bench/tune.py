@@ -1,0 +1,161 @@
+"""``nntile-lab bench tune``: does ``tune`` find the best tiling in a fraction of a sweep's time?
+
+For each setting, one run measures both on the same candidate grid: the exhaustive sweep
+(every candidate, ``sweep.run``) and ``tune`` (given the sweep's wall time × ``share`` as its
+budget), each with a fresh point store of its own (neither reuses the other's points). The
+target: the tiling tune chooses runs at ≥ 0.97 of the best throughput the sweep found —
+both throughputs as the sweep measured them, so a noisy minute of a shared machine during
+the tune cannot decide it — in ≤ 25 % of the sweep's wall time.
+
+Settings (``SETTINGS``; each a base spec and its grid, sized for a 2-core machine): the main
+job, n_embd 1024, the main job under a RAM cap that puts it out of core, the main job on one
+CPU and one OpenCL worker (PoCL), and a second GPT-2 shape (deeper and narrower).
+"""
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from nntile_lab import memory, sweep
+from nntile_lab.data.bins import atomic_write_bytes
+from nntile_lab.engine import save_record
+from nntile_lab.plots.sweep import ok_rows
+from nntile_lab.spec import DEFAULTS, ExperimentSpec
+from nntile_lab.tune import tune
+
+SHARE = 0.25           # tune's budget: this share of the sweep's wall time
+TARGET = 0.97          # the throughput of tune's choice against the sweep's best
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    base: ExperimentSpec
+    axes: dict
+    says: str
+
+
+def _main(**kw) -> ExperimentSpec:
+    return DEFAULTS.replace(warmup_steps=1, measure_steps=2, **kw)
+
+
+def _out_of_core(spec: ExperimentSpec, fraction: float = 0.5) -> ExperimentSpec:
+    """``spec`` with StarPU's RAM capped at ``fraction`` of its planned peak (the largest
+    tiles of the grid: every candidate must go to disk) and a disk node."""
+    peak = memory.estimate(spec).peak_bytes
+    return spec.replace(memory_limit_mb=max(64, int(peak * fraction) >> 20),
+                        ooc_dir=tempfile.mkdtemp(prefix="nntile_lab_tune_ooc_"),
+                        ooc_size_mb=max(256, 4 * peak >> 20))
+
+
+MAIN_AXES = {"batch_tile": [2, 4, 8], "inner_tile": [256, 512, 1024],
+             "vocab_tile": [4096, 8192, 16384, 50257]}
+
+
+NAMES = ("main job", "n_embd 1024", "main job out of core", "CPU + OpenCL", "GPT-2 L8 E384")
+
+
+def settings(names=None) -> list[Setting]:
+    """The five settings of the target (module docstring), or those in ``names``."""
+    names = NAMES if names is None else names
+    out = [
+        Setting("main job", _main(), MAIN_AXES, "L4 E256 T128 B8 V50257"),
+        Setting("n_embd 1024", _main(n_embd=1024, n_head=16),
+                {"batch_tile": [2, 4, 8], "inner_tile": [512, 1024, 2048, 4096],
+                 "head_tile": [4, 8, 16]}, "L4 E1024 H16 T128 B8 V50257"),
+        Setting("main job out of core", _out_of_core(_main()) if "main job out of core"
+                in names else _main(),
+                {"batch_tile": [2, 4, 8], "inner_tile": [256, 512, 1024],
+                 "vocab_tile": [4096, 8192, 16384]},
+                "the main job, StarPU's RAM capped at half its planned peak, a disk node"),
+        Setting("CPU + OpenCL", _main(ncpu=1, nopencl=1),
+                {"batch_tile": [2, 4, 8], "inner_tile": [256, 512, 1024],
+                 "vocab_tile": [4096, 8192, 16384]},
+                "the main job on one CPU worker and one OpenCL worker (PoCL)"),
+        Setting("GPT-2 L8 E384", _main(n_layer=8, n_embd=384, n_head=6, seq_len=256,
+                                       batch=4),
+                {"batch_tile": [1, 2, 4], "inner_tile": [384, 768, 1536],
+                 "head_tile": [1, 2, 3, 6]}, "a second GPT-2 shape: L8 E384 H6 T256 B4"),
+    ]
+    return [s for s in out if s.name in names]
+
+
+def run_setting(s: Setting, share: float = SHARE, progress=None) -> dict:
+    """The sweep and the tune of one setting, measured one after the other in this run."""
+    say = progress or (lambda line: None)
+    grid = sweep.grid(s.base, **s.axes)
+    with tempfile.TemporaryDirectory(prefix="nl-bench-tune-") as tmp:
+        t0 = time.perf_counter()
+        df = sweep.run(grid, f"{tmp}/sweep", progress=False, keep_traces=False)
+        sweep_s = time.perf_counter() - t0
+        good = ok_rows(df)
+        if not len(good):
+            return {"setting": s.name, "error": "no point of the sweep ran: "
+                    + str(df["error"].dropna().iloc[0] if df["error"].notna().any() else "")}
+        best = good.loc[good["gflops"].astype(float).idxmax()]
+        say(f"{s.name}: sweep of {len(df)} points in {sweep_s:.0f} s, best "
+            f"{best['gflops']:.1f} GFLOP/s")
+        t0 = time.perf_counter()
+        res = tune(s.base, sweep_s * share, axes=s.axes, cache_dir=f"{tmp}/tune",
+                   progress=False)
+        tune_s = time.perf_counter() - t0
+    axes = list(s.axes)
+    out = {"setting": s.name, "says": s.says, "grid": len(grid), "valid": len(df),
+           "sweep_s": sweep_s, "tune_s": tune_s, "time_share": tune_s / sweep_s,
+           "sweep_best": {a: best[a] for a in axes}, "sweep_best_gflops": float(best["gflops"]),
+           "tune_choice": None, "tune_measured": int(res.table["measured_step_s"].notna().sum()),
+           "messages": res.messages, "candidates": res.table.to_dict("records")}
+    if res.best is None:
+        return out | {"error": "tune measured no point"}
+    choice = {a: getattr(res.best, a) for a in axes}
+    same = good
+    for a, v in choice.items():
+        same = same[same[a] == v]
+    chosen = float(same["gflops"].iloc[0]) if len(same) else float("nan")
+    out |= {"tune_choice": choice, "tune_gflops": res.gflops,
+            "choice_sweep_gflops": chosen, "ratio": chosen / float(best["gflops"]),
+            "met": chosen / float(best["gflops"]) >= TARGET and tune_s / sweep_s <= share}
+    say(f"{s.name}: tune chose {choice} in {tune_s:.0f} s ({tune_s / sweep_s:.0%} of the "
+        f"sweep): {chosen:.1f} GFLOP/s in the sweep = {out['ratio']:.3f} of the best")
+    return out
+
+
+def run(names=None, share: float = SHARE, progress=None) -> dict:
+    """Every setting (or those in ``names``): one row each."""
+    rows = [run_setting(s, share, progress) for s in settings(names)]
+    return {"share": share, "target": TARGET, "rows": rows,
+            "met": all(r.get("met") for r in rows)}
+
+
+def table(res: dict) -> str:
+    """The markdown table BENCHMARKS.md records."""
+    lines = ["| setting | grid | sweep s | sweep best GFLOP/s (tiling) | tune s (share) | "
+             "tune's choice | its GFLOP/s in the sweep | ratio | measured by tune | met |",
+             "|" + "---|" * 10]
+    for r in res["rows"]:
+        if "error" in r and r.get("tune_choice") is None:
+            lines.append(f"| {r['setting']} | {r.get('grid', '—')} | failed: {r['error']} |"
+                         + " |" * 7)
+            continue
+        lines.append(
+            f"| {r['setting']} | {r['grid']} | {r['sweep_s']:.0f} | "
+            f"{r['sweep_best_gflops']:.1f} ({_tiles(r['sweep_best'])}) | {r['tune_s']:.0f} "
+            f"({r['time_share']:.0%}) | {_tiles(r['tune_choice'])} | "
+            f"{r['choice_sweep_gflops']:.1f} | {r['ratio']:.3f} | {r['tune_measured']} | "
+            f"{'yes' if r['met'] else 'no'} |")
+    return "\n".join(lines)
+
+
+def _tiles(d: dict | None) -> str:
+    return "—" if not d else ", ".join(f"{k.replace('_tile', '')} {v}" for k, v in d.items())
+
+
+def write(res: dict, out) -> dict:
+    """bench_tune.md (the table) and bench_tune.json (the record) in ``out``."""
+    out = Path(out)
+    paths = {"md": out / "bench_tune.md", "json": out / "bench_tune.json"}
+    atomic_write_bytes(paths["md"], (table(res) + "\n").encode())
+    save_record(paths["json"], "bench-tune", None, res)
+    return {k: str(v) for k, v in paths.items()}
