@@ -22,7 +22,7 @@ from nntile_lab import memory, sweep
 from nntile_lab.data.bins import atomic_write_bytes
 from nntile_lab.engine import save_record
 from nntile_lab.plots.sweep import ok_rows
-from nntile_lab.spec import DEFAULTS, ExperimentSpec
+from nntile_lab.spec import DEFAULTS, TILE_FIELDS, ExperimentSpec
 from nntile_lab.tune import tune
 
 SHARE = 0.25           # tune's budget: this share of the sweep's wall time
@@ -85,6 +85,8 @@ def settings(names=None) -> list[Setting]:
 def run_setting(s: Setting, share: float = SHARE, progress=None) -> dict:
     """The sweep and the tune of one setting, measured one after the other in this run."""
     say = progress or (lambda line: None)
+    # the grid is exactly the setting's axes: every other tile stays the base's
+    axes = {f: [getattr(s.base, f)] for f in TILE_FIELDS} | s.axes
     grid = sweep.grid(s.base, **s.axes)
     with tempfile.TemporaryDirectory(prefix="nl-bench-tune-") as tmp:
         t0 = time.perf_counter()
@@ -98,7 +100,7 @@ def run_setting(s: Setting, share: float = SHARE, progress=None) -> dict:
         say(f"{s.name}: sweep of {len(df)} points in {sweep_s:.0f} s, best "
             f"{best['gflops']:.1f} GFLOP/s")
         t0 = time.perf_counter()
-        res = tune(s.base, sweep_s * share, axes=s.axes, cache_dir=f"{tmp}/tune",
+        res = tune(s.base, sweep_s * share, axes=axes, cache_dir=f"{tmp}/tune",
                    progress=False)
         tune_s = time.perf_counter() - t0
     axes = list(s.axes)

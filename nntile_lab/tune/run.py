@@ -46,6 +46,7 @@ from nntile_lab.tune.space import feasible, space
 # extension, StarPU, the model) — the measured points replace it
 START_S = 4.0
 MIN_POINTS = 3            # measured before exploration may stop on the predictions' word
+MAX_FAILURES = 3          # points failing in a row, none fitting yet: the tune stops
 MIN_MARGIN = 0.05         # explore candidates predicted within this of the best measured
 CONFIRM = 2               # the best this many are measured again (successive halving)
 
@@ -297,7 +298,12 @@ class _State:
             if not self.cached(nxt) and self.cost(nxt) > self.left():
                 self.messages.append(f"the budget ended after {len(self.measured)} points")
                 return
-            self.measure(nxt, "explore")
+            r = self.measure(nxt, "explore")
+            failed = [x for x in self.measured.values() if x["status"] != "fits"]
+            if best is None and r["status"] != "fits" and len(failed) >= MAX_FAILURES:
+                self.messages.append(f"stopped: the first {len(failed)} points failed (the "
+                                     f"last: {r['error']}); fix that and run it again")
+                return
 
     def confirm(self) -> None:
         """The best ``CONFIRM`` measured, each measured again with another seed (while the
