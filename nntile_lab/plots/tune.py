@@ -1,8 +1,9 @@
 """``tune``'s figure: what it measured against what it predicted (from its candidates'
 table, ``tune.run.TuneResult.table``, or a tune record's ``results.candidates``).
 
-Left: measured against predicted step time for each measured candidate (the line: a perfect
-prediction; the order of measurement beside each point; ★ the chosen tiling). Right: every
+Left: measured against predicted step time for each measured candidate, as predicted just
+before it was measured (the line: a perfect prediction; the order of measurement beside each
+point; ★ the chosen tiling). Right: every
 candidate's predicted GFLOP/s, best first, with the measured ones' GFLOP/s over them — how
 far down the predicted ranking the measurements had to go.
 """
@@ -26,7 +27,8 @@ def figure(table: pd.DataFrame, axes, title: str | None = None) -> Figure:
     if not len(ran):
         return words(fig, "no candidate was measured")
     left, right = fig.subplots(1, 2)
-    pred_ms = ran["predicted_step_s"].astype(float) * 1e3
+    then = "predicted_then_s" if "predicted_then_s" in ran else "predicted_step_s"
+    pred_ms = ran[then].astype(float) * 1e3
     meas_ms = ran["measured_step_s"].astype(float) * 1e3
     best = ran.loc[meas_ms.idxmin()]
     left.scatter(pred_ms, meas_ms, color="tab:blue", zorder=3)
@@ -35,7 +37,7 @@ def figure(table: pd.DataFrame, axes, title: str | None = None) -> Figure:
                       textcoords="offset points", xytext=(4, 4), fontsize=7)
     lo, hi = float(min(pred_ms.min(), meas_ms.min())), float(max(pred_ms.max(), meas_ms.max()))
     left.plot([lo, hi], [lo, hi], color="gray", lw=1, ls="--", label="measured = predicted")
-    left.plot([best["predicted_step_s"] * 1e3], [best["measured_step_s"] * 1e3], "*", ms=16,
+    left.plot([best[then] * 1e3], [best["measured_step_s"] * 1e3], "*", ms=16,
               color="gold", mec="black", zorder=4, label=f"chosen: {_label(best, axes)}")
     left.set_xlabel("predicted step (ms)")
     left.set_ylabel("measured step (ms, median)")

@@ -4,14 +4,14 @@ StarPU keeps, per codelet and arch, the mean time of each footprint it has run (
 model: ``nntile_lab.perfmodels``); a tune must also price footprints nobody ran yet — the
 tiles of the candidates. So each codelet gets a small linear model over what a task does,
 
-    t(task) = latency + flops / rate + bytes / bandwidth        (µs, per codelet)
+    t(task) = latency + work / rate        (µs; work: FLOPs for a product, bytes otherwise)
 
 fitted (non-negative least squares, weighted by samples) to measured tasks: the durations in
-the traces of a tune's measured points, and StarPU's own history entries where a run
-recorded them. Before any measurement the model is the machine's roofline: the sgemm peak
-per worker for products, the memory bandwidth for the rest, and a latency per task
-(``prior``). A codelet measured at too few sizes to separate the terms keeps the prior's
-shape, scaled to its measured mean (``fit``).
+the traces of a tune's measured points, the same durations StarPU's history models average.
+Before any measurement the model is the machine's roofline: the sgemm peak per worker for
+products, a memory bandwidth for the rest, and a latency per task (``prior``). A codelet
+measured at sizes too alike to separate latency from rate keeps the prior's shape, scaled
+to its measured mean (``fit``).
 """
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ PRIOR_LATENCY_US = 8.0
 PRIOR_BANDWIDTH = 4_000.0
 # codelets whose time follows their FLOPs (the products); the rest follow their bytes
 COMPUTE_BOUND = ("gemm", "gemm16", "gemm_c16", "gemm_bf16", "softmax_gemm")
-MIN_SIZES = 3      # distinct task sizes a codelet needs before all three terms are fitted
+MIN_SIZES = 3      # distinct task sizes a codelet needs before its latency and rate are fitted
+MIN_SPAN = 4.0     # … spanning this ratio of its largest to its smallest
 
 
 @dataclass
@@ -86,24 +87,30 @@ class CostModel:
 
 
 def _fit_one(prior: Codelet, g: pd.DataFrame) -> Codelet:
+    """A codelet's model from its samples. Its work is its FLOPs (a product) or its bytes
+    (the rest): with sizes spanning ``MIN_SPAN``× or more, latency and rate are fitted
+    (non-negative least squares); with fewer, the prior's shape is scaled to meet the
+    measured mean — from one tiling's few sizes a free fit would extrapolate wildly to the
+    other candidates' tiles."""
     w = np.sqrt(g["count"].to_numpy(float))
     y = g["mean_us"].to_numpy(float)
-    X = np.column_stack([np.ones(len(g)), g["flops"].to_numpy(float),
-                         g["bytes"].to_numpy(float)])
+    flops, nbytes = g["flops"].to_numpy(float), g["bytes"].to_numpy(float)
+    compute = prior.per_flop > 0
+    x = flops if compute else nbytes
     n = int(g["count"].sum())
-    if len(g) >= MIN_SIZES:
-        coef = _nnls(X * w[:, None], y * w)
-        if coef is not None and np.isfinite(coef).all():
-            return Codelet(*coef, samples=n)
-    # too few sizes: the prior's shape, scaled so that it meets the measured mean
-    base = prior.time_us(g["flops"].to_numpy(float), g["bytes"].to_numpy(float))
+    if len(np.unique(x)) >= MIN_SIZES and x.min() > 0 and x.max() >= MIN_SPAN * x.min():
+        coef = _nnls(np.column_stack([np.ones(len(g)), x]) * w[:, None], y * w)
+        if coef is not None and np.isfinite(coef).all() and coef[1] > 0:
+            return Codelet(coef[0], coef[1] if compute else 0.0,
+                           0.0 if compute else coef[1], samples=n)
+    base = prior.time_us(flops, nbytes)
     scale = float(np.average(y, weights=w ** 2) / max(np.average(base, weights=w ** 2), 1e-9))
     return Codelet(prior.latency * scale, prior.per_flop * scale, prior.per_byte * scale,
                    samples=n)
 
 
 def _nnls(A: np.ndarray, b: np.ndarray) -> np.ndarray | None:
-    """Non-negative least squares by active sets over the 3 terms (8 subsets)."""
+    """Non-negative least squares by enumerating the active sets (few columns)."""
     best, best_err = None, np.inf
     cols = A.shape[1]
     scale = np.maximum(np.abs(A).max(axis=0), 1e-30)

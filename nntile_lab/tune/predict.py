@@ -25,6 +25,7 @@ from nntile_lab.tune import costs, graph
 # how long Python takes to submit one task before any measurement (µs: the op's tile loop,
 # cffi, starpu_task_submit); measured points replace it (``learn``)
 PRIOR_SUBMIT_US = 30.0
+HISTORY_WEIGHT = 10
 # the optimizer's codelets' FLOPs per element (kernels/codelets.py)
 OPTIMIZER_FLOPS = {"adamw": 17, "adam": 17, "sgd": 5, "sgd_momentum": 10}
 SUMSQ_FLOPS = 2
@@ -135,13 +136,26 @@ class Prediction:
 
 
 class Predictor:
-    """Predicts candidates' step times; ``learn`` from measured points refines it."""
+    """Predicts candidates' step times; ``learn`` from measured points refines it.
 
-    def __init__(self, prior_gflops: float):
+    ``history``: StarPU's saved per-codelet models (``perfmodels.history``: earlier
+    calibrated runs on this machine) — their entries of the CPU workers are the first
+    samples, each counted at most ``HISTORY_WEIGHT`` times (they were measured under other
+    conditions than this tune's points)."""
+
+    def __init__(self, prior_gflops: float, history: pd.DataFrame | None = None):
         self.model = costs.CostModel(prior_gflops)
         self.submit_us = PRIOR_SUBMIT_US
         self.scale = 1.0
         self.samples = pd.DataFrame(columns=["op", "flops", "bytes", "mean_us", "count"])
+        if history is not None and len(history):
+            h = history[(history["arch"] == "cpu") & history["flops"].notna()]
+            self.samples = pd.DataFrame({
+                "op": h["op"], "flops": h["flops"].astype(float),
+                "bytes": h["size_bytes"].astype(float), "mean_us": h["mean_us"],
+                "count": np.minimum(h["nsample"], HISTORY_WEIGHT)}).reset_index(drop=True)
+            if len(self.samples):
+                self.model = self.model.fit(self.samples)
         self._graphs: dict = {}
         self.pairs: list[tuple[float, float]] = []   # (replay µs, measured step s)
 

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from nntile_lab import sgemm_peak
+from nntile_lab import perfmodels, sgemm_peak
 from nntile_lab.engine import Store, measure_or_reuse, save_record
 from nntile_lab.errors import UsageError
 from nntile_lab.interrupts import Interrupted, check_stop, stoppable
@@ -118,13 +118,16 @@ def command_line(spec: ExperimentSpec, tiles) -> str:
 
 def tune(spec: ExperimentSpec, budget="3m", *, axes: dict | None = None, cache_dir=None,
          out=None, progress=True, stop=None, isolate: bool = True,
-         peak_gflops: float | None = None, timeout_s: float = POINT_TIMEOUT_S) -> TuneResult:
+         peak_gflops: float | None = None, timeout_s: float = POINT_TIMEOUT_S,
+         on_point=None) -> TuneResult:
     """Find the tiling of ``spec`` with the highest measured throughput within ``budget``
     (seconds, or "90s", "3m", "1h"; module docstring). ``axes``: tile field → values to
     try (one value fixes it; default the tuner's own grid, ``tune.space``). ``cache_dir``:
     the point store (default the sweep's). ``out``: where tune.json (the record) and
     tune.png go. ``progress``: a bar and a line per point on stderr. ``stop``: an event
     that ends it (as a kernel interrupt or a Stop button does); finished points are kept.
+    ``on_point(table)``: called after each measured point with the candidates' table so
+    far (a widget redraws predicted against measured from it).
 
     Bad input is one clear UsageError before any point: a budget too small for one point,
     no tiling that fits, nothing to vary."""
@@ -143,12 +146,13 @@ def tune(spec: ExperimentSpec, budget="3m", *, axes: dict | None = None, cache_d
         raise UsageError(f"no tiling of the {len(sp.candidates)} candidates fits: "
                          f"{pruned[0][1]} (raise the memory cap, or give smaller tiles)")
     peak = peak_gflops or sgemm_peak.gflops()
-    predictor = Predictor(peak / max(1, workers_of(spec)))
+    predictor = Predictor(peak / max(1, workers_of(spec)), history=perfmodels.history())
     preds = {s.key(): predictor.predict(s) for s in fits}
     store = Store(cache_dir)
     messages: list[str] = []
     state = _State(spec, sp, fits, preds, predictor, store, budget_s, t0, peak, timeout_s,
                    isolate, stop, messages, say)
+    state.pruned, state.on_point = pruned, on_point
     first = min(fits, key=lambda s: preds[s.key()].step_s)
     need = state.cost(first)
     if not state.cached(first) and need > budget_s - state.elapsed():
@@ -169,7 +173,7 @@ def tune(spec: ExperimentSpec, budget="3m", *, axes: dict | None = None, cache_d
                           "them") from None
     finally:
         bar.close()
-    return state.result(pruned, out)
+    return state.result(out)
 
 
 def _runnable(spec: ExperimentSpec) -> None:
@@ -200,6 +204,8 @@ class _State:
         self.first_pred: dict[str, float] = {k: p.step_s for k, p in preds.items()}
         self.start_s = START_S
         self.bar = None
+        self.pruned: list = []
+        self.on_point = None
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0
@@ -208,7 +214,9 @@ class _State:
         return self.budget_s - self.elapsed()
 
     def point(self, spec: ExperimentSpec):
-        return sweep_point(spec, timeout_s=self.timeout_s, peak_gflops=self.peak)
+        p = sweep_point(spec, timeout_s=self.timeout_s, peak_gflops=self.peak)
+        p.inputs["calibrate"] = True     # StarPU's models learn from it (not in the key)
+        return p
 
     def cached(self, spec: ExperimentSpec) -> bool:
         rec, _ = self.store.load(self.point(spec).key(), kind="sweep-point")
@@ -268,6 +276,8 @@ class _State:
                      + (" (cached)" if cached else ""))
         else:
             self.say(f"[{r['order']}] {self.sp.label(spec)}: {r['status']}: {r['error']}")
+        if self.on_point is not None:
+            self.on_point(self.table())
 
     def best(self) -> dict | None:
         ok = [r for r in self.measured.values() if r["status"] == "fits"]
@@ -338,7 +348,10 @@ class _State:
             return None
         return min(ok, key=lambda r: r.get("pooled_step_s") or r["step_time_s"])
 
-    def result(self, pruned, out) -> TuneResult:
+    def table(self) -> pd.DataFrame:
+        """Every candidate: its tiles, prediction (now, before any measurement, and for a
+        measured one when it was measured), the replay's bounds, and where measured, its
+        measurement; then the pruned ones."""
         rows = []
         for s in self.fits:
             r = self.measured.get(s.key())
@@ -350,19 +363,23 @@ class _State:
                 "critical_path_ms": p.critical_path_us * 1e-3,
                 "work_per_worker_ms": p.work_per_worker_us * 1e-3,
                 "submission_ms": p.submission_us * 1e-3, "tasks": p.tasks, "bound": p.bound,
-                "measured_step_s": None, "measured_gflops": None, "order": None,
-                "cached": None, "error": None}
+                "predicted_then_s": None, "measured_step_s": None, "measured_gflops": None,
+                "order": None, "cached": None, "error": None}
             if r is not None:
                 step = r.get("pooled_step_s") or r.get("step_time_s")
                 base |= {"status": r["status"], "measured_step_s": step,
+                         "predicted_then_s": r["predicted_step_s"],
                          "measured_gflops": None if step is None else
                          s.flops_per_step() / step / 1e9, "order": r["order"],
                          "cached": r["cached"], "error": r["error"]}
             rows.append(base)
-        for s, why in pruned:
+        for s, why in self.pruned:
             rows.append({a: getattr(s, a) for a in TILE_FIELDS} | {"status": "pruned",
                                                                   "error": why})
-        table = pd.DataFrame(rows)
+        return pd.DataFrame(rows)
+
+    def result(self, out) -> TuneResult:
+        table = self.table()
         best = self.chosen()
         spec = None if best is None else self.specs[best["spec_key"]]
         step = None if best is None else best.get("pooled_step_s") or best["step_time_s"]
