@@ -7,26 +7,29 @@ import pytest
 from nntile_lab.tune.costs import CostModel, samples_from_tasks
 
 
-def test_a_linear_codelet_model_is_recovered_from_noisy_samples():
+@pytest.mark.parametrize("op, work, rate", [("gemm", "flops", 20e3), ("gelu", "bytes", 5e3)])
+def test_a_codelets_latency_and_rate_are_recovered_from_noisy_samples(op, work, rate):
+    """A product's time follows its FLOPs, another codelet's its bytes: 12 µs + work/rate
+    (20 GFLOP/s, 5 GB/s) with 1 % noise, over sizes spanning 40×."""
     rng = np.random.default_rng(7)
-    # distinct sizes where the latency is a visible share of a task (1 % noise)
-    flops = rng.permutation(np.arange(1, 41)).astype(float) * 1e4
-    nbytes = rng.permutation(np.arange(1, 41)).astype(float) * 1e3
-    true = 12.0 + flops / 20e3 + nbytes / 5e3          # 12 µs, 20 GFLOP/s, 5 GB/s
-    noise = 1 + 0.01 * rng.standard_normal(40)
-    tasks = pd.DataFrame({"name": "gemm", "flops": np.repeat(flops, 3),
-                          "bytes": np.repeat(nbytes, 3),
-                          "duration_us": np.repeat(true * noise, 3)})
+    x = rng.permutation(np.arange(1, 41)).astype(float) * (1e4 if work == "flops" else 1e3)
+    other = np.full(40, 1e3)
+    true = 12.0 + x / rate
+    tasks = pd.DataFrame({"name": op, "flops": np.repeat(x if work == "flops" else other, 3),
+                          "bytes": np.repeat(other if work == "flops" else x, 3),
+                          "duration_us": np.repeat(true * (1 + 0.01 * rng.standard_normal(40)),
+                                                   3)})
     samples = samples_from_tasks(tasks)
     assert len(samples) == 40 and (samples["count"] == 3).all()
     m = CostModel(prior_gflops=100.0).fit(samples)
-    c = m.codelet("gemm")
+    c = m.codelet(op)
     assert c.latency == pytest.approx(12.0, rel=0.3)
-    assert 1e-3 / c.per_flop == pytest.approx(20.0, rel=0.03)
-    assert 1e-3 / c.per_byte == pytest.approx(5.0, rel=0.1)
-    got = m.time_us(["gemm"] * 40, flops, nbytes)
-    assert np.allclose(got, true, rtol=0.03)
-    assert list(m.table()["op"]) == ["gemm"] and m.table()["samples"].iloc[0] == 120
+    per = c.per_flop if work == "flops" else c.per_byte
+    assert 1 / per == pytest.approx(rate, rel=0.03)
+    assert (c.per_byte if work == "flops" else c.per_flop) == 0
+    flops, nbytes = (x, other) if work == "flops" else (other, x)
+    assert np.allclose(m.time_us([op] * 40, flops, nbytes), true, rtol=0.03)
+    assert list(m.table()["op"]) == [op] and m.table()["samples"].iloc[0] == 120
 
 
 def test_few_sizes_keep_the_priors_shape_scaled_to_the_measurement():
