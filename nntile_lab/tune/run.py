@@ -34,7 +34,7 @@ from tqdm.auto import tqdm
 from nntile_lab import perfmodels, sgemm_peak
 from nntile_lab.engine import Store, measure_or_reuse, save_record
 from nntile_lab.errors import UsageError
-from nntile_lab.interrupts import Interrupted, check_stop, stoppable
+from nntile_lab.interrupts import Interrupted, check_stop, running_kernel, stoppable
 from nntile_lab.jupyter_figure import save_figure
 from nntile_lab.plots.tune import figure
 from nntile_lab.spec import DEFAULTS, TILE_FIELDS, ExperimentSpec, spec_fields
@@ -184,9 +184,13 @@ def _runnable(spec: ExperimentSpec) -> None:
 
 
 def _say(progress):
+    """Where a line per point goes: ``progress`` if it is a stream, else stderr (the
+    command line's convention) — or, in a Jupyter kernel, stdout (stderr is the pink of
+    an error there)."""
     if not progress:
         return lambda line: None
-    stream = progress if hasattr(progress, "write") else sys.stderr
+    stream = progress if hasattr(progress, "write") else (
+        sys.stdout if running_kernel() is not None else sys.stderr)
     return lambda line: tqdm.write(line, file=stream)
 
 
