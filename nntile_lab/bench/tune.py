@@ -108,7 +108,8 @@ def run_setting(s: Setting, share: float = SHARE, progress=None) -> dict:
            "sweep_s": sweep_s, "tune_s": tune_s, "time_share": tune_s / sweep_s,
            "sweep_best": {a: best[a] for a in axes}, "sweep_best_gflops": float(best["gflops"]),
            "tune_choice": None, "tune_measured": int(res.table["measured_step_s"].notna().sum()),
-           "messages": res.messages, "candidates": res.table.to_dict("records")}
+           "messages": res.messages, "candidates": res.table.to_dict("records"),
+           "codelet_errors": res.codelet_errors().head(8).to_dict("records")}
     if res.best is None:
         return out | {"error": "tune measured no point"}
     choice = {a: getattr(res.best, a) for a in axes}

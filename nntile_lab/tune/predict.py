@@ -181,6 +181,14 @@ class Predictor:
                           train.submission_us + update.submission_us,
                           train.tasks + update.tasks, train.bound)
 
+    def per_codelet(self, spec: ExperimentSpec) -> pd.Series:
+        """Predicted µs per step of each codelet's tasks of ``spec`` (the models' prices,
+        before the replay: where a step's time goes, by codelet)."""
+        sg = self.graph(spec)
+        parts = [pd.Series(self.model.time_us(g.ops, g.flops, g.nbytes), index=list(g.ops))
+                 for g in (sg.train, sg.update)]
+        return pd.concat(parts).groupby(level=0).sum()
+
     def learn(self, spec: ExperimentSpec, tasks: pd.DataFrame, step_s: float) -> None:
         """A measured point: its trace's tasks (``Trace.tasks``) refit the codelets' models
         and the submission time; its measured step refits the scale."""

@@ -83,6 +83,19 @@ class TuneResult:
     budget_s: float
     messages: list = field(default_factory=list)
     files: dict = field(default_factory=dict)
+    # per measured point and codelet: µs per step predicted just before it, and measured
+    codelets: pd.DataFrame | None = None
+
+    def codelet_errors(self) -> pd.DataFrame:
+        """Per codelet, over the measured points: predicted and measured µs per step and
+        their ratio, the worst first — which codelet's model ranked badly."""
+        c = self.codelets
+        if c is None or not len(c):
+            return pd.DataFrame(columns=["op", "predicted_us", "measured_us", "ratio"])
+        g = c.groupby("op")[["predicted_us", "measured_us"]].sum().reset_index()
+        g["ratio"] = g["predicted_us"] / g["measured_us"].where(g["measured_us"] > 0)
+        g["off_us"] = (g["predicted_us"] - g["measured_us"]).abs()
+        return g.sort_values("off_us", ascending=False).reset_index(drop=True)
 
     def report(self) -> str:
         if self.best is None:
@@ -210,6 +223,8 @@ class _State:
         self.bar = None
         self.pruned: list = []
         self.on_point = None
+        # per measured point and codelet: µs per step predicted just before, and measured
+        self.codelet_errors: list[dict] = []
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0
@@ -262,6 +277,15 @@ class _State:
             except (OSError, ValueError) as exc:
                 self.messages.append(f"the trace of {self.sp.label(spec)} cannot be read "
                                      f"({exc}): its tasks do not refine the models")
+        if len(tasks) and "step" in tasks:   # where the models were wrong, by codelet
+            steps = max(1, tasks["step"].nunique())
+            got = tasks.groupby("name")["duration_us"].sum() / steps
+            want = self.predictor.per_codelet(spec)
+            for op in sorted(set(got.index) | set(want.index)):
+                self.codelet_errors.append({
+                    "point": self.sp.label(spec), "order": len(self.measured) + 1, "op": op,
+                    "predicted_us": float(want.get(op, 0.0)),
+                    "measured_us": float(got.get(op, 0.0))})
         self.predictor.learn(spec, tasks, step_s)
         for s in self.fits:   # re-rank every candidate with the refined models
             self.preds[s.key()] = self.predictor.predict(s)
@@ -391,7 +415,10 @@ class _State:
         res = TuneResult(spec, None if spec is None else spec.flops_per_step() / step / 1e9,
                          step, axes, table,
                          "" if spec is None else command_line(spec, axes), self.elapsed(),
-                         self.budget_s, self.messages)
+                         self.budget_s, self.messages,
+                         codelets=pd.DataFrame(self.codelet_errors,
+                                               columns=["point", "order", "op",
+                                                        "predicted_us", "measured_us"]))
         if out is not None:
             res.files = write(res, self.spec, self.predictor, out)
         return res
@@ -407,6 +434,7 @@ def write(res: TuneResult, base: ExperimentSpec, predictor, out) -> dict:
         "elapsed_s": res.elapsed_s, "budget_s": res.budget_s,
         "candidates": res.table.replace({np.nan: None}).to_dict("records"),
         "codelets": predictor.model.table().to_dict("records"),
+        "codelet_errors": res.codelet_errors().to_dict("records"),
         "submit_us": predictor.submit_us, "scale": predictor.scale},
         base=base.to_dict(), axes=res.axes, messages=res.messages)
     save_figure(figure(res.table, res.axes, title=f"tune: {len(res.table)} candidates"),
