@@ -75,3 +75,97 @@ def test_calibrate_refuses_zero_steps():
     from nntile_lab.spec import ExperimentSpec
     with pytest.raises(ValueError, match="steps=0 must be ≥ 1"):
         perfmodels.calibrate(ExperimentSpec(), steps=0)
+
+
+MODEL_FILE = """##################
+# Performance Model Version
+45
+
+####################
+# COMBs
+# number of combinations
+2
+####################
+# COMB_0
+# number of types devices
+1
+####################
+# DEV_0
+# device type (CPU - 0, CUDA - 1, OPENCL - 2, MIC - 3, MPI_MS - 5)
+2
+####################
+# DEV_0
+# device id 
+0
+####################
+# DEV_0
+# number of cores 
+1
+##########
+# number of implementations
+1
+#####
+# Model for opencl0_impl0 (Comb0)
+# number of entries
+1
+# sumlnx	sumlnx2		sumlny		sumlnxlny	alpha		beta		n	minx		maxx
+0.000000e+00   	0.000000e+00   	0.000000e+00   	0.000000e+00   	nan            	nan            	0	0              	0              
+# a		b		c
+nan            	nan            	nan            
+# not multiple-regression-base
+0
+# hash		size		flops		mean (us)	dev (us)	sum		sum2		n
+2a817786	327680         	8.388608e+06   	3.535745e+02   	4.462316e+01   	8.379716e+04   	3.010046e+07   	237
+
+####################
+# COMB_1
+# number of types devices
+1
+####################
+# DEV_0
+# device type (CPU - 0, CUDA - 1, OPENCL - 2, MIC - 3, MPI_MS - 5)
+0
+####################
+# DEV_0
+# device id 
+0
+####################
+# DEV_0
+# number of cores 
+1
+##########
+# number of implementations
+1
+#####
+# Model for cpu0_impl0 (Comb1)
+# number of entries
+2
+# sumlnx	sumlnx2		sumlny		sumlnxlny	alpha		beta		n	minx		maxx
+0.000000e+00   	0.000000e+00   	0.000000e+00   	0.000000e+00   	nan            	nan            	0	0              	0              
+# a		b		c
+nan            	nan            	nan            
+# not multiple-regression-base
+0
+# hash		size		flops		mean (us)	dev (us)	sum		sum2		n
+3506941a	81920          	1.048576e+06   	1.712960e+01   	2.477866e+00   	8.564800e+01   	1.497700e+03   	5
+5dabbadf	327680         	nan            	7.325368e+02   	1.532957e+02   	4.168135e+05   	3.187025e+08   	569
+"""
+
+
+def test_history_reads_the_models_starpu_saved_without_starpu(tmp_path):
+    """StarPU 1.3's model files (format 45): one row per entry of a single-device arch, with
+    the FLOPs the tasks carried (NaN where none); other hosts' files and broken ones are
+    left out."""
+    (tmp_path / "nl_gemm.box").write_text(MODEL_FILE)
+    (tmp_path / "nl_gemm.other").write_text(MODEL_FILE)
+    (tmp_path / "nl_fill.box").write_text(MODEL_FILE[:300])      # cut short
+    h = perfmodels.history(tmp_path, hostname="box")
+    assert list(h["op"].unique()) == ["gemm"] and len(h) == 3
+    cpu = h[h["arch"] == "cpu"].sort_values("size_bytes")
+    assert list(cpu["size_bytes"]) == [81920, 327680] and list(cpu["nsample"]) == [5, 569]
+    assert cpu["mean_us"].iloc[0] == pytest.approx(17.1296)
+    assert cpu["flops"].iloc[0] == 1048576 and cpu["flops"].isna().iloc[1]
+    assert cpu["footprint"].iloc[0] == 0x3506941a
+    ocl = h[h["arch"] == "opencl"].iloc[0]
+    assert (ocl["size_bytes"], ocl["nsample"], ocl["flops"]) == (327680, 237, 8388608)
+    assert perfmodels.history(tmp_path / "none", hostname="box").empty
