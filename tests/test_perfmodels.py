@@ -1,5 +1,7 @@
 """What the performance models learned (``nntile_lab.perfmodels``): live entries per op
 and arch agree with the tasks' own traced times; ``per_arch`` compares like with like."""
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -77,79 +79,8 @@ def test_calibrate_refuses_zero_steps():
         perfmodels.calibrate(ExperimentSpec(), steps=0)
 
 
-MODEL_FILE = """##################
-# Performance Model Version
-45
-
-####################
-# COMBs
-# number of combinations
-2
-####################
-# COMB_0
-# number of types devices
-1
-####################
-# DEV_0
-# device type (CPU - 0, CUDA - 1, OPENCL - 2, MIC - 3, MPI_MS - 5)
-2
-####################
-# DEV_0
-# device id 
-0
-####################
-# DEV_0
-# number of cores 
-1
-##########
-# number of implementations
-1
-#####
-# Model for opencl0_impl0 (Comb0)
-# number of entries
-1
-# sumlnx	sumlnx2		sumlny		sumlnxlny	alpha		beta		n	minx		maxx
-0.000000e+00   	0.000000e+00   	0.000000e+00   	0.000000e+00   	nan            	nan            	0	0              	0              
-# a		b		c
-nan            	nan            	nan            
-# not multiple-regression-base
-0
-# hash		size		flops		mean (us)	dev (us)	sum		sum2		n
-2a817786	327680         	8.388608e+06   	3.535745e+02   	4.462316e+01   	8.379716e+04   	3.010046e+07   	237
-
-####################
-# COMB_1
-# number of types devices
-1
-####################
-# DEV_0
-# device type (CPU - 0, CUDA - 1, OPENCL - 2, MIC - 3, MPI_MS - 5)
-0
-####################
-# DEV_0
-# device id 
-0
-####################
-# DEV_0
-# number of cores 
-1
-##########
-# number of implementations
-1
-#####
-# Model for cpu0_impl0 (Comb1)
-# number of entries
-2
-# sumlnx	sumlnx2		sumlny		sumlnxlny	alpha		beta		n	minx		maxx
-0.000000e+00   	0.000000e+00   	0.000000e+00   	0.000000e+00   	nan            	nan            	0	0              	0              
-# a		b		c
-nan            	nan            	nan            
-# not multiple-regression-base
-0
-# hash		size		flops		mean (us)	dev (us)	sum		sum2		n
-3506941a	81920          	1.048576e+06   	1.712960e+01   	2.477866e+00   	8.564800e+01   	1.497700e+03   	5
-5dabbadf	327680         	nan            	7.325368e+02   	1.532957e+02   	4.168135e+05   	3.187025e+08   	569
-"""
+# a model file as StarPU 1.3 writes it (format 45): an OpenCL and a CPU combination
+MODEL_FILE = (Path(__file__).parent / "starpu_model_v45.txt").read_text()
 
 
 def test_history_reads_the_models_starpu_saved_without_starpu(tmp_path):
