@@ -215,6 +215,8 @@ def register_cli(subparsers) -> None:
                     help="tune's budget as a share of the sweep's wall time "
                     "(default %(default)s)")
     tu.add_argument("--out", metavar="DIR", help="write bench_tune.md and bench_tune.json here")
+    tu.add_argument("--smoke", action="store_true", help="each setting on a tiny model and a "
+                    "2×2 grid: the code path in minutes, no result")
     tu.add_argument("--json", action="store_true", help="print one JSON object")
     tu.set_defaults(func=_tune)
 
@@ -533,7 +535,8 @@ def _tune(args) -> int:
     if args.out:
         writable_dir(args.out, "--out")
     res = tune_bench.run(names, args.share,
-                         progress=lambda m: print(m, file=sys.stderr, flush=True))
+                         progress=lambda m: print(m, file=sys.stderr, flush=True),
+                         smoke=args.smoke)
     paths = tune_bench.write(res, args.out) if args.out else {}
     if args.json:
         print(json.dumps(json_safe(res | {"files": paths}), default=str))

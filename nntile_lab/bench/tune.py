@@ -35,60 +35,75 @@ class Setting:
     base: ExperimentSpec
     axes: dict
     says: str
+    out_of_core: bool = False    # StarPU's RAM capped at half the planned peak, a disk node
 
 
 def _main(**kw) -> ExperimentSpec:
     return DEFAULTS.replace(warmup_steps=1, measure_steps=2, **kw)
 
 
-def _out_of_core(spec: ExperimentSpec, fraction: float = 0.5) -> ExperimentSpec:
-    """``spec`` with StarPU's RAM capped at ``fraction`` of its planned peak (the largest
-    tiles of the grid: every candidate must go to disk) and a disk node."""
-    peak = memory.estimate(spec).peak_bytes
-    return spec.replace(memory_limit_mb=max(64, int(peak * fraction) >> 20),
-                        ooc_dir=tempfile.mkdtemp(prefix="nntile_lab_tune_ooc_"),
+def _out_of_core(spec: ExperimentSpec, axes: dict, ooc_dir: str,
+                 fraction: float = 0.5) -> ExperimentSpec:
+    """``spec`` with StarPU's RAM capped at ``fraction`` of the smallest planned peak of the
+    grid (every candidate goes to disk) and a disk node in ``ooc_dir``."""
+    peak = min(memory.estimate(p).peak_bytes for p in sweep.grid(spec, **axes)
+               if isinstance(p, ExperimentSpec))
+    return spec.replace(memory_limit_mb=max(16, int(peak * fraction) >> 20), ooc_dir=ooc_dir,
                         ooc_size_mb=max(256, 4 * peak >> 20))
 
 
+NAMES = ("main job", "n_embd 1024", "main job out of core", "CPU + OpenCL", "GPT-2 L8 E384")
 MAIN_AXES = {"batch_tile": [2, 4, 8], "inner_tile": [256, 512, 1024],
              "vocab_tile": [4096, 8192, 16384, 50257]}
+# --smoke: the same five settings on models that measure in seconds (the code path, for CI)
+SMOKE = dict(n_layer=1, n_head=2, n_embd=64, vocab_size=2048, seq_len=32, batch=4)
+SMOKE_AXES = {"batch_tile": [2, 4], "vocab_tile": [512, 2048]}
 
 
-NAMES = ("main job", "n_embd 1024", "main job out of core", "CPU + OpenCL", "GPT-2 L8 E384")
-
-
-def settings(names=None) -> list[Setting]:
-    """The five settings of the target (module docstring), or those in ``names``."""
+def settings(names=None, smoke: bool = False) -> list[Setting]:
+    """The five settings of the target (module docstring), or those in ``names``; ``smoke``:
+    each on a tiny model and a 2×2 grid."""
+    if smoke:
+        out = [Setting(n, _main(**SMOKE, **kw), SMOKE_AXES, f"smoke: {n}", ooc)
+               for n, kw, ooc in (("main job", {}, False),
+                                  ("n_embd 1024", {"n_embd": 128, "n_head": 4}, False),
+                                  ("main job out of core", {"vocab_size": 50257}, True),
+                                  ("CPU + OpenCL", {"ncpu": 1, "nopencl": 1}, False),
+                                  ("GPT-2 L8 E384", {"n_layer": 2}, False))]
+    else:
+        out = [
+            Setting("main job", _main(), MAIN_AXES, "L4 E256 T128 B8 V50257"),
+            Setting("n_embd 1024", _main(n_embd=1024, n_head=16),
+                    {"batch_tile": [2, 4, 8], "inner_tile": [512, 1024, 2048, 4096],
+                     "head_tile": [4, 8, 16]}, "L4 E1024 H16 T128 B8 V50257"),
+            Setting("main job out of core", _main(),
+                    {"batch_tile": [2, 4, 8], "inner_tile": [256, 512, 1024],
+                     "vocab_tile": [4096, 8192, 16384]},
+                    "the main job, StarPU's RAM capped at half its planned peak, a disk node",
+                    out_of_core=True),
+            Setting("CPU + OpenCL", _main(ncpu=1, nopencl=1),
+                    {"batch_tile": [2, 4, 8], "inner_tile": [256, 512, 1024],
+                     "vocab_tile": [4096, 8192, 16384]},
+                    "the main job on one CPU worker and one OpenCL worker (PoCL)"),
+            Setting("GPT-2 L8 E384", _main(n_layer=8, n_embd=384, n_head=6, seq_len=256,
+                                           batch=4),
+                    {"batch_tile": [1, 2, 4], "inner_tile": [384, 768, 1536],
+                     "head_tile": [1, 2, 3, 6]}, "a second GPT-2 shape: L8 E384 H6 T256 B4"),
+        ]
     names = NAMES if names is None else names
-    out = [
-        Setting("main job", _main(), MAIN_AXES, "L4 E256 T128 B8 V50257"),
-        Setting("n_embd 1024", _main(n_embd=1024, n_head=16),
-                {"batch_tile": [2, 4, 8], "inner_tile": [512, 1024, 2048, 4096],
-                 "head_tile": [4, 8, 16]}, "L4 E1024 H16 T128 B8 V50257"),
-        Setting("main job out of core", _out_of_core(_main()) if "main job out of core"
-                in names else _main(),
-                {"batch_tile": [2, 4, 8], "inner_tile": [256, 512, 1024],
-                 "vocab_tile": [4096, 8192, 16384]},
-                "the main job, StarPU's RAM capped at half its planned peak, a disk node"),
-        Setting("CPU + OpenCL", _main(ncpu=1, nopencl=1),
-                {"batch_tile": [2, 4, 8], "inner_tile": [256, 512, 1024],
-                 "vocab_tile": [4096, 8192, 16384]},
-                "the main job on one CPU worker and one OpenCL worker (PoCL)"),
-        Setting("GPT-2 L8 E384", _main(n_layer=8, n_embd=384, n_head=6, seq_len=256,
-                                       batch=4),
-                {"batch_tile": [1, 2, 4], "inner_tile": [384, 768, 1536],
-                 "head_tile": [1, 2, 3, 6]}, "a second GPT-2 shape: L8 E384 H6 T256 B4"),
-    ]
     return [s for s in out if s.name in names]
 
 
 def run_setting(s: Setting, share: float = SHARE, progress=None) -> dict:
     """The sweep and the tune of one setting, measured one after the other in this run."""
     say = progress or (lambda line: None)
-    # the grid is exactly the setting's axes: every other tile stays the base's
-    axes = {f: [getattr(s.base, f)] for f in TILE_FIELDS} | s.axes
-    grid = sweep.grid(s.base, **s.axes)
     with tempfile.TemporaryDirectory(prefix="nl-bench-tune-") as tmp:
+        if s.out_of_core:
+            Path(tmp, "ooc").mkdir()
+        base = _out_of_core(s.base, s.axes, f"{tmp}/ooc") if s.out_of_core else s.base
+        # the grid is exactly the setting's axes: every other tile stays the base's
+        axes = {f: [getattr(base, f)] for f in TILE_FIELDS} | s.axes
+        grid = sweep.grid(base, **s.axes)
         t0 = time.perf_counter()
         df = sweep.run(grid, f"{tmp}/sweep", progress=False, keep_traces=False)
         sweep_s = time.perf_counter() - t0
@@ -100,7 +115,7 @@ def run_setting(s: Setting, share: float = SHARE, progress=None) -> dict:
         say(f"{s.name}: sweep of {len(df)} points in {sweep_s:.0f} s, best "
             f"{best['gflops']:.1f} GFLOP/s")
         t0 = time.perf_counter()
-        res = tune(s.base, sweep_s * share, axes=axes, cache_dir=f"{tmp}/tune",
+        res = tune(base, sweep_s * share, axes=axes, cache_dir=f"{tmp}/tune",
                    progress=False)
         tune_s = time.perf_counter() - t0
     axes = list(s.axes)
@@ -109,7 +124,9 @@ def run_setting(s: Setting, share: float = SHARE, progress=None) -> dict:
            "sweep_best": {a: best[a] for a in axes}, "sweep_best_gflops": float(best["gflops"]),
            "tune_choice": None, "tune_measured": int(res.table["measured_step_s"].notna().sum()),
            "messages": res.messages, "candidates": res.table.to_dict("records"),
-           "codelet_errors": res.codelet_errors().head(8).to_dict("records")}
+           "codelet_errors": res.codelet_errors().head(8).to_dict("records"),
+           "sweep": df[[*axes, "status", "gflops", "step_time_s", "step_time_min_s",
+                        "step_time_max_s", "error"]].to_dict("records")}
     if res.best is None:
         return out | {"error": "tune measured no point"}
     choice = {a: getattr(res.best, a) for a in axes}
@@ -125,9 +142,9 @@ def run_setting(s: Setting, share: float = SHARE, progress=None) -> dict:
     return out
 
 
-def run(names=None, share: float = SHARE, progress=None) -> dict:
+def run(names=None, share: float = SHARE, progress=None, smoke: bool = False) -> dict:
     """Every setting (or those in ``names``): one row each."""
-    rows = [run_setting(s, share, progress) for s in settings(names)]
+    rows = [run_setting(s, share, progress) for s in settings(names, smoke)]
     return {"share": share, "target": TARGET, "rows": rows,
             "met": all(r.get("met") for r in rows)}
 

@@ -28,6 +28,7 @@ PRIOR_BANDWIDTH = 4_000.0
 COMPUTE_BOUND = ("gemm", "gemm16", "gemm_c16", "gemm_bf16", "softmax_gemm")
 MIN_SIZES = 3      # distinct task sizes a codelet needs before its latency and rate are fitted
 MIN_SPAN = 4.0     # … spanning this ratio of its largest to its smallest
+EXACT_COUNT = 3    # samples of one exact task size before its own mean prices it
 
 
 @dataclass
@@ -46,10 +47,15 @@ class Codelet:
 
 @dataclass
 class CostModel:
-    """Per-codelet models; a codelet not seen yet takes the prior for its kind."""
+    """Per-codelet models; a codelet not seen yet takes the prior for its kind. A task
+    whose exact size (codelet, FLOPs, bytes) was measured ``EXACT_COUNT`` times or more takes
+    that size's measured mean — StarPU's history model, per footprint — and the fitted line
+    prices the sizes nobody ran (where a product's efficiency on a given tile shape is
+    what the line cannot know)."""
 
     prior_gflops: float                 # the sgemm rate of one worker (GFLOP/s)
     codelets: dict = field(default_factory=dict)
+    exact: dict = field(default_factory=dict)   # (op, flops, bytes) → mean µs
 
     def prior(self, op: str) -> Codelet:
         rate = self.prior_gflops * 1e3            # FLOP per µs
@@ -67,14 +73,22 @@ class CostModel:
         for op in np.unique(ops):
             at = ops == op
             out[at] = self.codelet(str(op)).time_us(flops[at], nbytes[at])
+        if self.exact:
+            for k, (op, f, b) in enumerate(zip(ops, flops, nbytes)):
+                hit = self.exact.get((str(op), float(f), float(b)))
+                if hit is not None:
+                    out[k] = hit
         return out
 
     def fit(self, samples: pd.DataFrame) -> CostModel:
         """A model fitted to ``samples`` (columns op, flops, bytes, mean_us, count: one row
         per distinct task size of a codelet); codelets without samples keep theirs."""
-        out = CostModel(self.prior_gflops, dict(self.codelets))
+        out = CostModel(self.prior_gflops, dict(self.codelets), dict(self.exact))
         for op, g in samples.groupby("op"):
             out.codelets[op] = _fit_one(self.prior(op), g)
+        many = samples[samples["count"] >= EXACT_COUNT]
+        out.exact.update({(str(o), float(f), float(b)): float(m) for o, f, b, m in
+                          zip(many["op"], many["flops"], many["bytes"], many["mean_us"])})
         return out
 
     def table(self) -> pd.DataFrame:
