@@ -64,7 +64,7 @@ def settings(names=None, smoke: bool = False) -> list[Setting]:
     """The five settings of the target (module docstring), or those in ``names``; ``smoke``:
     each on a tiny model and a 2×2 grid."""
     if smoke:
-        out = [Setting(n, _main(**SMOKE, **kw), SMOKE_AXES, f"smoke: {n}", ooc)
+        out = [Setting(n, _main(**(SMOKE | kw)), SMOKE_AXES, f"smoke: {n}", ooc)
                for n, kw, ooc in (("main job", {}, False),
                                   ("n_embd 1024", {"n_embd": 128, "n_head": 4}, False),
                                   ("main job out of core", {"vocab_size": 50257}, True),
