@@ -49,6 +49,7 @@ MIN_POINTS = 3            # measured before exploration may stop on the predicti
 MAX_FAILURES = 3          # points failing in a row, none fitting yet: the tune stops
 MIN_MARGIN = 0.05         # explore candidates predicted within this of the best measured
 CONFIRM = 2               # the best this many are measured again (successive halving)
+SAFETY = 1.25             # a point starts only if the budget left pays this × its estimate
 
 
 def parse_budget(budget) -> float:
@@ -333,7 +334,7 @@ class _State:
                                      f"{best['step_time_s'] * 1e3:.0f} ms by more than the "
                                      f"predictions' error ({self.margin():.0%})")
                 return
-            if not self.cached(nxt) and self.cost(nxt) > self.left():
+            if not self.cached(nxt) and SAFETY * self.cost(nxt) > self.left():
                 self.messages.append(f"the budget ended after {len(self.measured)} points")
                 return
             r = self.measure(nxt, "explore")
@@ -355,7 +356,7 @@ class _State:
             spec = self.specs[r["spec_key"]]
             twin = spec.replace(seed=spec.seed + 1)
             self.preds.setdefault(twin.key(), self.preds[spec.key()])
-            if not self.cached(twin) and self.cost(twin) > self.left():
+            if not self.cached(twin) and SAFETY * self.cost(twin) > self.left():
                 return
             again.append((r, twin))
         for r, twin in again:
