@@ -112,6 +112,8 @@ void nl_mpi_flush(int64_t n, starpu_data_handle_t *handles);
 int nl_mpi_wait_for_all(void);
 int nl_mpi_barrier(void);
 void nl_mpi_abort(int code);
+void nl_mpi_comm_bytes(int64_t *out);
+int nl_mpi_gather_rows(int64_t n, const int64_t *mine, int64_t *all, int64_t first_tag);
 /* Kernel benchmark (kernels/bench.c; nl_call_op is generated from the codelet table) */
 int nl_call_op(int op, void **p, const double *a);
 double nl_time_op(int op, void **p, const double *a, int64_t calls);

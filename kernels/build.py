@@ -17,6 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import codegen  # noqa: E402
 import cuda_build  # noqa: E402
+import formulas  # noqa: E402
 
 # the variant table is the package's (pure Python, no extension needed to read it)
 sys.path.insert(0, os.path.dirname(HERE))
@@ -115,6 +116,10 @@ def _read(name):
 # against its row in the table (generated, not committed)
 with open(os.path.join(HERE, "cpu", "prototypes.h"), "w") as f:
     f.write(codegen.generate_prototypes())
+# the C kernels of the table's formula rows (generated, not committed; their OpenCL
+# kernels go into the program's source, their CUDA ones into cuda/formulas.cu)
+with open(os.path.join(HERE, "cpu", "formulas.c"), "w") as f:
+    f.write(formulas.c_file(codegen.CODELETS))
 
 # the element-wise ops' Python tile loops, from the same table, into the package (not
 # committed): an installed wheel carries them, kernels/ need not be importable there
@@ -142,10 +147,9 @@ try:
 except ValueError as exc:
     raise SystemExit(str(exc)) from exc
 cflags = _pkg_config("--cflags")
-# kernels/cuda/prototypes.h, from the table: the .cu files and the codelets' CUDA glue
-# include it (generated, not committed)
-with open(os.path.join(HERE, "cuda", "prototypes.h"), "w") as f:
-    f.write(codegen.generate_cuda_prototypes())
+# kernels/cuda/prototypes.h and formulas.cu, from the table: the .cu files and the
+# codelets' CUDA glue include the first (generated, not committed)
+cuda_build.write_generated()
 cuda = _cuda_objects() if cuda_build.starpu_has_cuda(cflags) else None
 mpi = _mpi_flags()
 opencl = _opencl_flags()

@@ -5,7 +5,9 @@ import os
 import re
 import textwrap
 
+import formulas
 from codelets import CODELETS
+from formulas import TableError
 
 C_TYPES = {"i64": "int64_t", "i32": "int32_t", "f32": "float"}
 # bf16 tiles hold the upper 16 bits of an IEEE float32 (kernels/cpu/bf16.c)
@@ -275,12 +277,18 @@ def _direct_switch():
 
 
 def opencl_source():
-    """Every kernels/opencl/*.clh file (helpers the kernels share), then every *.cl file,
-    each in name order: the one program the runtime compiles for each OpenCL device."""
-    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "opencl")
+    """kernels/formula.h (what formulas call), every kernels/opencl/*.clh file (helpers
+    the kernels share), the kernels generated from the table's formulas, then every *.cl
+    file, each in name order: the one program the runtime compiles for each OpenCL
+    device."""
+    here = os.path.dirname(os.path.abspath(__file__))
     parts = []
-    for path in (sorted(glob.glob(os.path.join(here, "*.clh")))
-                 + sorted(glob.glob(os.path.join(here, "*.cl")))):
+    for path in ([os.path.join(here, "formula.h")]
+                 + sorted(glob.glob(os.path.join(here, "opencl", "*.clh")))):
+        with open(path, encoding="utf-8") as f:
+            parts.append(f"/* {os.path.basename(path)} */\n" + f.read())
+    parts.append(formulas.opencl_kernels(CODELETS))
+    for path in sorted(glob.glob(os.path.join(here, "opencl", "*.cl"))):
         with open(path, encoding="utf-8") as f:
             parts.append(f"/* {os.path.basename(path)} */\n" + f.read())
     return "\n".join(parts)
@@ -364,10 +372,6 @@ def generate_cdef():
 
 
 # ---- the Python tile loops of the element-wise family --------------------------------
-
-class TableError(ValueError):
-    """A row of the codelet table that the generator cannot turn into a Python op."""
-
 
 def _py_params(row):
     """The row's ``py`` signature as (op name, [(parameter, default text or None)])."""

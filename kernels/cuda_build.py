@@ -152,20 +152,24 @@ def _run(cmd):
     return done
 
 
-def write_prototypes():
-    """kernels/cuda/prototypes.h from the codelet table (as build.py writes cpu/'s)."""
+def write_generated():
+    """kernels/cuda/prototypes.h and formulas.cu (the kernels of the table's formula rows)
+    from the codelet table, as build.py writes cpu/'s."""
     sys.path.insert(0, HERE)
     import codegen
-    path = os.path.join(CUDA_DIR, "prototypes.h")
-    with open(path + ".tmp", "w") as f:
-        f.write(codegen.generate_cuda_prototypes())
-    os.replace(path + ".tmp", path)
+    import formulas
+    for name, text in (("prototypes.h", codegen.generate_cuda_prototypes()),
+                       ("formulas.cu", formulas.cuda_file(codegen.CODELETS))):
+        path = os.path.join(CUDA_DIR, name)
+        with open(path + ".tmp", "w") as f:
+            f.write(text)
+        os.replace(path + ".tmp", path)
 
 
 def compile_objects(out_dir, archs=DEFAULT_ARCHS, jobs=2):
     """Every kernels/cuda/*.cu into out_dir/<name>.o, for each of archs (SASS each, plus
     PTX of the last for newer GPUs). Returns the object paths."""
-    write_prototypes()
+    write_generated()
     nvcc, incs, _ = cuda_paths()
     gencode = []
     for arch in archs:
@@ -210,7 +214,7 @@ def build_emulation(out_dir):
     out_dir/libnl_cuda_emulated.so, with ``nl_cu_call_op`` to call each cuda="kernel" row by
     op id: tests/kernels/test_cuda_emulated.py runs them against the C kernels. cuBLAS's
     rows (gemm.cu) are left out. Returns the path."""
-    write_prototypes()
+    write_generated()
     sys.path.insert(0, HERE)
     import codegen
     os.makedirs(out_dir, exist_ok=True)

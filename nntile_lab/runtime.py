@@ -103,15 +103,21 @@ def cuda_devices() -> int:
 WHERE = {"any": 0, "cpu": lib.STARPU_CPU, "opencl": lib.STARPU_OPENCL, "cuda": lib.STARPU_CUDA}
 
 
-def opencl_tasks_in_flight() -> int:
-    """How many tasks' tiles an OpenCL worker may hold on its device at once: StarPU submits
-    ``STARPU_OPENCL_PIPELINE`` tasks ahead (default 2) and fetches their tiles while one
-    runs. A task needing the whole cap then livelocks (checked on PoCL: 16 MiB of tiles under
-    a 16 MiB cap hung, under 32 MiB it ran), so each task must fit in cap / this."""
+def device_tasks_in_flight(kind: str = "opencl") -> int:
+    """How many tasks' tiles an accelerator worker (``kind`` "opencl" or "cuda") may hold on
+    its device at once: StarPU submits ``STARPU_OPENCL_PIPELINE`` / ``STARPU_CUDA_PIPELINE``
+    tasks ahead (default 2 for both) and fetches their tiles while one runs. A task needing
+    the whole cap then livelocks (checked on PoCL: 16 MiB of tiles under a 16 MiB cap hung,
+    under 32 MiB it ran), so each task must fit in cap / this."""
     try:
-        return max(1, int(os.environ.get("STARPU_OPENCL_PIPELINE", "2")))
+        return max(1, int(os.environ.get(f"STARPU_{kind.upper()}_PIPELINE", "2")))
     except ValueError:
         return 2
+
+
+def opencl_tasks_in_flight() -> int:
+    """``device_tasks_in_flight("opencl")``."""
+    return device_tasks_in_flight("opencl")
 
 
 def check_scheduler(name: str) -> None:
@@ -158,7 +164,10 @@ class Runtime:
     inside on them only (docs/accelerators.md).
     ``ncuda``: CUDA workers, one per GPU, each with its own memory node; needs a StarPU
     built with CUDA (scripts/build_starpu_cuda.sh; Debian's has none: ``CudaUnavailable``).
-    ``with rt.on("cuda"):`` confines tasks to them.
+    ``with rt.on("cuda"):`` confines tasks to them. ``cuda_memory_limit_mb`` caps what
+    StarPU allocates on each GPU (StarPU's ``STARPU_LIMIT_CUDA_MEM``; None: 90 % of the
+    GPU's memory, StarPU's default): tiles beyond it are evicted to RAM, the paper's "small
+    GPU, RAM as its overflow".
     """
 
     OOC_BACKENDS = ("o_direct", "unistd")
@@ -173,7 +182,8 @@ class Runtime:
                  ooc_backend: str = "o_direct", priorities: bool | None = DEFAULTS.priorities,
                  hints: str | None = DEFAULTS.hints, buffer_cache_mb: int | None = None,
                  nopencl: int = 0, opencl_memory_limit_mb: int | None = None,
-                 ncuda: int = 0, stall_timeout_s: float | None = 30.0):
+                 ncuda: int = 0, cuda_memory_limit_mb: int | None = None,
+                 stall_timeout_s: float | None = 30.0):
         valid = scheduler_names()
         if scheduler not in valid:
             raise ValueError(f"unknown scheduler {scheduler!r}; valid ones: {', '.join(valid)}")
@@ -198,11 +208,13 @@ class Runtime:
         self._opencl_env = _opencl_env(nopencl, opencl_memory_limit_mb)
         if nopencl and ooc_dir is not None:
             raise ValueError(f"ooc_dir={ooc_dir!r} with nopencl={nopencl}: {OPENCL_WITH_DISK}")
+        _check_cuda_limit(ncuda, cuda_memory_limit_mb)
+        if ncuda and nopencl and scheduler == "heteroprio":
+            raise ValueError(f"scheduler='heteroprio' with nopencl={nopencl} and ncuda={ncuda}: "
+                             "its bucket layout (kernels/runtime/heteroprio.c) has one class "
+                             "for one kind of accelerator; give OpenCL or CUDA workers, not "
+                             "both, or use dmda, dmdas, eager or lws")
         _check_ncuda(ncuda)
-        if ncuda and scheduler == "heteroprio":
-            raise ValueError("scheduler='heteroprio' with ncuda ≥ 1: its bucket layout "
-                             "(kernels/runtime/heteroprio.c) covers CPU and OpenCL workers "
-                             "only; use dmda, dmdas, eager or lws with CUDA workers")
         if buffer_cache_mb is not None and (not isinstance(buffer_cache_mb, int)
                                             or isinstance(buffer_cache_mb, bool)
                                             or buffer_cache_mb < 0):
@@ -224,7 +236,7 @@ class Runtime:
         self.priorities = True if priorities is None else bool(priorities)
         self.scheduler, self.ncpu = scheduler, ncpu
         self.nopencl, self.opencl_memory_limit_mb = nopencl, opencl_memory_limit_mb
-        self.ncuda = ncuda
+        self.ncuda, self.cuda_memory_limit_mb = ncuda, cuda_memory_limit_mb
         self.memory_limit_mb, self.ooc_dir, self.ooc_size_mb = memory_limit_mb, ooc_dir, ooc_size_mb
         self.profiling = profiling
         self.alive = False
@@ -243,6 +255,8 @@ class Runtime:
         env = {"STARPU_LIMIT_CPU_MEM": None if self.memory_limit_mb is None
                else str(self.memory_limit_mb),
                "STARPU_DISK_SWAP": None, "STARPU_SILENT": os.environ.get("STARPU_SILENT", "1"),
+               "STARPU_LIMIT_CUDA_MEM": None if self.cuda_memory_limit_mb is None
+               else str(self.cuda_memory_limit_mb),
                **self._opencl_env}
         saved = {k: os.environ.get(k) for k in env}
         with deferred_interrupts():   # StarPU up and the runtime marked so, or neither
@@ -286,10 +300,11 @@ class Runtime:
         # (StarPU would wait forever); under StarPU-MPI a rank submits only its share
         lib.nl_set_task_bytes_limit(
             self.memory_limit_mb << 20 if self.memory_limit_mb and self.mpi is None else 0)
-        # and a task that may run on an OpenCL device, whose tiles together exceed the
+        # and a task that may run on an accelerator, whose tiles together exceed the
         # device's limit (StarPU would evict and retry forever)
-        lib.nl_set_device_task_limit(self.device_memory_bytes() // opencl_tasks_in_flight()
-                                     if self.nopencl else 0)
+        lib.nl_set_device_task_limit(
+            self.device_memory_bytes() // device_tasks_in_flight(self.device_kind)
+            if self.device_kind else 0)
         # tiles + the working sets in flight must leave room to move tiles between RAM
         # and the disk node (kernels/runtime/guard.c); the watchdog catches what slips
         # through
@@ -342,7 +357,8 @@ class Runtime:
         one at a time, a tile's pending transfer into a full node could wait forever for
         the room the later tiles held (kernels/runtime/tiles.c)."""
         if self.mpi is not None or (self.memory_limit_mb is None
-                                    and not self.opencl_memory_limit_mb):
+                                    and not self.opencl_memory_limit_mb
+                                    and not self.cuda_memory_limit_mb):
             lib.nl_tiles_unregister_all()
             return
         left = lib.nl_tiles_unregister_all_lazily(STOP_TILES_TIMEOUT_S)
@@ -504,10 +520,25 @@ class Runtime:
             raise RuntimeError(f"{self!r} has no OpenCL worker: start it with nopencl=1")
         return node
 
+    @property
+    def device_kind(self) -> str | None:
+        """The accelerator whose memory ``device_memory_bytes`` reports: "opencl" with
+        OpenCL workers, else "cuda" with CUDA workers, else None."""
+        return "opencl" if self.nopencl else "cuda" if self.ncuda else None
+
+    @property
+    def device_memory_limit_mb(self) -> int | None:
+        """The cap set on that accelerator (``opencl_memory_limit_mb`` or
+        ``cuda_memory_limit_mb``), None when uncapped or without one."""
+        return {"opencl": self.opencl_memory_limit_mb,
+                "cuda": self.cuda_memory_limit_mb}.get(self.device_kind)
+
     def device_memory_bytes(self) -> int:
-        """What StarPU may allocate on the first OpenCL device (its memory node's size:
-        ``opencl_memory_limit_mb`` when capped, else the device's memory)."""
-        return lib.starpu_memory_get_total(self.opencl_memory_node())
+        """What StarPU may allocate on the first accelerator (``device_kind``; its memory
+        node's size: the cap when one is set, else the device's memory)."""
+        node = (self.opencl_memory_node() if self.device_kind == "opencl"
+                else self.cuda_memory_node())
+        return lib.starpu_memory_get_total(node)
 
     def _take_error(self) -> str:
         buf = ffi.new("char[]", 4096)
@@ -718,6 +749,15 @@ def _opencl_env(nopencl, limit_mb) -> dict:
                          f"{lib.STARPU_MAXOPENCLDEVS}): ask for at most {cap}, or install a "
                          "driver (Debian: pocl-opencl-icd gives a device on the CPU)")
     return env
+
+
+def _check_cuda_limit(ncuda, limit_mb) -> None:
+    """cuda_memory_limit_mb: a whole number of MiB StarPU takes (``_is_mib``) with CUDA
+    workers, or None."""
+    if limit_mb is not None and (not _is_mib(limit_mb) or not ncuda):
+        raise ValueError(f"cuda_memory_limit_mb={limit_mb!r} must be an integer from 16 to "
+                         f"{MAX_MIB:,} (MiB) with ncuda ≥ 1, or None for the GPU's memory "
+                         "(StarPU takes 90 % of it)")
 
 
 def _check_ncuda(ncuda) -> None:

@@ -170,6 +170,8 @@ class ExperimentSpec:
                                             "memory for tiles (MiB; needs nopencl)", int)
     ncuda: int = _f(0, "runtime", "CUDA workers, one per GPU (needs a StarPU built with CUDA: "
                     "scripts/build_starpu_cuda.sh; docs/accelerators.md)", int)
+    cuda_memory_limit_mb: int | None = _f(None, "runtime", "cap on each GPU's memory for tiles "
+                                          "(MiB; needs ncuda): RAM is the overflow", int)
     hints: str | None = _f("auto", "runtime",
                            "memory hints, a comma set of " + ", ".join(HINTS)
                            + " ('all', 'none'); they matter out of core", str)
@@ -227,7 +229,8 @@ class ExperimentSpec:
             raise ValueError(f"lr={self.lr!r} (--lr) must be > 0: a rate of 0 trains nothing")
         # StarPU refuses a smaller RAM limit or disk node (Runtime): say so here, where the
         # planner and every command see it, not only once a runtime starts
-        for name in ("memory_limit_mb", "ooc_size_mb", "opencl_memory_limit_mb"):
+        for name in ("memory_limit_mb", "ooc_size_mb", "opencl_memory_limit_mb",
+                     "cuda_memory_limit_mb"):
             v = getattr(self, name)
             if v is not None and v < 16:
                 raise ValueError(f"{name}={v!r} (--{_opt(name)}) must be ≥ 16 (MiB): StarPU "
@@ -250,6 +253,9 @@ class ExperimentSpec:
         if self.opencl_memory_limit_mb is not None and not self.nopencl:
             raise ValueError(f"opencl_memory_limit_mb={self.opencl_memory_limit_mb} "
                              "(--opencl-memory-limit-mb) needs OpenCL workers: --nopencl N")
+        if self.cuda_memory_limit_mb is not None and not self.ncuda:
+            raise ValueError(f"cuda_memory_limit_mb={self.cuda_memory_limit_mb} "
+                             "(--cuda-memory-limit-mb) needs CUDA workers: --ncuda N")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision={self.precision!r} (--precision) is unknown; valid "
                              f"ones: {', '.join(PRECISIONS)}")
@@ -324,7 +330,7 @@ class ExperimentSpec:
         if self.nopencl:
             kw.update(nopencl=self.nopencl, opencl_memory_limit_mb=self.opencl_memory_limit_mb)
         if self.ncuda:
-            kw.update(ncuda=self.ncuda)
+            kw.update(ncuda=self.ncuda, cuda_memory_limit_mb=self.cuda_memory_limit_mb)
         return kw
 
     def schedule(self):

@@ -11,6 +11,9 @@
 #     --work DIR       where the source is fetched and built (default PREFIX/src)
 #     --no-rebuild     build and install StarPU only; do not rebuild nntile_lab
 #     --print-configure  print StarPU's configure line for these options and stop
+#     --portable       for a StarPU carried to another machine (scripts/gpu_check.sh's bundle):
+#                      no OpenCL, MPI or GLPK (libraries that machine may lack); CUDA,
+#                      cuBLAS and hwloc only
 #
 # The source is `apt-get source starpu` of the version installed (or the candidate), fetched
 # with a private deb-src list beside the machine's own Debian mirrors (the system's apt
@@ -22,7 +25,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
 
-usage() { sed -n '6,14p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '6,17p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "build_starpu_cuda: $*" >&2; exit 2; }
 
 cuda=${CUDA_HOME:-/usr/local/cuda}
@@ -32,6 +35,7 @@ jobs=$cores
 work=""
 rebuild=1
 print_only=0
+portable=0
 prefix=""
 while (($#)); do
     case "$1" in
@@ -41,6 +45,7 @@ while (($#)); do
         --work) [ $# -ge 2 ] || die "--work needs a directory"; work=$2; shift 2 ;;
         --no-rebuild) rebuild=0; shift ;;
         --print-configure) print_only=1; shift ;;
+        --portable) portable=1; shift ;;
         -h|--help) usage; exit 0 ;;
         -*) die "unknown option '$1' (see --help)" ;;
         *) [ -z "$prefix" ] || die "one PREFIX only (got '$prefix' and '$1')"; prefix=$1; shift ;;
@@ -68,12 +73,21 @@ work=${work:-$prefix/src}
 
 mpi=--disable-mpi
 command -v mpicc >/dev/null && mpi=""   # StarPU-MPI as Debian builds it, when Open MPI is there
+opencl=--enable-opencl
+extra=()
+if ((portable)); then
+    # what another machine may lack: the OpenCL ICD loader, Open MPI, GLPK (libstarpu then
+    # needs only libc, hwloc and the CUDA libraries)
+    opencl=--disable-opencl
+    mpi=--disable-mpi
+    extra=(--disable-glpk)
+fi
 # Debian's own configure switches (debian/rules) that matter here, CUDA on, and no docs,
 # examples, tests or Fortran: the library and its tools only
 configure=(./configure --prefix="$prefix" --enable-cuda --with-cuda-dir="$cuda"
-           --with-cuda-lib-dir="$cudalib" --enable-opencl --enable-maxcpus="$maxcpus"
+           --with-cuda-lib-dir="$cudalib" "$opencl" --enable-maxcpus="$maxcpus"
            --enable-openmp --disable-build-doc --disable-build-examples --disable-build-tests
-           --disable-fortran --disable-opengl-render $mpi
+           --disable-fortran --disable-opengl-render $mpi "${extra[@]}"
            NVCCFLAGS="-Xcompiler -fPIC"
            # libstarpu finds cudart and cuBLAS where they are, ld.so.conf or not (and so does
            # the linker of StarPU's own tools, through libstarpu's rpath)

@@ -24,6 +24,8 @@ if [ "${1:-}" = "test" ] || [ "${1:-}" = "lab" ]; then
     # multi-process runs: Open MPI and its headers (mpi4py builds against them)
     command -v mpirun >/dev/null || missing+=(openmpi-bin)
     command -v mpicc >/dev/null || missing+=(libopenmpi-dev)
+    # the cluster of network-namespace hosts (scripts/cluster.sh): ip and tc
+    { command -v ip && command -v tc; } >/dev/null || missing+=(iproute2)
 fi
 # the OpenCL worker (an accelerator with its own memory node): PoCL's OpenCL device on the
 # CPU, the ICD loader and headers, CLBlast for GEMM, clinfo to list the devices

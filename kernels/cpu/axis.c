@@ -1,65 +1,12 @@
-/* Reductions and broadcasts along one axis of a tile viewed as (m, k, n) (see
- * axis.h). s is a slice (one value per (i, l)), f a fiber (one value per j).
- * Where an output takes alpha/beta, beta == 0 overwrites it without reading. */
+/* The reductions along one axis of a tile viewed as (m, k, n) (see axis.h) that are not
+ * sums: the max of a slice, and the sum of squares of a whole tile. The sums along an axis
+ * (sum_slice, sum_fiber, ...) and the broadcasts (add_slice, mul_fiber, ...) are formulas
+ * of the codelet table: generated (kernels/formulas.py walks a tile as this file does). */
 #include "prototypes.h"
 #include <math.h>
 #include <stdint.h>
 
 #include "axis.h"
-
-/* s[i,l] = alpha · Σ_j x[i,j,l] + beta · s[i,l] */
-NL_INLINE void sum_slice(struct nl_group G, int lanes, float alpha, float beta, const float *x,
-                         float *s)
-{
-    double acc[NL_NB] = {0};
-    for (int64_t c = 0; c < G.nc; c++) {
-        const float *p = x + G.x + c * G.sc;
-        for (int64_t q = 0; q < nl_nq(G, c); q++) acc[q] += p[q];
-    }
-    nl_store_slice(G, lanes, alpha, beta, acc, s);
-}
-
-void nl_sum_slice(int64_t m, int64_t k, int64_t n, float alpha, float beta, const float *x,
-                  float *s)
-{
-    NL_FOR_GROUPS(m, k, n, sum_slice, alpha, beta, x, s);
-}
-
-/* s[i,l] = alpha · Σ_j x[i,j,l]² + beta · s[i,l] */
-NL_INLINE void sumsq_slice(struct nl_group G, int lanes, float alpha, float beta,
-                           const float *x, float *s)
-{
-    double acc[NL_NB] = {0};
-    for (int64_t c = 0; c < G.nc; c++) {
-        const float *p = x + G.x + c * G.sc;
-        for (int64_t q = 0; q < nl_nq(G, c); q++) acc[q] += (double)p[q] * p[q];
-    }
-    nl_store_slice(G, lanes, alpha, beta, acc, s);
-}
-
-void nl_sumsq_slice(int64_t m, int64_t k, int64_t n, float alpha, float beta, const float *x,
-                    float *s)
-{
-    NL_FOR_GROUPS(m, k, n, sumsq_slice, alpha, beta, x, s);
-}
-
-/* s[i,l] = alpha · Σ_j a[i,j,l]·b[i,j,l] + beta · s[i,l] */
-NL_INLINE void sumprod_slice(struct nl_group G, int lanes, float alpha, float beta,
-                             const float *a, const float *b, float *s)
-{
-    double acc[NL_NB] = {0};
-    for (int64_t c = 0; c < G.nc; c++) {
-        const float *pa = a + G.x + c * G.sc, *pb = b + G.x + c * G.sc;
-        for (int64_t q = 0; q < nl_nq(G, c); q++) acc[q] += (double)pa[q] * pb[q];
-    }
-    nl_store_slice(G, lanes, alpha, beta, acc, s);
-}
-
-void nl_sumprod_slice(int64_t m, int64_t k, int64_t n, float alpha, float beta, const float *a,
-                      const float *b, float *s)
-{
-    NL_FOR_GROUPS(m, k, n, sumprod_slice, alpha, beta, a, b, s);
-}
 
 /* s[i,l] = max_j x[i,j,l], or max(s[i,l], max_j x[i,j,l]) when accumulate.
  * -inf entries are ordinary values; a NaN wins, so it is not silently dropped. */
@@ -78,35 +25,6 @@ void nl_max_slice(int64_t m, int64_t k, int64_t n, int32_t accumulate, const flo
     NL_FOR_GROUPS(m, k, n, max_slice, accumulate, x, s);
 }
 
-/* f[j] = alpha · Σ_{i,l} x[i,j,l] + beta · f[j] */
-void nl_sum_fiber(int64_t m, int64_t k, int64_t n, float alpha, float beta, const float *x,
-                  float *f)
-{
-    if (n == 1) {  /* rows of x run along the axis: NL_NB positions j at a time */
-        for (int64_t j0 = 0; j0 < k; j0 += NL_NB) {
-            int64_t nj = k - j0 < NL_NB ? k - j0 : NL_NB;
-            double acc[NL_NB] = {0};
-            for (int64_t i = 0; i < m; i++) {
-                const float *p = x + i * k + j0;
-                for (int64_t q = 0; q < nj; q++) acc[q] += p[q];
-            }
-            nl_store(nj, alpha, beta, acc, f + j0);
-        }
-        return;
-    }
-    /* each (i, j) holds n contiguous values: NL_NB lanes of partial sums per j */
-    for (int64_t j = 0; j < k; j++) {
-        double acc[NL_NB] = {0}, t = 0;
-        for (int64_t i = 0; i < m; i++)
-            for (int64_t l0 = 0; l0 < n; l0 += NL_NB) {
-                const float *p = x + (i * k + j) * n + l0;
-                for (int64_t q = 0; q < (n - l0 < NL_NB ? n - l0 : NL_NB); q++) acc[q] += p[q];
-            }
-        for (int64_t q = 0; q < NL_NB; q++) t += acc[q];
-        nl_store(1, alpha, beta, &t, f + j);
-    }
-}
-
 /* s[0] = alpha · Σ_i x[i]² + beta · s[0]  (NL_NB partial sums: vectorised) */
 void nl_sumsq_all(int64_t n, float alpha, float beta, const float *x, float *s)
 {
@@ -118,88 +36,4 @@ void nl_sumsq_all(int64_t n, float alpha, float beta, const float *x, float *s)
     }
     for (int64_t q = 0; q < NL_NB; q++) total += acc[q];
     nl_store(1, alpha, beta, &total, s);
-}
-
-/* The broadcasts below are single passes: they walk x in memory order (i, j, l),
- * which streams best, instead of by groups. The axis is most often the last one
- * (n == 1: a bias add, a per-row scale): called with a constant n = 1, the l loop
- * vanishes and the loop along contiguous j vectorises. */
-#define NL_N1_OR_N(call_n1, call_n) \
-    do {                            \
-        if (n == 1)                 \
-            call_n1;                \
-        else                        \
-            call_n;                 \
-    } while (0)
-
-/* x[i,j,l] = alpha · s[i,l] + beta · x[i,j,l] */
-NL_INLINE void add_slice(int64_t m, int64_t k, int64_t n, float alpha, float beta,
-                         const float *s, float *x)
-{
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < k; j++) {
-            float *p = x + (i * k + j) * n;
-            const float *v = s + i * n;
-            if (beta == 0.0f)
-                for (int64_t l = 0; l < n; l++) p[l] = alpha * v[l];
-            else
-                for (int64_t l = 0; l < n; l++) p[l] = alpha * v[l] + beta * p[l];
-        }
-}
-
-void nl_add_slice(int64_t m, int64_t k, int64_t n, float alpha, float beta, const float *s,
-                  float *x)
-{
-    NL_N1_OR_N(add_slice(m, k, 1, alpha, beta, s, x), add_slice(m, k, n, alpha, beta, s, x));
-}
-
-/* x[i,j,l] = s[i,l] · x[i,j,l] */
-NL_INLINE void mul_slice(int64_t m, int64_t k, int64_t n, const float *s, float *x)
-{
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < k; j++) {
-            float *p = x + (i * k + j) * n;
-            const float *v = s + i * n;
-            for (int64_t l = 0; l < n; l++) p[l] *= v[l];
-        }
-}
-
-void nl_mul_slice(int64_t m, int64_t k, int64_t n, const float *s, float *x)
-{
-    NL_N1_OR_N(mul_slice(m, k, 1, s, x), mul_slice(m, k, n, s, x));
-}
-
-/* x[i,j,l] = alpha · f[j] + beta · x[i,j,l] */
-NL_INLINE void add_fiber(int64_t m, int64_t k, int64_t n, float alpha, float beta,
-                         const float *f, float *x)
-{
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < k; j++) {
-            float *p = x + (i * k + j) * n, v = alpha * f[j];
-            if (beta == 0.0f)
-                for (int64_t l = 0; l < n; l++) p[l] = v;
-            else
-                for (int64_t l = 0; l < n; l++) p[l] = v + beta * p[l];
-        }
-}
-
-void nl_add_fiber(int64_t m, int64_t k, int64_t n, float alpha, float beta, const float *f,
-                  float *x)
-{
-    NL_N1_OR_N(add_fiber(m, k, 1, alpha, beta, f, x), add_fiber(m, k, n, alpha, beta, f, x));
-}
-
-/* x[i,j,l] = f[j] · x[i,j,l] */
-NL_INLINE void mul_fiber(int64_t m, int64_t k, int64_t n, const float *f, float *x)
-{
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < k; j++) {
-            float *p = x + (i * k + j) * n, v = f[j];
-            for (int64_t l = 0; l < n; l++) p[l] *= v;
-        }
-}
-
-void nl_mul_fiber(int64_t m, int64_t k, int64_t n, const float *f, float *x)
-{
-    NL_N1_OR_N(mul_fiber(m, k, 1, f, x), mul_fiber(m, k, n, f, x));
 }

@@ -14,7 +14,7 @@
  *     never a StarPU tile, never counted in the RAM cap and never evicted.
  * And nl_gemm_a16, the backward's product of that bf16 tensor (A) with float32 B (below). */
 #include "prototypes.h"
-#include "bf16.h"
+#include "formula.h"
 #include "core.h"
 #include <stdint.h>
 #include <stdlib.h>

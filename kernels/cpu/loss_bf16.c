@@ -9,7 +9,7 @@
  *   dx[i, j] = bf16(scale · (exp(x[i, j] − m)/s − [voff + j == label_i])) */
 #include "prototypes.h"
 #include <math.h>
-#include "bf16.h"
+#include "formula.h"
 #include "core.h"
 #include "fastexp.h"
 #include "ids.h"

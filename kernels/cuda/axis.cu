@@ -1,53 +1,14 @@
-/* Reductions and broadcasts along one axis of a tile viewed as (m, k, n) (kernels/cpu/axis.h):
+/* Reductions along one axis of a tile viewed as (m, k, n) (kernels/cpu/axis.h):
  * element (i, j, l) at (i*k + j)*n + l, a slice value s[i*n + l] (one per fiber x[i, :, l]),
  * a fiber value f[j]. A reduction runs one thread per output value, summing in double
- * along j in order. Where an output takes alpha/beta, beta == 0 overwrites it unread. */
+ * along j in order. Where an output takes alpha/beta, beta == 0 overwrites it unread. The
+ * broadcasts (add_slice, mul_fiber, ...) are formulas of the codelet table: generated. */
 #include "common.cuh"
 
 /* out = alpha·acc + beta·out (beta == 0: out not read), as nl_store in kernels/cpu/axis.h */
 __device__ static inline void store(float alpha, float beta, double acc, float *out)
 {
     *out = (float)(alpha * acc + (beta == 0.0f ? 0.0 : (double)beta * *out));
-}
-
-/* what a slice reduction sums: x, x², or a·b */
-enum { SUM, SUMSQ, SUMPROD };
-
-template <int what>
-__global__ static void reduce_slice(int64_t m, int64_t k, int64_t n, float alpha, float beta,
-                                    const float *a, const float *b, float *s)
-{
-    NL_CU_FOR(e, m * n) {
-        const int64_t base = e / n * k * n + e % n;
-        double acc = 0;
-        for (int64_t j = 0; j < k; j++) {
-            double v = a[base + j * n];
-            acc += what == SUM ? v : what == SUMSQ ? v * v : v * b[base + j * n];
-        }
-        store(alpha, beta, acc, s + e);
-    }
-}
-
-/* s[i,l] = alpha · Σ_j x[i,j,l] + beta · s[i,l] */
-const char *nl_cu_sum_slice(cudaStream_t stream, int64_t m, int64_t k, int64_t n, float alpha,
-                            float beta, const float *x, float *s)
-{
-    NL_CU_LAUNCH(reduce_slice<SUM>, m * n, stream, m, k, n, alpha, beta, x, x, s);
-}
-
-/* s[i,l] = alpha · Σ_j x[i,j,l]² + beta · s[i,l] */
-const char *nl_cu_sumsq_slice(cudaStream_t stream, int64_t m, int64_t k, int64_t n,
-                              float alpha, float beta, const float *x, float *s)
-{
-    NL_CU_LAUNCH(reduce_slice<SUMSQ>, m * n, stream, m, k, n, alpha, beta, x, x, s);
-}
-
-/* s[i,l] = alpha · Σ_j a[i,j,l]·b[i,j,l] + beta · s[i,l] */
-const char *nl_cu_sumprod_slice(cudaStream_t stream, int64_t m, int64_t k, int64_t n,
-                                float alpha, float beta, const float *a, const float *b,
-                                float *s)
-{
-    NL_CU_LAUNCH(reduce_slice<SUMPROD>, m * n, stream, m, k, n, alpha, beta, a, b, s);
 }
 
 /* s[i,l] = max_j x[i,j,l], or max(s[i,l], that) when accumulate; a NaN wins */
@@ -66,24 +27,6 @@ const char *nl_cu_max_slice(cudaStream_t stream, int64_t m, int64_t k, int64_t n
                             int32_t accumulate, const float *x, float *s)
 {
     NL_CU_LAUNCH(max_slice, m * n, stream, m, k, n, accumulate, x, s);
-}
-
-/* f[j] = alpha · Σ_{i,l} x[i,j,l] + beta · f[j] */
-__global__ static void sum_fiber(int64_t m, int64_t k, int64_t n, float alpha, float beta,
-                                 const float *x, float *f)
-{
-    NL_CU_FOR(j, k) {
-        double acc = 0;
-        for (int64_t i = 0; i < m; i++)
-            for (int64_t l = 0; l < n; l++) acc += x[(i * k + j) * n + l];
-        store(alpha, beta, acc, f + j);
-    }
-}
-
-const char *nl_cu_sum_fiber(cudaStream_t stream, int64_t m, int64_t k, int64_t n, float alpha,
-                            float beta, const float *x, float *f)
-{
-    NL_CU_LAUNCH(sum_fiber, k, stream, m, k, n, alpha, beta, x, f);
 }
 
 /* s[0] = alpha · Σ_i x[i]² + beta · s[0]: one block, each thread a strided partial sum,
@@ -107,49 +50,4 @@ const char *nl_cu_sumsq_all(cudaStream_t stream, int64_t n, float alpha, float b
 {
     NL_CU_RUN_BLOCK(sumsq_all, stream, n, alpha, beta, x, s);   /* n = 0: s = beta·s */
     return nl_cu_launched();
-}
-
-/* The broadcasts: one thread per element of x.
- * add_slice:  x[i,j,l] = alpha · s[i,l] + beta · x[i,j,l]
- * mul_slice:  x[i,j,l] = s[i,l] · x[i,j,l]
- * add_fiber:  x[i,j,l] = alpha · f[j] + beta · x[i,j,l]
- * mul_fiber:  x[i,j,l] = f[j] · x[i,j,l] */
-template <bool slice>
-__global__ static void add_bcast(int64_t m, int64_t k, int64_t n, float alpha, float beta,
-                                 const float *v, float *x)
-{
-    NL_CU_FOR(id, m * k * n) {
-        float a = alpha * (slice ? v[id / (k * n) * n + id % n] : v[id / n % k]);
-        x[id] = beta == 0.0f ? a : a + beta * x[id];
-    }
-}
-
-template <bool slice>
-__global__ static void mul_bcast(int64_t m, int64_t k, int64_t n, const float *v, float *x)
-{
-    NL_CU_FOR(id, m * k * n) x[id] *= slice ? v[id / (k * n) * n + id % n] : v[id / n % k];
-}
-
-const char *nl_cu_add_slice(cudaStream_t stream, int64_t m, int64_t k, int64_t n, float alpha,
-                            float beta, const float *s, float *x)
-{
-    NL_CU_LAUNCH(add_bcast<true>, m * k * n, stream, m, k, n, alpha, beta, s, x);
-}
-
-const char *nl_cu_mul_slice(cudaStream_t stream, int64_t m, int64_t k, int64_t n,
-                            const float *s, float *x)
-{
-    NL_CU_LAUNCH(mul_bcast<true>, m * k * n, stream, m, k, n, s, x);
-}
-
-const char *nl_cu_add_fiber(cudaStream_t stream, int64_t m, int64_t k, int64_t n, float alpha,
-                            float beta, const float *f, float *x)
-{
-    NL_CU_LAUNCH(add_bcast<false>, m * k * n, stream, m, k, n, alpha, beta, f, x);
-}
-
-const char *nl_cu_mul_fiber(cudaStream_t stream, int64_t m, int64_t k, int64_t n,
-                            const float *f, float *x)
-{
-    NL_CU_LAUNCH(mul_bcast<false>, m * k * n, stream, m, k, n, f, x);
 }

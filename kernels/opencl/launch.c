@@ -3,6 +3,9 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+
+#include "../cpu/ids.h"
 
 static struct starpu_opencl_program program;
 static int loaded;
@@ -157,4 +160,29 @@ void nl_ocl_zero_tile(void *buffers[], void *cl_arg)
     if (err != CL_SUCCESS)
         nl_error("OpenCL: zeroing a fresh tile of %zu bytes failed: %s", bytes,
                  starpu_opencl_error_string(err));
+}
+
+/* 1 if ids (n values on the device) are all in [0, vocab); else 0, the error said.
+ * A kernel cannot report an error, so the ids tile is read back from the device (n int64
+ * values: one token tile) and checked on the host with the CPU kernels' own check
+ * (kernels/cpu/ids.c), which gives the same error wherever the task ran. Only the one
+ * task per token tile with the check set pays for the read. */
+int nl_ocl_ids_in_range(const char *op, const char *what, int64_t n, int64_t vocab, cl_mem ids)
+{
+    if (n <= 0) return 1;
+    int64_t *host = malloc((size_t)n * sizeof *host);
+    if (!host) {
+        nl_error("%s on OpenCL: no memory to check %lld %ss", op, (long long)n, what);
+        return 0;
+    }
+    cl_command_queue queue;
+    starpu_opencl_get_current_queue(&queue);
+    cl_int err = clEnqueueReadBuffer(queue, ids, CL_TRUE, 0, (size_t)n * sizeof *host, host,
+                                     0, NULL, NULL);
+    int ok = err == CL_SUCCESS && nl_ids_in_range(op, what, n, vocab, host);
+    if (err != CL_SUCCESS)
+        nl_error("%s on OpenCL: reading the %ss back failed: %s", op, what,
+                 starpu_opencl_error_string(err));
+    free(host);
+    return ok;
 }

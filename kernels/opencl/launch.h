@@ -1,6 +1,6 @@
 /* The OpenCL side of the runtime glue: the program of every kernels/opencl/*.cl source,
  * compiled once per runtime for each OpenCL device, and the launch of one of its kernels
- * from a codelet. Host functions (gemm.c: CLBlast) include this too. */
+ * from a codelet. Host functions (kernels/opencl/<family>.c) include this too. */
 #pragma once
 #define NL_WITH_STARPU
 #include "../core.h"
@@ -22,6 +22,12 @@ int nl_ocl_devices(int accelerators_only);
 void nl_ocl_launch(const char *name, int64_t n, int nargs, const size_t *sizes,
                    const void *const *values);
 
+/* A host function's kernel arguments for nl_ocl_launch: ARGS(&a, &b, ...) and their
+ * SIZES(sizeof a, ...), NARGS of them */
+#define ARGS(...) const void *const values[] = {__VA_ARGS__}
+#define SIZES(...) const size_t sizes[] = {__VA_ARGS__}
+#define NARGS (int)(sizeof values / sizeof *values)
+
 /* An axis launch (kernels/opencl/axis.clh): kernel `name` over the m·n independent
  * reductions of length k of an (m, k, n) tile, in work-groups of neighbouring slice
  * entries × items along the axis, and wait for it. Every kernel of the program may hold
@@ -39,8 +45,13 @@ void nl_ocl_zero_tile(void *buffers[], void *cl_arg);
 void nl_ocl_gemm(int64_t batch, int64_t m, int64_t n, int64_t k, int32_t trans_a,
                  int32_t trans_b, float alpha, float beta, cl_mem a, cl_mem b, cl_mem c);
 
-/* Embedding and cross-entropy's stats: the ids' range check on the host, then the
- * kernel (model_ops.c) */
+/* 1 if the n ids (int64, on the device) are all in [0, vocab); else 0, the CPU kernels'
+ * error said (op, what: "token id", "label") */
+int nl_ocl_ids_in_range(const char *op, const char *what, int64_t n, int64_t vocab,
+                        cl_mem ids);
+
+/* Embedding (embedding.c) and cross-entropy's stats (loss.c): the ids' range check on the
+ * host, then the kernel */
 void nl_ocl_embedding(int64_t n, int64_t e, int64_t voff, int64_t vrows, int64_t vocab,
                       int32_t check, cl_mem ids, cl_mem table, cl_mem out);
 void nl_ocl_embedding_backward(int64_t n, int64_t e, int64_t voff, int64_t vrows,

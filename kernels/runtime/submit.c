@@ -53,14 +53,14 @@ static void discard(struct starpu_task *task)
 }
 
 /* ---- one task's working set against the device's cap -------------------------
- * A task on an OpenCL worker runs with all its tiles in the device's memory at
- * once. If they exceed the device's limit, StarPU evicts and retries forever (a
- * hang, checked with StarPU 1.3.10 on PoCL). So a task that may run on the device
- * (its codelet has an OpenCL function, and it is not confined to the CPU) and is
- * bigger than the limit is refused at submission: -EFBIG, with its bytes, its
- * largest tile and its op kept for the error message. 0: no OpenCL worker. The
- * limit is the device's cap over the tasks an OpenCL worker holds at once
- * (Runtime sets it: runtime.opencl_tasks_in_flight). */
+ * A task on an accelerator (OpenCL or CUDA worker) runs with all its tiles in the
+ * device's memory at once. If they exceed the device's limit, StarPU evicts and retries
+ * forever (a hang, checked with StarPU 1.3.10 on PoCL). So a task that may run on the
+ * device (its codelet has a function for a kind of accelerator the runtime has, and it is
+ * not confined to the CPU) and is bigger than the limit is refused at submission:
+ * -EFBIG, with its bytes, its largest tile and its op kept for the error message.
+ * 0: no accelerator worker. The limit is the device's cap over the tasks a worker holds
+ * at once (Runtime sets it: runtime.device_tasks_in_flight). */
 static int64_t device_task_limit;
 static int64_t device_refused_bytes, device_refused_tile;
 static int device_refused_op = -1;
@@ -77,7 +77,9 @@ int64_t nl_device_refused_task(int *op_id, int64_t *largest_tile)
 static int too_big_for_device(struct starpu_task *task, int op_id, int where_now)
 {
     if (device_task_limit <= 0 || !task->cl || where_now == STARPU_CPU) return 0;
-    if (!task->cl->opencl_funcs[0]) return 0;
+    int on_opencl = task->cl->opencl_funcs[0] && starpu_opencl_worker_get_count() > 0;
+    int on_cuda = task->cl->cuda_funcs[0] && starpu_cuda_worker_get_count() > 0;
+    if (!on_opencl && !on_cuda) return 0;
     int64_t bytes = 0, largest = 0;
     for (unsigned i = 0; i < STARPU_TASK_GET_NBUFFERS(task); i++) {
         int64_t b = (int64_t)starpu_data_get_size(STARPU_TASK_GET_HANDLE(task, i));

@@ -119,6 +119,9 @@ def cases(d: dict) -> list[Case]:
     hd = d["heads"] * d["head_size"]             # a head tile's width
     ln = dict(m=t, k=e, n=1)                       # layer norm and biases along n_embd
     ln_stats = {"mean": lambda n: np.zeros(n, np.float32), "inv_std": _positive}
+    rms = {"inv_rms": _positive}
+    half = d["head_size"] // 2                   # rotary positions turn pairs of a head
+    q = d["batch_tile"] * d["heads"] * d["seq"] * 2 * half     # a (B, H, T, D) head tile
     emb = dict(n=t, e=e, voff=0, vrows=vt, vocab=d["vocab"], check=0)
     return elementwise_cases(d) + [
         Case("fill", dict(n=act, value=1.0), {"y": act}),
@@ -166,6 +169,27 @@ def cases(d: dict) -> list[Case]:
         Case("layer_norm_backward_fiber", dict(**ln, beta_gamma=0.0, beta_bias=0.0),
              {"x": act, "dy": act, "mean": t, "inv_std": t, "dgamma": e, "dbias": e},
              init=ln_stats),
+        # Llama's RMS norm along n_embd, its backward, and SwiGLU's gate on an MLP tile
+        Case("rms_norm_invrms", dict(**ln, alpha=1.0 / e, beta=0.0, eps=1e-6, finish=1),
+             {"x": act, "s": t}),
+        Case("rms_norm_apply", dict(**ln), {"x": act, "inv_rms": t, "w": e, "y": act},
+             init=rms),
+        Case("rms_norm_tile", dict(**ln, eps=1e-6), {"x": act, "w": e, "y": act, "inv_rms": t}),
+        Case("rms_norm_backward_sums", dict(**ln, alpha=1.0 / e, beta=0.0),
+             {"x": act, "dy": act, "w": e, "inv_rms": t, "sums": t}, init=rms),
+        Case("rms_norm_backward_dx", dict(**ln, beta=0.0),
+             {"x": act, "dy": act, "w": e, "inv_rms": t, "sums": t, "dx": act}, init=rms),
+        Case("rms_norm_backward_tile", dict(**ln, beta=0.0),
+             {"x": act, "dy": act, "w": e, "inv_rms": t, "dx": act}, init=rms),
+        Case("rms_norm_backward_fiber", dict(**ln, beta=0.0),
+             {"x": act, "dy": act, "inv_rms": t, "dw": e}, init=rms),
+        Case("silu_gate_backward", dict(n=t * h, beta=0.0),
+             {"g": t * h, "u": t * h, "dy": t * h, "dg": t * h, "du": t * h}, exps=t * h),
+        # rotary positions on a head tile of queries: (batch tile · heads) rows of seq tokens
+        Case("rope", dict(m=d["batch_tile"] * d["heads"], k=d["seq"], n=half),
+             {"x": q, "cos_t": d["seq"] * half, "sin_t": d["seq"] * half, "y": q}),
+        Case("rope_backward", dict(m=d["batch_tile"] * d["heads"], k=d["seq"], n=half),
+             {"dy": q, "cos_t": d["seq"] * half, "sin_t": d["seq"] * half, "dx": q}),
         # the MLP's first product: (tokens × n_embd) · (n_embd × inner tile)
         Case("gemm", dict(batch=1, m=t, n=h, k=e, trans_a=0, trans_b=0, alpha=1.0, beta=0.0),
              {"a": t * e, "b": e * h, "c": t * h}),

@@ -6,8 +6,15 @@
 the paper's own points in the same style; ``redraw(out_dir)`` redraws from the records alone.
 ``nntile-lab figures [--smoke] [--out DIR] [--from DIR]`` does the same from a shell.
 """
-from nntile_lab.figures.family import FULL, SMOKE, FigurePlan, family_params, is_smoke_env
+from nntile_lab.figures.family import (
+    FULL,
+    QUICK,
+    SMOKE,
+    FigurePlan,
+    family_params,
+    is_smoke_env,
+)
 from nntile_lab.figures.run import redraw, run_figures
 
-__all__ = ["FULL", "SMOKE", "FigurePlan", "family_params", "is_smoke_env", "redraw",
+__all__ = ["FULL", "QUICK", "SMOKE", "FigurePlan", "family_params", "is_smoke_env", "redraw",
            "run_figures"]

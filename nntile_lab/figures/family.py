@@ -115,9 +115,14 @@ def systems_for(precisions) -> tuple[str, ...]:
 
 # Full size: E from 256 to 1536 spans 2.2 to 4.8 GB of fp32 Adam state at 8 layers against a
 # 2 GiB cap.  Smoke: small E under a 512 MiB cap; the same shape of result in minutes.
+# Quick (the notebook's default): the smoke sizes from E = 128, fp32, PyTorch eager only
+# (each torch.compile costs seconds of compiling per point; the bf16 pair doubles the
+# points): PyTorch stops fitting at E = 384 while nntile_lab goes on out of core — the
+# paper's result in about 2 minutes on 2 cores (docs/paper-figures.md).
 FULL = FigurePlan()
 SMOKE = FigurePlan(embds=(64, 128, 256, 384, 512), batch=2, seq_len=64, cap_mb=512,
                    measure_steps=3, point_timeout_s=120)
+QUICK = replace(SMOKE, embds=(128, 256, 384, 512), torch_compile=False, bf16=False)
 
 
 def point_spec(n_layer: int, n_embd: int, plan: FigurePlan, **runtime):

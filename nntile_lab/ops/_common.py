@@ -6,7 +6,7 @@ import errno
 import numpy as np
 
 from nntile_lab._lib import ffi, lib
-from nntile_lab.runtime import MIB, OutOfMemory, Runtime, opencl_tasks_in_flight
+from nntile_lab.runtime import MIB, OutOfMemory, Runtime, device_tasks_in_flight
 from nntile_lab.tensor import TiledTensor, empty
 
 
@@ -60,25 +60,29 @@ def _task_too_big() -> OutOfMemory:
 
 
 def _task_too_big_for_device() -> OutOfMemory:
-    """The refused task (its tiles together exceed an OpenCL device's memory limit:
-    StarPU would evict and retry forever) as an error naming the op, the bytes, the
-    cap and the fixes."""
+    """The refused task (its tiles together exceed an accelerator's memory limit: StarPU
+    would evict and retry forever) as an error naming the op, the bytes, the cap and the
+    fixes."""
     op, tile = ffi.new("int *"), ffi.new("int64_t *")
     nbytes = lib.nl_device_refused_task(op, tile)
     name = ffi.string(lib.nl_op_name(op[0])).decode() if op[0] >= 0 else "a"
     rt = Runtime.active
-    limit = getattr(rt, "opencl_memory_limit_mb", None)
-    cap = (f"opencl_memory_limit_mb={limit}" if limit is not None
-           else f"the OpenCL device's {rt.device_memory_bytes() / MIB:.0f} MiB"
-           if rt is not None and rt.alive else "the OpenCL device's memory")
-    k = opencl_tasks_in_flight()
+    kind = getattr(rt, "device_kind", None) or "opencl"
+    device, option = {"opencl": ("OpenCL device", "opencl_memory_limit_mb"),
+                      "cuda": ("GPU", "cuda_memory_limit_mb")}[kind]
+    limit = getattr(rt, option, None)
+    cap = (f"{option}={limit}" if limit is not None
+           else f"the {device}'s {rt.device_memory_bytes() / MIB:.0f} MiB"
+           if rt is not None and rt.alive else f"the {device}'s memory")
+    k = device_tasks_in_flight(kind)
     return OutOfMemory(
-        f"a {name} task needs {nbytes / MIB:.1f} MiB of tiles on the OpenCL device at once "
-        f"(its largest tile {tile[0] / MIB:.1f} MiB), more than 1/{k} of {cap} (the OpenCL "
-        f"worker holds the tiles of {k} tasks at once: STARPU_OPENCL_PIPELINE): StarPU "
-        f"would evict and retry forever. Raise opencl_memory_limit_mb "
-        f"(--opencl-memory-limit-mb) to at least {-(-k * nbytes // MIB)}, use smaller tiles "
-        f"for this op, or run it on the CPU workers (with rt.on('cpu'))")
+        f"a {name} task needs {nbytes / MIB:.1f} MiB of tiles on the {device} at once "
+        f"(its largest tile {tile[0] / MIB:.1f} MiB), more than 1/{k} of {cap} (the "
+        f"{kind.replace('opencl', 'OpenCL').replace('cuda', 'CUDA')} worker holds the tiles "
+        f"of {k} tasks at once: STARPU_{kind.upper()}_PIPELINE): StarPU would evict and retry "
+        f"forever. Raise {option} (--{option.replace('_', '-')}) to at least "
+        f"{-(-k * nbytes // MIB)}, use smaller tiles for this op, or run it on the CPU "
+        "workers (with rt.on('cpu'))")
 
 
 def no_alias(op: str, outputs: dict, inputs: dict, in_place: tuple = ()) -> None:

@@ -1,13 +1,14 @@
 """Element-wise tiled ops that are not one codelet row each: ``fill`` and ``copy`` (a
-kernel per dtype, ``fill`` ordered after another tensor) and ``axpy``. The others
-(``add``, ``scale``, ``mul``, the activations and their backward) are generated from the
-codelet table into ``nntile_lab.ops._generated``."""
+kernel per dtype, ``fill`` ordered after another tensor), ``axpy``, and the backward of the
+SiLU gate (two outputs). The others (``add``, ``scale``, ``mul``, the activations and their
+backward, ``silu_gate``) are generated from the codelet table into
+``nntile_lab.ops._generated``."""
 from __future__ import annotations
 
 import numpy as np
 
 from nntile_lab._lib import lib
-from nntile_lab.ops._common import check, need_dtype, no_alias, output
+from nntile_lab.ops._common import check, need_dtype, no_alias, output, same_layout
 from nntile_lab.ops._generated import add
 from nntile_lab.tensor import BFLOAT16, TiledTensor
 
@@ -54,3 +55,33 @@ def copy(x: TiledTensor, out: TiledTensor | None = None) -> TiledTensor:
 def axpy(alpha: float, x: TiledTensor, y: TiledTensor) -> TiledTensor:
     """y[i] += α·x[i]. Returns y (``add`` with β = 1)."""
     return add(x, y, alpha, 1.0)
+
+
+def silu_gate_backward(g: TiledTensor, u: TiledTensor, dy: TiledTensor,
+                       dg: TiledTensor | None = None, du: TiledTensor | None = None,
+                       beta: float = 0.0):
+    """The gradients of ``silu_gate`` (y = silu(g)·u): returns (dg, du),
+        dg = dy·u·silu'(g) + β·dg,   du = dy·silu(g) + β·du
+    into the two tensors given, or two new ones when None (give both or neither; β = 0
+    overwrites them, unread). dg and du may each be one of the inputs (in place: each value's
+    g, u and dy are read before its dg and du are written), not each other."""
+    for name, t in (("g", g), ("u", u), ("dy", dy)):
+        need_dtype(t, np.float32, f"silu_gate_backward: {name}")
+    same_layout(g, u, dy, names="silu_gate_backward")
+    if (dg is None) != (du is None):
+        raise ValueError("silu_gate_backward: give both dg and du, or neither (new ones); got "
+                         f"dg={dg!r}, du={du!r}")
+    if dg is None and beta != 0:
+        raise ValueError(f"silu_gate_backward: beta={beta} accumulates into existing gradients: "
+                         "pass dg= and du=")
+    dg, du = output(dg, g, "silu_gate_backward: dg"), output(du, g, "silu_gate_backward: du")
+    for name, t in (("dg", dg), ("du", du)):
+        need_dtype(t, np.float32, f"silu_gate_backward: {name}")
+    no_alias("silu_gate_backward", {"dg": dg, "du": du}, {"g": g, "u": u, "dy": dy},
+             in_place=("g", "u", "dy"))
+    hg, hu, hdy, hdg, hdu = g.handles, u.handles, dy.handles, dg.handles, du.handles
+    sizes = g.traits.tile_sizes
+    for i in range(g.ntiles):
+        check(lib.nl_submit_silu_gate_backward(hg[i], hu[i], hdy[i], hdg[i], hdu[i], sizes[i],
+                                               float(beta)))
+    return dg, du

@@ -28,11 +28,10 @@ import sys
 
 from nntile_lab.data import prepare_default_corpus
 from nntile_lab.errors import UsageError
-from nntile_lab.parallel.mpirun import mpirun_command
+from nntile_lab.parallel.failures import Filter, diagnose
+from nntile_lab.parallel.mpirun import mpirun_command, parse_hosts, read_hostfile
 
 LAUNCHERS = ("auto", "mpirun", "srun")
-# Open MPI over TCP only: the ob1 messaging layer with the TCP and self transports
-TCP_MCA = ["--mca", "pml", "ob1", "--mca", "btl", "tcp,self"]
 RANK_ENV = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID")
 # options of the launch itself, removed from the ranks' command line: name -> takes a value
 LAUNCH_OPTIONS = {"--ranks": True, "--print-mpirun": False, "--hosts": True,
@@ -58,25 +57,6 @@ def _has(argv: list[str], option: str) -> bool:
     return any(a == option or a.startswith(option + "=") for a in argv)
 
 
-def parse_hosts(text: str) -> list[tuple[str, int]]:
-    """``"a:2,b"`` -> ``[("a", 2), ("b", 1)]``."""
-    hosts = []
-    for part in (p.strip() for p in text.split(",")):
-        if not part:
-            continue
-        name, _, slots = part.partition(":")
-        try:
-            n = int(slots) if slots else 1
-        except ValueError:
-            n = 0
-        if not name or n < 1:
-            raise UsageError(f"--hosts {text!r}: give host[:slots] entries, e.g. node1:2,node2:2")
-        hosts.append((name, n))
-    if not hosts:
-        raise UsageError(f"--hosts {text!r}: give at least one host, e.g. node1:2,node2:2")
-    return hosts
-
-
 def choose_launcher(launcher: str = "auto", hosts=None, hostfile=None, environ=os.environ) -> str:
     """mpirun or srun: ``auto`` takes srun inside a Slurm allocation (unless hosts are given)."""
     if launcher not in LAUNCHERS:
@@ -87,7 +67,26 @@ def choose_launcher(launcher: str = "auto", hosts=None, hostfile=None, environ=o
     if launcher == "srun" and (hosts or hostfile):
         raise UsageError("--hosts/--hostfile are for mpirun; under Slurm the allocation says "
                          "where the ranks run (drop them, or use --launcher mpirun)")
+    if launcher == "srun" and shutil.which("srun") is None:
+        raise UsageError("--launcher srun: there is no srun on PATH (not a Slurm cluster, or "
+                         "Slurm's commands are not loaded): run inside a Slurm allocation, or "
+                         "use --launcher mpirun")
     return launcher
+
+
+def _slurm_ntasks(environ) -> int | None:
+    text = environ.get("SLURM_NTASKS")
+    if not text:
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        raise UsageError(f"SLURM_NTASKS={text!r} (from the environment) is not a whole number: "
+                         "give --ranks N, or fix the allocation (salloc --ntasks N)") from None
+    if n < 2:
+        raise UsageError(f"SLURM_NTASKS={text} (from the environment): the allocation has {n} "
+                         "task; give --ranks N (2 or more), or allocate more (salloc --ntasks N)")
+    return n
 
 
 def train_command(argv: list[str], ranks: int | None, *, hosts: str | None = None,
@@ -95,21 +94,20 @@ def train_command(argv: list[str], ranks: int | None, *, hosts: str | None = Non
                   environ=os.environ) -> list[str]:
     """The launch line for ``nntile-lab train`` with ``argv`` (its options) on ``ranks``."""
     host_list = parse_hosts(hosts) if hosts else None
-    if hostfile and not os.path.isfile(hostfile):
-        raise UsageError(f"--hostfile {hostfile!r}: no such file")
-    if ranks is None and host_list and sum(n for _, n in host_list) < 2:
-        # the count comes from --hosts: name the option the user gave
-        raise UsageError(f"--hosts {hosts!r}: {sum(n for _, n in host_list)} slot in all; "
-                         "give 2 or more (e.g. node1:2), or drop it for the ordinary run")
+    hf = read_hostfile(hostfile) if hostfile else None
     if ranks is None:
-        if launcher == "srun" and environ.get("SLURM_NTASKS"):
-            ranks = int(environ["SLURM_NTASKS"])
-        elif host_list:
-            ranks = sum(n for _, n in host_list)
+        if launcher == "srun" and (n := _slurm_ntasks(environ)):
+            ranks = n
+        elif host_list or hf:
+            # the count comes from the hosts' slots: name the option the user gave
+            slots = sum(n for _, n in host_list) if host_list else hf.slots
+            if slots < 2:
+                given = f"--hosts {hosts!r}" if host_list else f"--hostfile {hostfile!r}"
+                raise UsageError(f"{given}: {slots} slot in all; give --ranks N (2 or more) "
+                                 "or more slots, or drop it for the ordinary run")
+            ranks = slots
         else:
-            # a hostfile's slot count is mpirun's to read: the rank count must be given
-            raise UsageError((f"--hostfile {hostfile!r} needs --ranks N: " if hostfile else "")
-                             + "give --ranks N (or run under Slurm, or give --hosts)")
+            raise UsageError("give --ranks N (or run under Slurm, or give --hosts/--hostfile)")
     if ranks < 2:
         raise UsageError(f"--ranks {ranks}: give 2 or more (1 is the ordinary run)")
     for option, takes_value in LAUNCH_OPTIONS.items():
@@ -124,12 +122,7 @@ def train_command(argv: list[str], ranks: int | None, *, hosts: str | None = Non
         srun = shutil.which("srun") or "srun"
         exports = ",".join(["ALL", *(f"{k}={v}" for k, v in env.items())])
         return [srun, "--ntasks", str(ranks), f"--export={exports}", *program]
-    where = []
-    if host_list:
-        where += ["--host", ",".join(f"{h}:{n}" for h, n in host_list)]
-    if hostfile:
-        where += ["--hostfile", hostfile]
-    return mpirun_command(ranks, [*where, *(TCP_MCA if tcp else []), *program], extra_env=env)
+    return mpirun_command(ranks, program, extra_env=env, hosts=hosts, hostfile=hf, tcp=tcp)
 
 
 def wants_launch(args) -> bool:
@@ -140,12 +133,20 @@ def wants_launch(args) -> bool:
             or getattr(args, "launcher", "auto") == "srun")
 
 
-def relaunch_train(args) -> int:
-    """Start (or with ``--print-mpirun`` only print) the launch line for this ``train``."""
+def relaunch_train(args, *, resume_dir: str | None = None, checkpoint_note=None) -> int:
+    """Start (or with ``--print-mpirun`` only print) the launch line for this ``train``.
+    ``resume_dir``: the run directory a ``--resume`` continues in (the ranks write there);
+    ``checkpoint_note(run_dir)``: a sentence on the last checkpoint, for the line that says
+    why the ranks stopped."""
+    if not wants_launch(args):
+        raise UsageError("--print-mpirun prints the launch line of a run on several ranks: "
+                         "give --ranks N (or --hosts/--hostfile, or --launcher srun)")
     argv = list(getattr(args, "argv", None) or sys.argv[1:])
     if "train" not in argv:
         raise UsageError("--ranks needs the command line of `nntile-lab train`")
     argv = argv[argv.index("train") + 1:]
+    if resume_dir and not _has(argv, "--out"):
+        argv += ["--out", resume_dir]
     launcher = choose_launcher(args.launcher, args.hosts, args.hostfile)
     if launcher == "srun" and args.tcp:
         raise UsageError("--tcp sets Open MPI's transports for mpirun; under srun set "
@@ -159,34 +160,52 @@ def relaunch_train(args) -> int:
     if not _has(argv, "--data"):   # prepare the default corpus once, before N ranks read it
         prepare_default_corpus()
     print(f"nntile-lab: {line}", file=sys.stderr, flush=True)
-    return run_ranks(cmd, args.ranks)
+    out = cmd[len(cmd) - 1 - cmd[::-1].index("--out") + 1]
+    return run_ranks(cmd, args.ranks, log_path=os.path.join(out, "mpirun.log"),
+                     after_failure=(lambda: checkpoint_note(out)) if checkpoint_note else None)
 
 
-# What Open MPI prints when ranks die starting up: its help text names MPI_Init or the
-# unreachable pair, and when that help text itself is lost only the show_help unpack
-# errors remain.
-_INIT_FAILED = ("mpi_init", "unable to reach each other", "show_help.c")
+# Open MPI lines that say nothing to a user of a run that went well: the plm's warning when
+# the launch agent execs before mpirun's setpgid (scripts/cluster.sh's agent does)
+_NOISE = ("plm:rsh: Warning: setpgid",)
 
 
-def run_ranks(cmd: list[str], ranks) -> int:
-    """Run the launch line, passing its stderr through; when the ranks die in ``MPI_Init``
-    end with one line that says why and what to change. Open MPI's own explanation (its
-    "help message") is sometimes lost when a rank aborts at once, which left only
-    ``ORTE_ERROR_LOG`` lines."""
-    init_failed = False
+def run_ranks(cmd: list[str], ranks, *, log_path: str | None = None,
+              after_failure=None) -> int:
+    """Run the launch line and pass its stderr through, except Open MPI's help blocks and log
+    lines (``failures.Filter``), which go to ``log_path`` with the rest. If the ranks fail,
+    end with one line: what happened, on which host (``failures.diagnose``), and
+    ``after_failure()`` (where the last checkpoint is); what it cannot explain is shown as
+    Open MPI printed it."""
+    said = Filter()
     with subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, errors="replace") as proc:
         for text in proc.stderr:
-            sys.stderr.write(text)
-            init_failed |= any(mark in text.lower() for mark in _INIT_FAILED)
+            shown = said.feed(text)
+            if shown:
+                sys.stderr.write(shown)
+                sys.stderr.flush()
         code = proc.wait()
-    if code and init_failed:
-        btl = os.environ.get("OMPI_MCA_btl")  # noqa: SIM112 (Open MPI reads this spelling)
-        allowed = f"OMPI_MCA_btl={btl}" if btl else "the transports Open MPI found"
-        print(f"nntile-lab: MPI could not start the {ranks or ''} ranks (MPI_Init failed): "
-              f"they are unable to reach each other with {allowed}. Fix: let them use a "
-              "transport they share (--tcp for TCP between every pair; unset OMPI_MCA_btl / "
-              "OMPI_MCA_pml), or check that every host can open connections to the others.",
-              file=sys.stderr, flush=True)
+    if log_path:
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
+            with open(log_path, "w") as f:
+                f.write(said.all())
+        except OSError:
+            log_path = None
+    held = "".join(ln for ln in said.held().splitlines(keepends=True)
+                   if not any(n in ln for n in _NOISE))
+    if not code:
+        sys.stderr.write(held)
+        return code
+    btl = os.environ.get("OMPI_MCA_btl")  # noqa: SIM112 (Open MPI reads this spelling)
+    failure = diagnose(said.all(), btl, ranks)
+    if failure is None:
+        sys.stderr.write(held)
+        return code
+    after = after_failure() if after_failure else ""
+    if log_path:
+        after += f"{' ' if after else ''}(Open MPI's messages: {log_path})"
+    print(failure.line(ranks, after), file=sys.stderr, flush=True)
     return code
 
 

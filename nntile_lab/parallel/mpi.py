@@ -7,92 +7,28 @@ owner given by the current :class:`Distribution`; a task runs on the owner of th
 writes and StarPU-MPI sends it the tiles it reads. ``to_numpy`` gives every rank the whole
 tensor (each tile from its owner), then flushes the received copies; ``Runtime.wait`` (every
 rank, same point) waits for all tasks and transfers and flushes every received copy, so a
-rank holds its own tiles plus what one step brought in.
-
-Distributions (``with rt.mpi.distribute(BlockCyclic(axes=(0,))): ...``):
-
-- ``OnRank(r)``: every tile on rank r;
-- ``Replicated()``: each rank owns its own copy (only tasks whose inputs are replicated too may
-  write it: every rank then runs them, and no tile moves);
-- ``BlockCyclic(axes, grid, block)``: tile (i₀, i₁, …) goes to rank
-  Σⱼ ((i_{axes[j]} // block) mod grid[j]) · Πₖ<ⱼ grid[k], a block-cyclic map of the chosen
-  grid axes onto a rank grid (default: one axis over all ranks);
-- ``TileCyclic()`` (default): flat tile index mod ranks — spreads every tensor's tiles.
+rank holds its own tiles plus what one step brought in. The distributions (who owns which
+tile) and the training layouts are in :mod:`nntile_lab.parallel.distribution`.
 """
 from __future__ import annotations
 
 import contextlib
-import math
 import os
+import socket
 import sys
 import traceback
-from dataclasses import dataclass
 
 from nntile_lab._lib import ffi, lib
-
-
-class Distribution:
-    replicated = False   # every rank owns its own copy: nothing to gather or flush
-
-    def owners(self, grid_shape: tuple, size: int, rank: int) -> list[int]:
-        raise NotImplementedError
-
-
-@dataclass(frozen=True)
-class OnRank(Distribution):
-    rank: int = 0
-
-    def owners(self, grid_shape, size, rank):
-        if not 0 <= self.rank < size:
-            raise ValueError(f"OnRank({self.rank}): rank must be from 0 to {size - 1}")
-        return [self.rank] * math.prod(grid_shape)
-
-
-@dataclass(frozen=True)
-class Replicated(Distribution):
-    replicated = True
-
-    def owners(self, grid_shape, size, rank):
-        return [rank] * math.prod(grid_shape)
-
-
-@dataclass(frozen=True)
-class TileCyclic(Distribution):
-    def owners(self, grid_shape, size, rank):
-        return [i % size for i in range(math.prod(grid_shape))]
-
-
-@dataclass(frozen=True)
-class BlockCyclic(Distribution):
-    axes: tuple = (0,)
-    grid: tuple | None = None      # ranks along each axis; default (all ranks,) for one axis
-    block: int = 1                 # consecutive tiles per rank along each axis
-
-    def owners(self, grid_shape, size, rank):
-        grid = self.grid or ((size,) if len(self.axes) == 1 else None)
-        if grid is None or len(grid) != len(self.axes) or math.prod(grid) != size:
-            raise ValueError(f"BlockCyclic(axes={self.axes}, grid={self.grid}): give a rank "
-                             f"grid with one entry per axis whose product is {size} ranks")
-        if self.block < 1:
-            raise ValueError(f"BlockCyclic block={self.block} must be >= 1")
-        out = []
-        for flat in range(math.prod(grid_shape)):
-            idx = _unravel(flat, grid_shape)
-            owner, stride = 0, 1
-            for ax, g in zip(self.axes, grid):
-                i = idx[ax] if ax < len(idx) else 0     # a tensor without that axis: block 0
-                owner += ((i // self.block) % g) * stride
-                stride *= g
-            out.append(owner)
-        return out
-
-
-def _unravel(flat: int, shape: tuple) -> tuple:
-    idx = []
-    for s in reversed(shape):
-        idx.append(flat % s)
-        flat //= s
-    return tuple(reversed(idx))
+from nntile_lab.parallel.distribution import (  # noqa: F401 (the names users import from here)
+    LAYOUTS,
+    BlockCyclic,
+    Distribution,
+    OnRank,
+    Replicated,
+    TileCyclic,
+    layout,
+    scope,
+)
 
 
 def wanted() -> bool:
@@ -165,6 +101,28 @@ class MPIContext:
     def barrier(self) -> None:
         lib.nl_mpi_barrier()
 
+    # ---- what crossed the network ------------------------------------------
+    def bytes_sent(self) -> list[int]:
+        """Bytes this rank has sent to each rank since StarPU-MPI started (StarPU-MPI's own
+        count of the payloads it hands to MPI)."""
+        out = ffi.new("int64_t[]", self.size)
+        lib.nl_mpi_comm_bytes(out)
+        return list(out)
+
+    def gather_rows(self, row) -> list[list[int]] | None:
+        """Every rank's ``row`` (equal-length int64s) on rank 0, None elsewhere; a collective:
+        every rank calls it at the same point of the flow."""
+        n = len(row)
+        mine = ffi.new("int64_t[]", [int(v) for v in row])
+        all_rows = ffi.new("int64_t[]", n * self.size)
+        ret = lib.nl_mpi_gather_rows(n, mine, all_rows, self._next_tag)
+        self._next_tag += self.size
+        if ret:
+            raise RuntimeError(f"gathering {n} values per rank failed with code {ret}")
+        if self.rank != 0:
+            return None
+        return [list(all_rows[r * n:(r + 1) * n]) for r in range(self.size)]
+
     def shutdown(self) -> None:
         lib.nl_mpi_shutdown()
 
@@ -173,8 +131,8 @@ class MPIContext:
         waiting for its tiles. Prints the error first."""
         if exc is not None:
             traceback.print_exception(type(exc), exc, exc.__traceback__)
-        print(f"nntile_lab: rank {self.rank} failed: aborting all {self.size} ranks",
-              file=sys.stderr, flush=True)
+        print(f"nntile_lab: rank {self.rank} on host {socket.gethostname()} failed: aborting "
+              f"all {self.size} ranks", file=sys.stderr, flush=True)
         lib.nl_mpi_abort(code)
 
     def __repr__(self) -> str:

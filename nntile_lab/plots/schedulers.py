@@ -53,7 +53,7 @@ def figure(summary: pd.DataFrame, title: str | None = None) -> Figure:
             if bad:
                 top.plot(bad, np.zeros(len(bad)), "x", color="crimson", ms=9)
         for ax in (top, bottom):
-            ax.set_xticks(range(len(scheds)), scheds, rotation=30, ha="right")
+            _scheduler_ticks(ax, scheds)
             ax.grid(axis="y", alpha=0.3)
         top.set_title(mode)
         top.set_ylabel("step time, ms (median of repeats; min–max)")
@@ -77,29 +77,48 @@ def placement_figure(summary: pd.DataFrame, title: str | None = None) -> Figure:
 
 
 def _placement_axes(ax, s: pd.DataFrame, scheds: list[str]) -> None:
-    """Share of tasks and of kernel time on the OpenCL device per scheduler, priorities
-    off/on; ◆ the share of tasks on the arch the models call faster."""
+    """Per scheduler, priorities off and on side by side: bars, the share of tasks on the
+    OpenCL device; — the share of kernel time there; ◆ the share of the tasks of ops both
+    kinds can run that ran on the kind the models call faster. One series each, every one
+    in the legend (below the axes: it never hides a bar)."""
+    series = {"time": ([], []), "faster": ([], [])}
     for k, prio in enumerate((False, True)):
-        color = "tab:orange" if prio else "tab:blue"
+        xs, shares = [], []
         for i, sched in enumerate(scheds):
             r = s[(s["scheduler"] == sched) & (s["priorities"] == prio)]
             if not len(r) or r.iloc[0].get("error") or pd.isna(r.iloc[0].get("step_ms")):
                 continue
-            r = r.iloc[0]
-            x = i + (k - 0.5) * 0.4
-            share, time_share = r.get("opencl_task_share"), r.get("opencl_time_share")
+            r, x = r.iloc[0], i + (k - 0.5) * 0.4
+            for key, col in (("time", "opencl_time_share"), ("faster", "on_faster")):
+                v = r.get(col)
+                if v is not None and v == v:
+                    series[key][0].append(x)
+                    series[key][1].append(100 * v)
+            share = r.get("opencl_task_share")
             if share is not None and share == share:
-                ax.bar(x, 100 * share, width=0.4, color=color,
-                       label=f"tasks, priorities {'on' if prio else 'off'}" if i == 0 else None)
-            if time_share is not None and time_share == time_share:
-                ax.plot(x, 100 * time_share, "_", color="black", ms=14, mew=2,
-                        label="kernel time" if i == 0 and not k else None)
-            on_faster = r.get("on_faster")
-            if on_faster is not None and on_faster == on_faster:
-                ax.plot(x, 100 * on_faster, "D", color="crimson", ms=5,
-                        label="tasks on the faster arch (models)" if i == 0 and not k else None)
-    ax.set_xticks(range(len(scheds)), scheds, rotation=30, ha="right")
+                xs.append(x)
+                shares.append(100 * share)
+        ax.bar(xs, shares, width=0.4, color="tab:orange" if prio else "tab:blue",
+               label=f"tasks on OpenCL, priorities {'on' if prio else 'off'}")
+    if series["time"][0]:
+        ax.plot(*series["time"], "_", color="black", ms=14, mew=2, linestyle="none",
+                label="kernel time on OpenCL")
+    if series["faster"][0]:
+        ax.plot(*series["faster"], "D", color="crimson", ms=5, linestyle="none",
+                label="tasks on the faster kind (models; ops both kinds run)")
+    slant = _scheduler_ticks(ax, scheds)
     ax.set_ylim(0, 105)
-    ax.set_ylabel("placement: share on OpenCL, %")
+    ax.set_ylabel("where the tasks ran: share, %")
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize="x-small")
+    ax.legend(fontsize="x-small", ncol=2, loc="upper center",
+              bbox_to_anchor=(0.5, -0.22 if slant else -0.1))
+
+
+def _scheduler_ticks(ax, scheds: list[str]) -> bool:
+    """One tick per scheduler, under the middle of its pair of bars: long lists slanted,
+    each name ending at its tick (``rotation_mode="anchor"``; a slanted right-aligned
+    label otherwise sits left of its bars). Whether slanted."""
+    slant = len(scheds) > 5
+    ax.set_xticks(range(len(scheds)), scheds, rotation=30 if slant else 0,
+                  ha="right" if slant else "center", rotation_mode="anchor")
+    return slant

@@ -146,7 +146,7 @@ def plot(rows: list, path: str, title: str = "") -> str:
     # heavy: only a plot loads pyplot; the backend stays the process's (the CLI picks Agg)
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(7, 5), layout="constrained")
     for i, name in enumerate(dict.fromkeys(r["link"] for r in rows if "link" in r)):
         pts = [r for r in rows if r.get("link") == name]
         xs = [r["nodes"] for r in pts]
@@ -156,11 +156,11 @@ def plot(rows: list, path: str, title: str = "") -> str:
     ax.set(xscale="log", yscale="log", xlabel="nodes (one rank each)", ylabel="seconds",
            title=title or "extrapolated iteration (solid) and exposed communication (dashed)")
     handles, _ = ax.get_legend_handles_labels()
-    ax.legend(handles=[*handles, Line2D([], [], color="k", marker="o", label="iteration"),
-                       Line2D([], [], color="k", marker="x", ls="--", lw=1,
-                              label="exposed communication (none: not drawn)")],
-              fontsize=8)
-    fig.tight_layout()
+    # under the axes: inside, it hid the lowest lines (CosmoFlow's exposed communication)
+    fig.legend(handles=[*handles, Line2D([], [], color="k", marker="o", label="iteration"),
+                        Line2D([], [], color="k", marker="x", ls="--", lw=1,
+                               label="exposed communication (none: not drawn)")],
+               fontsize=8, ncol=3, loc="outside lower center")
     save_figure(fig, path)
     plt.close(fig)
     return path

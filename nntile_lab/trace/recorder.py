@@ -33,8 +33,9 @@ outlives the runtime. Times are µs since ``start()``.
               fallback where a node has no accounting.
 ``nodes``     node, name, kind (RAM, device, disk), capacity_bytes (what StarPU may
               allocate there), capped (a limit was set: memory_limit_mb,
-              opencl_memory_limit_mb, the disk node's size): per memory node, for the
-              memory timeline per node (``tables.node_timeline``) against its cap.
+              opencl_memory_limit_mb or cuda_memory_limit_mb, the disk node's size): per
+              memory node, for the memory timeline per node (``tables.node_timeline``)
+              against its cap.
 ``steps``     step, start_us, end_us, seconds, tokens, tasks, flops, gflops,
               tokens_per_s: one row per ``mark_step()`` call.
 ``bound``     StarPU's linear-programming lower bound of the makespan (work spread
@@ -416,7 +417,7 @@ def _node_table(rt) -> pd.DataFrame:
     whether that is a limit the runtime set (else the node's whole size)."""
     names = _node_names()
     capped = {"RAM": rt.memory_limit_mb is not None,
-              "device": getattr(rt, "opencl_memory_limit_mb", None) is not None, "disk": True}
+              "device": getattr(rt, "device_memory_limit_mb", None) is not None, "disk": True}
     rows = []
     for node in range(lib.starpu_memory_nodes_get_count()):
         total = lib.starpu_memory_get_total(node)

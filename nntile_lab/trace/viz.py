@@ -124,6 +124,8 @@ def gantt(tr, window: tuple[float, float] | None = None, step: int | None = None
     ax.set_ylabel("worker")
     if window is not None:
         ax.set_xlim(window[0] / 1e3, window[1] / 1e3)
+    elif len(t):     # the tasks' own span: no margin before the first (a negative time)
+        ax.set_xlim(t["start_us"].min() / 1e3, t["end_us"].max() / 1e3)
     if title is None:
         title = f"step {step}" if step is not None else (
             f"{window[0] / 1e3:.1f}–{window[1] / 1e3:.1f} ms" if window else "whole trace")

@@ -18,11 +18,22 @@ from nntile_lab import memory
 from nntile_lab import spec as specs
 from nntile_lab.data import prepare_default_corpus
 from nntile_lab.engine import save_record
+from nntile_lab.errors import UsageError
 from nntile_lab.experiment import build as build_spec
 from nntile_lab.experiment import runtime
 from nntile_lab.options import int_range
+from nntile_lab.parallel import traffic as network
+from nntile_lab.parallel.distribution import LAYOUTS, layout, scope
 from nntile_lab.parallel.launch import for_this_rank, relaunch_train, wants_launch
-from nntile_lab.train.checkpoint import clean_stale, config_dict, find_checkpoint, read_state
+from nntile_lab.parallel.mpirun import under_mpirun
+from nntile_lab.train.checkpoint import (
+    atomic_write_text,
+    clean_stale,
+    config_dict,
+    find_checkpoint,
+    load_checkpoint,
+    read_state,
+)
 from nntile_lab.train.plots import save_loss_plot
 from nntile_lab.train.resume import resumed_schedule
 from nntile_lab.train.trainer import restore_log, train
@@ -65,6 +76,10 @@ def register_cli(subparsers) -> argparse.ArgumentParser:
     d.add_argument("--hostfile", metavar="FILE", help="Open MPI hostfile (mpirun --hostfile)")
     d.add_argument("--launcher", choices=("auto", "mpirun", "srun"), default="auto",
                    help="auto: srun inside a Slurm allocation, else mpirun")
+    d.add_argument("--layout", choices=LAYOUTS, default=None,
+                   help="how the ranks share the work: operator (tiles spread tile-cyclic; "
+                        "default), operator-2d (block-cyclic on a 2-D rank grid), data (each "
+                        "rank its part of the batch)")
     d.add_argument("--tcp", action="store_true",
                    help="Open MPI over TCP only (no shared memory), as between machines")
     d.add_argument("--print-mpirun", action="store_true",
@@ -141,8 +156,12 @@ def build(spec: specs.ExperimentSpec):
 
 def run_cli(args: argparse.Namespace) -> int:
     """Run ``train`` for parsed arguments; return the process exit code."""
-    if wants_launch(args):
-        return relaunch_train(args)
+    if wants_launch(args) or args.print_mpirun:
+        resume_dir = str(find_checkpoint(args.resume).parent) if args.resume else None
+        return relaunch_train(args, resume_dir=resume_dir, checkpoint_note=_last_checkpoint)
+    if args.layout is not None and not under_mpirun():
+        raise UsageError(f"--layout {args.layout} shares the work between ranks: give "
+                         "--ranks N (2 or more), or leave it out for one process")
     args = resolve(args)
     args = for_this_rank(args)
     spec = args.spec
@@ -166,16 +185,24 @@ def run_cli(args: argparse.Namespace) -> int:
         if message:
             print(f"nntile-lab train: {message}", file=sys.stderr)
     with runtime(spec) as rt:
-        model, optimizer, schedule = build(spec)
+        for_model, for_steps = layout(args.layout or "operator", rt.mpi.size if rt.mpi else 1)
+        with scope(rt.mpi, for_model):
+            model, optimizer, schedule = build(spec)
         schedule = keep or schedule
-        log = train(model, optimizer, data, steps=spec.steps, batch=spec.batch,
-                    seq_len=spec.seq_len, out_dir=args.out, schedule=schedule,
-                    grad_accum=spec.grad_accum, clip_norm=spec.clip or None,
-                    eval_every=spec.eval_every, eval_batches=spec.eval_batches,
-                    checkpoint_every=spec.checkpoint_every, resume=args.resume,
-                    seed=spec.seed, progress=not args.no_progress, json_lines=args.json)
+        sent = network.Traffic(rt.mpi) if rt.mpi else None
+        with scope(rt.mpi, for_steps):
+            log = train(model, optimizer, data, steps=spec.steps, batch=spec.batch,
+                        seq_len=spec.seq_len, out_dir=args.out, schedule=schedule,
+                        grad_accum=spec.grad_accum, clip_norm=spec.clip or None,
+                        eval_every=spec.eval_every, eval_batches=spec.eval_batches,
+                        checkpoint_every=spec.checkpoint_every, resume=args.resume,
+                        seed=spec.seed, progress=not args.no_progress, json_lines=args.json,
+                        on_mark=sent.mark if sent else None)
+        comm = sent.gather() if sent else None   # every rank; the table on rank 0
         model_config = config_dict(model.config)
         ncpu = rt.ncpu
+    if comm is not None:
+        atomic_write_text(Path(args.out) / "comm.csv", comm.to_csv(index=False))
     summary = log.attrs["summary"]
     save_loss_plot(log, args.out, title=f"GPT-2 L={spec.n_layer} E={spec.n_embd} "
                    f"T={spec.seq_len} B={spec.batch}")
@@ -187,7 +214,22 @@ def run_cli(args: argparse.Namespace) -> int:
                          "runtime": {"scheduler": spec.scheduler, "ncpu": ncpu}})
     if not args.json and not getattr(args, "quiet_rank", False):
         print(_report(summary))
+        if comm is not None:
+            print(network.report(comm))
     return 0
+
+
+def _last_checkpoint(run_dir) -> str:
+    """Where a stopped multi-rank run can continue from (a sentence; every file of the
+    checkpoint read and checked against its manifest)."""
+    try:
+        ckpt = load_checkpoint(run_dir)
+    except FileNotFoundError:
+        return f"No checkpoint in {run_dir} yet."
+    except ValueError as exc:
+        return f"The last checkpoint is damaged: {exc}"
+    return (f"The last checkpoint ({ckpt.path}, step {ckpt.state['step']}) is intact: continue "
+            f"with --resume {run_dir}.")
 
 
 def _already_done(resume, steps: int) -> str | None:

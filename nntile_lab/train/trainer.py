@@ -179,7 +179,7 @@ def train(model, optimizer, data_dir, *, steps: int, batch: int, seq_len: int,
           eval_every: int = DEFAULTS.eval_every, eval_batches: int = DEFAULTS.eval_batches,
           checkpoint_every: int = DEFAULTS.checkpoint_every, resume=None,
           seed: int = DEFAULTS.seed, progress: bool = True, json_lines: bool = False,
-          log_every: int = 1) -> pd.DataFrame:
+          log_every: int = 1, on_mark=None) -> pd.DataFrame:
     """Train until ``steps`` optimizer steps are done (counting those before ``resume``).
 
     Each step draws ``grad_accum`` random batches of ``batch × seq_len`` tokens from
@@ -191,6 +191,8 @@ def train(model, optimizer, data_dir, *, steps: int, batch: int, seq_len: int,
     the log is returned (``.attrs["summary"]`` holds the summary) and kept in
     ``OUT/log.csv``.  ``resume`` is a run or checkpoint directory to continue from.
     Raises ``NonFiniteLoss`` on a NaN/inf loss, leaving the last good checkpoint untouched.
+    ``on_mark(step, phase)`` is called after each step's update (``"train"``) and after its
+    evaluation and checkpoint (``"eval+checkpoint"``) — e.g. ``parallel.traffic.Traffic.mark``.
     """
     for name, value in (("steps", steps), ("batch", batch), ("seq_len", seq_len),
                         ("grad_accum", grad_accum), ("log_every", log_every),
@@ -240,6 +242,8 @@ def train(model, optimizer, data_dir, *, steps: int, batch: int, seq_len: int,
                 except NonFiniteValue as exc:
                     raise NonFiniteLoss(step, exc.what, exc.value, out_dir) from exc
                 dt = time.perf_counter() - t0
+                if on_mark is not None:
+                    on_mark(step, "train")
                 n_tokens = batch * seq_len * grad_accum
                 run.step, run.tokens = step, run.tokens + n_tokens
                 run.train_time_s += dt
@@ -257,6 +261,8 @@ def train(model, optimizer, data_dir, *, steps: int, batch: int, seq_len: int,
                 bar.update(1)
                 if (checkpoint_every and step % checkpoint_every == 0) or step == steps:
                     run.save(len(train_bin), data_dir)
+                if on_mark is not None:
+                    on_mark(step, "eval+checkpoint")
         except KeyboardInterrupt:
             saved = out_dir / "checkpoint"
             raise Interrupted(f"training interrupted during step {run.step + 1}; "

@@ -3,6 +3,7 @@ hand-made task timelines whose split is known exactly."""
 import json
 import types
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -175,3 +176,40 @@ def test_on_opencl_workers_the_comparison_runs_in_memory_and_says_so(monkeypatch
                                          r"ooc_fraction=None \(--no-ooc\)"):
         module.points(base, ooc_fraction=0.5)
     assert module.points(base, repeats=1, ooc_fraction=None)
+
+
+def test_placement_panel_labels_every_series_and_centres_its_ticks():
+    """Issue 33 (notebook 10): the placement panel had scheduler names off their bars, an
+    unlabelled dash series and diamonds (a share of tasks on the faster kind) under an axis
+    reading "share on OpenCL"."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from nntile_lab.plots.schedulers import figure, placement_figure
+    rng = np.random.default_rng(7)
+    names = ["dmda", "dmdas", "heteroprio", "eager", "lws", "ws"]
+    rows = [{"mode": "in memory", "scheduler": n, "priorities": p, "error": None,
+             "step_ms": 100.0, "step_min_ms": 90.0, "step_max_ms": 110.0, "idle_share": 0.2,
+             "opencl_task_share": rng.uniform(), "opencl_time_share": rng.uniform(),
+             "on_faster": rng.uniform()} for n in names for p in (False, True)]
+    summary = pd.DataFrame(rows)
+    for fig in (placement_figure(summary), figure(summary)):
+        ax = fig.axes[-1]
+        labels = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert labels == ["kernel time on OpenCL",
+                          "tasks on the faster kind (models; ops both kinds run)",
+                          "tasks on OpenCL, priorities off", "tasks on OpenCL, priorities on"]
+        assert all(not line.get_label().startswith("_") for line in ax.get_lines())
+        assert "OpenCL" not in ax.get_ylabel()      # the diamonds are not a share on OpenCL
+        canvas = FigureCanvasAgg(fig)
+        canvas.draw()
+        renderer = canvas.get_renderer()
+        for k, tick in enumerate(ax.get_xticklabels()):
+            assert tick.get_text() == names[k] and tick.get_rotation_mode() == "anchor"
+            # a slanted name ends at its tick, the middle of its pair of bars
+            x_tick = ax.transData.transform((k, 0))[0]
+            box = tick.get_window_extent(renderer)
+            assert box.x0 < x_tick <= box.x1 + 2, (names[k], box, x_tick)
+            assert abs(box.x1 - x_tick) < 0.25 * abs(ax.transData.transform((1, 0))[0]
+                                                        - ax.transData.transform((0, 0))[0])
+        legend = ax.get_legend().get_window_extent(renderer)
+        assert legend.y1 <= ax.get_window_extent(renderer).y0   # below the axes, not on bars

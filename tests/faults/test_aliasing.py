@@ -31,6 +31,15 @@ def ln_stats(t):
     return mean, inv_std
 
 
+def rms_stats(t):
+    return ops.rms_norm(t["b"], t["f"])[1]
+
+
+def rope_tables(tile):
+    cos, sin = ops.rope_tables(np.arange(N), N, 10000.0)
+    return nl.from_numpy(cos, (tile, N // 2)), nl.from_numpy(sin, (tile, N // 2))
+
+
 def elementwise_case(op):
     """The case of an op generated from the codelet table: its inputs are "a", "b", "d",
     its output "c", its scalars 0.5, 2.0, ... (an RW output is read: β ≠ 0); an output
@@ -67,6 +76,21 @@ CASES = {
         lambda t: ops.layer_norm_backward(t["b"], t["a"], t["f"], *ln_stats(t), dx=t["c"],
                                           dgamma=t["f2"]),
         [("c", "a"), ("c", "b"), ("f2", "f")], "refuse"),
+    "rms_norm": (lambda t: ops.rms_norm(t["a"], t["f"], out=t["c"])[0], [("c", "a")], "same"),
+    "rms_norm_backward": (
+        lambda t: ops.rms_norm_backward(t["b"], t["a"], t["f"], rms_stats(t), dx=t["c"],
+                                        dweight=t["f2"]),
+        [("c", "a"), ("c", "b"), ("f2", "f")], "refuse"),
+    # a head (the last axis) whole in each tile: the _1tile layout only
+    "rope_1tile": (lambda t: ops.rope(t["a"], *rope_tables(T), out=t["c"]), [("c", "a")],
+                   "same"),
+    "rope_backward_1tile": (lambda t: ops.rope_backward(t["a"], *rope_tables(T), dx=t["c"]),
+                            [("c", "a")], "same"),
+    # dg and du over any of the inputs (each value read before it is written)
+    "silu_gate_backward": (
+        lambda t: ops.silu_gate_backward(t["a"], t["b"], t["d"], dg=t["c"], du=t["v"],
+                                         beta=0.5),
+        [("c", "a"), ("c", "b"), ("c", "d"), ("v", "a"), ("v", "b"), ("v", "d")], "same"),
     "embedding": (lambda t: ops.embedding(t["ids"], t["a"], out=t["c"]), [("c", "a")],
                   "refuse"),
     "embedding_backward": (lambda t: ops.embedding_backward(t["ids"], t["a"], t["c"]),
@@ -80,7 +104,8 @@ CASES = {
 
 
 # the ops with a kernel of their own when the axis is one tile: again with whole rows
-for _name in ("softmax", "softmax_backward", "layer_norm", "layer_norm_backward"):
+for _name in ("softmax", "softmax_backward", "layer_norm", "layer_norm_backward", "rms_norm",
+              "rms_norm_backward"):
     CASES[_name + "_1tile"] = CASES[_name]
 
 
@@ -146,7 +171,8 @@ def test_views_alias_their_base(rt1):
 
 # ops with no output that could alias an input: fill and mask_causal only write in place,
 # cross_entropy makes its outputs, axpy is add
-NO_OUTPUT_ARGUMENT = {"fill", "mask_causal", "cross_entropy", "axpy", "gelu_bf16"}
+NO_OUTPUT_ARGUMENT = {"fill", "mask_causal", "cross_entropy", "axpy", "gelu_bf16",
+                      "rope_tables"}
 # ops whose output has another dtype than their input (float32 <-> bfloat16): a tensor and
 # its views share one dtype, so the output can never share the input's tiles
 DTYPE_CHANGING = {"to_bf16", "to_f32"}

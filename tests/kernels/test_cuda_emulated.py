@@ -23,8 +23,10 @@ from codelets import CODELETS  # noqa: E402
 DIMS = dict(tokens=24, embd=70, inner=36, vocab_tile=29, vocab=50, batch_tile=2, seq=12,
             heads=3, head_size=5)
 KERNEL_ROWS = sorted(r.name for r in CODELETS if r.cuda == "kernel")
-FIBERS = {"f", "gamma", "bias", "dgamma", "dbias"}
-SLICES = {"s", "mx", "mean", "inv_std"}
+FIBERS = {"f", "gamma", "bias", "dgamma", "dbias", "w", "dw"}
+SLICES = {"s", "mx", "mean", "inv_std", "inv_rms"}
+# rotary positions: (m, k, 2n) heads with (k, n) tables
+PAIRED = {"x": 2, "y": 2, "dy": 2, "dx": 2, "cos_t": 0, "sin_t": 0}
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +43,9 @@ def _axis_variant(case: Case, m=3, k=5, n=4) -> Case:
     old_m = case.args["m"]
     sizes = {}
     for name, size in case.sizes.items():
+        if case.name.startswith("rope"):
+            sizes[name] = PAIRED[name] * m * k * n or k * n
+            continue
         sizes[name] = (k if name in FIBERS else m * n if name in SLICES
                        else size // old_m * m * n if name == "sums" else m * k * n)
     return Case(case.name, dict(case.args, m=m, k=k, n=n), sizes, case.init)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import queue
+import re
 import shutil
 import time
 
@@ -74,6 +75,7 @@ def run_notebook(path, workdir, kernel_specs):
     return nb
 
 
+OBJECT_REPR = re.compile(r"<[\w.]+ (object )?at 0x[0-9a-f]+>|^\[?<matplotlib\.")
 SHOWN = ("image/png", "application/vnd.jupyter.widget-view+json")
 
 
@@ -103,6 +105,12 @@ def test_notebook_runs_in_a_kernel(path, tmp_path, kernel_specs):
     stderr = [c.source.splitlines()[-1] for c in code for o in c.outputs
               if o.output_type == "stream" and o.name == "stderr" and o.text.strip()]
     assert not stderr, f"{path.name} prints on stderr (the pink background): {stderr}"
+    # a cell ending in a matplotlib call shows its return value as text above the picture
+    # (`<matplotlib.legend.Legend at 0x…>`): end it with `;` or plt.show()
+    reprs = [o["data"]["text/plain"] for c in code for o in c.outputs
+             if o.output_type == "execute_result"
+             and OBJECT_REPR.search(o.get("data", {}).get("text/plain", ""))]
+    assert not reprs, f"{path.name} shows objects' repr: {reprs}"
 
 
 NEEDS = {"PyTorch": ("run_figures", "torch"), "Open MPI": ("replay.", "collectives.", "--ranks")}
@@ -242,6 +250,40 @@ def test_interrupt_kernel_during_a_sweep_ends_in_one_line(tmp_path, kernel_specs
                              f"{str(tmp_path / 'cache')!r}).glob('*.json'))))", timeout=60,
                          on_output=lambda t: None)
         assert again["status"] == "ok"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def test_interrupt_kernel_during_the_paper_figures_ends_in_one_line(tmp_path, kernel_specs):
+    """06's measuring cell interrupted (it printed ~40 lines of KeyboardInterrupt through
+    subprocess and selectors): one line naming what was recorded."""
+    km = KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=kernel_specs)
+    km.start_kernel(cwd=str(tmp_path))
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=120)
+        figures = (
+            "import sys\nfrom dataclasses import replace\n"
+            "from nntile_lab.figures import QUICK, run_figures\n"
+            "plan = replace(QUICK, layers=(4,), embds=(64, 128, 192),\n"
+            "               systems=('nntile_lab', 'torch_fp32'))\n"
+            f"run_figures(plan, {str(tmp_path / 'figures')!r}, progress=sys.stdout)\n")
+        sent = []
+
+        def after_first_point(text):
+            if "[1/6" in text and not sent:
+                time.sleep(0.5)           # the second point's process is running
+                sent.append(time.monotonic())
+                km.interrupt_kernel()
+        reply = _execute(kc, figures, timeout=600, on_output=after_first_point)
+        assert sent, "the first point never finished"
+        assert reply["status"] == "error" and reply["ename"] == "Interrupted", reply
+        assert reply["traceback"] == [
+            f"Interrupted: figures stopped after 1 of 6 points; the measured ones are "
+            f"recorded in {tmp_path / 'figures'}: run it again to resume"], reply["traceback"]
+        assert time.monotonic() - sent[0] < 10
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)

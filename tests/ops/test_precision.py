@@ -184,12 +184,15 @@ def test_gemm_bf16_without_avx512_bf16_falls_back_to_sgemm():
 @pytest.mark.parametrize("march,reg", [("x86-64-v3", "ymm"), ("x86-64-v4", "zmm")])
 def test_conversions_are_vectorised(march, reg):
     """Both conversion loops compile to full-width vector code on AVX2 and AVX-512 (a
-    scalar loop would have no ymm/zmm instruction at all)."""
+    scalar loop would have no ymm/zmm instruction at all). They are formulas of the codelet
+    table: the build generated their C kernels into kernels/cpu/formulas.c."""
     assert shutil.which("gcc"), "gcc is missing: scripts/setup.sh installs it"
+    assert (ROOT / "kernels" / "cpu" / "formulas.c").exists(), \
+        "kernels/cpu/formulas.c is missing: build first (scripts/setup.sh test)"
     asm = subprocess.run(["gcc", "-S", "-O3", "-std=gnu11", f"-march={march}",
                           "-fno-trapping-math", "-fno-math-errno", "-I", str(ROOT / "kernels"),
                           "-I", str(ROOT / "kernels" / "cpu"),
-                          str(ROOT / "kernels" / "cpu" / "bf16.c"), "-o", "-"],
+                          str(ROOT / "kernels" / "cpu" / "formulas.c"), "-o", "-"],
                          check=True, capture_output=True, text=True).stdout
     for fn in ("nl_f32_to_bf16", "nl_bf16_to_f32"):
         body = re.search(rf"^{fn}:\n(.*?)\.size\s+{fn}", asm, re.M | re.S).group(1)

@@ -75,11 +75,16 @@ def test_sdist_has_everything_the_extension_build_needs(tmp_path):
     (sdist,) = tmp_path.glob("*.tar.gz")
     with tarfile.open(sdist) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
+    # what the build generates from the codelet table (prototypes, the formulas' kernels)
+    generated = {"kernels/cpu/prototypes.h", "kernels/cuda/prototypes.h",
+                 "kernels/cpu/formulas.c", "kernels/cuda/formulas.cu"}
     needed = {str(p.relative_to(ROOT)) for p in (ROOT / "kernels").rglob("*")
               if p.suffix in (".py", ".c", ".h", ".cu", ".cuh", ".cl", ".clh")
-              and p.name != "prototypes.h"
+              and str(p.relative_to(ROOT)) not in generated
               and "__pycache__" not in p.parts}
-    assert {"kernels/build.py", "kernels/codegen.py", "kernels/codelets.py"} <= needed
+    assert {"kernels/build.py", "kernels/codegen.py", "kernels/codelets.py",
+            "kernels/formulas.py", "kernels/formula.h"} <= needed
+    assert not names & generated, "generated sources in the sdist"
     assert needed - names == set(), f"missing from the sdist: {sorted(needed - names)}"
     assert {"setup.py", "pyproject.toml", "LICENSE", "nntile_lab/cpu_variant.py",
             "nntile_lab/_ext/__init__.py"} <= names

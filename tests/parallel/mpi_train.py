@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -67,6 +68,9 @@ def main(argv=None) -> int:
         rng = np.random.default_rng(SPEC.seed + first)
         losses = []
         for k in range(first, first + args.steps):
+            if rank == args.die_rank and k in (args.die_at_step, args.raise_at_step):
+                with open(args.out + ".died", "w") as f:   # when: the others end from here
+                    f.write(repr(time.time()))
             if args.die_at_step == k and rank == args.die_rank:
                 os._exit(7)
             if args.raise_at_step == k and rank == args.die_rank:

@@ -2,6 +2,7 @@
 over Open MPI's TCP transport alone (no shared memory), as between two machines."""
 import csv
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from nntile_lab.errors import UsageError
-from nntile_lab.parallel import launch
+from nntile_lab.parallel import launch, mpirun
 from tests.parallel.test_mpi_tiles import REPO
 from tests.torch_adapter import tiny_dataset
 
@@ -34,10 +35,78 @@ def test_hostfile(tmp_path):
     hf.write_text("node1 slots=2\nnode2 slots=2\n")
     cmd = launch.train_command(OPTS, 4, hostfile=str(hf))
     assert cmd[cmd.index("--hostfile") + 1] == str(hf) and cmd[1:3] == ["-n", "4"]
-    with pytest.raises(UsageError, match="--hostfile .*no such file"):
+    # without --ranks, one rank per slot (as with --hosts)
+    assert launch.train_command(OPTS, None, hostfile=str(hf))[1:3] == ["-n", "4"]
+
+
+def test_a_hostfile_carries_the_settings_its_hosts_need(tmp_path):
+    """``# mca KEY VALUE`` comment lines (scripts/cluster.sh writes them: the launch agent,
+    the network) become mpirun's --mca options; other comments stay comments."""
+    hf = tmp_path / "hosts"
+    hf.write_text("# a cluster\n# mca plm_rsh_agent /x/agent\n# mca btl tcp,self\n"
+                  "a slots=1  # the first\n\nb\n")
+    read = mpirun.read_hostfile(str(hf))
+    assert read.hosts == (("a", 1), ("b", 1)) and read.slots == 2
+    cmd = launch.train_command(OPTS, None, hostfile=str(hf), tcp=True)
+    line = " ".join(cmd)
+    assert "--mca plm_rsh_agent /x/agent" in line
+    # --tcp adds what the file lacks and keeps what it says
+    assert "--mca btl tcp,self" in line and "--mca pml ob1" in line and line.count("btl") == 1
+    assert line.index("--mca") < line.index(" -m nntile_lab.cli")
+
+
+@pytest.mark.parametrize("text, said", [
+    ("", "lists no host"), ("# only a comment\n\n", "lists no host"),
+    ("node1 slots=x\n", "line 1: 'slots=x': slots must be an integer >= 1"),
+    ("node1 slots=0\n", "slots must be an integer >= 1")])
+def test_bad_hostfiles_are_named(tmp_path, text, said):
+    hf = tmp_path / "hosts"
+    hf.write_text(text)
+    with pytest.raises(UsageError, match=f"--hostfile '{hf}'.*{re.escape(said)}"):
+        launch.train_command(OPTS, 4, hostfile=str(hf))
+
+
+def test_a_missing_hostfile_or_a_directory_is_named(tmp_path):
+    with pytest.raises(UsageError, match="--hostfile .*: no such file"):
         launch.train_command(OPTS, 4, hostfile=str(tmp_path / "none"))
-    with pytest.raises(UsageError, match="give --ranks N"):
-        launch.train_command(OPTS, None, hostfile=str(hf))
+    with pytest.raises(UsageError, match=f"--hostfile '{tmp_path}' is a directory"):
+        launch.train_command(OPTS, 4, hostfile=str(tmp_path))
+    one = tmp_path / "one"
+    one.write_text("node1\n")
+    with pytest.raises(UsageError, match="1 slot in all; give --ranks N"):
+        launch.train_command(OPTS, None, hostfile=str(one))
+
+
+@pytest.mark.parametrize("value, said", [
+    ("abc", "SLURM_NTASKS='abc' (from the environment) is not a whole number"),
+    ("1", "SLURM_NTASKS=1 (from the environment): the allocation has 1 task")])
+def test_a_bad_slurm_task_count_is_named(value, said):
+    with pytest.raises(UsageError, match=re.escape(said)):
+        launch.train_command(OPTS, None, launcher="srun",
+                             environ={"SLURM_NTASKS": value, "SLURM_JOB_ID": "7"})
+
+
+def test_srun_outside_slurm_says_so(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))        # no srun anywhere
+    with pytest.raises(UsageError, match="--launcher srun: there is no srun on PATH"):
+        launch.choose_launcher("srun")
+
+
+def test_print_mpirun_without_ranks_prints_nothing_and_says_why(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "nntile_lab.cli", "train", "--print-mpirun",
+                           "--steps", "2"], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "--print-mpirun prints the launch line of a run on several ranks: give --ranks N" \
+        in proc.stderr
+    assert not (tmp_path / "runs").exists()          # nothing trained
+
+
+def test_layout_without_ranks_is_refused(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "nntile_lab.cli", "train", "--layout", "data",
+                           "--steps", "2"], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)
+    assert proc.returncode == 2 and "--layout data shares the work between ranks" in proc.stderr
 
 
 def test_srun_takes_the_allocations_task_count():
@@ -147,11 +216,15 @@ def test_ranks_dying_at_start_end_with_one_line_saying_why(tmp_path, monkeypatch
     fake.write_text(f"#!/bin/sh\ncat {tmp_path / 'said'} >&2\nexit 1\n")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("OMPI_MCA_btl", "self")
-    assert launch.run_ranks([str(fake)], 2) == 1
-    err = " ".join(capsys.readouterr().err.split())
+    log = tmp_path / "run" / "mpirun.log"
+    assert launch.run_ranks([str(fake)], 2, log_path=str(log)) == 1
+    raw = capsys.readouterr().err
+    err = " ".join(raw.split())
     assert ("MPI could not start the 2 ranks (MPI_Init failed): they are unable to reach each "
             "other with OMPI_MCA_btl=self. Fix:") in err
-    assert err.count("ORTE_ERROR_LOG") == 1          # Open MPI's own lines still pass through
+    # Open MPI's own lines go to the log, not the terminal: one line says it all
+    assert len(raw.splitlines()) == 1 and f"(Open MPI's messages: {log})" in err
+    assert log.read_text() == printed
 
 
 def test_a_rank_failing_later_gets_no_mpi_init_line(tmp_path, capsys):

@@ -68,11 +68,12 @@ def test_checkpoint_from_two_ranks_resumes_on_four(tmp_path):
 
 @pytest.mark.parametrize("how", ["--die-at-step", "--raise-at-step"])
 def test_a_dying_rank_ends_every_rank(how, tmp_path):
-    t0 = time.monotonic()
     proc = mpirun(4, "mpi_train.py", str(tmp_path / "x.json"), "tile-cyclic", "--steps", "5",
-                  how, "2", "--die-rank", "1", timeout=60)
-    took = time.monotonic() - t0
+                  how, "2", "--die-rank", "1", timeout=120)
+    ended = time.time()
     assert proc.returncode != 0
+    # from the moment rank 1 died (its start on a loaded machine is not the point)
+    took = ended - float((tmp_path / "x.json.died").read_text())
     assert took < 30, f"the other ranks took {took:.0f} s to end"
     assert not (tmp_path / "x.json").exists()
 

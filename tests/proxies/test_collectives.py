@@ -84,3 +84,22 @@ def test_cli_extrapolate_plot(tmp_path, capsys):
     assert main(["proxy", "cosmoflow", "--tensor", "4", "--extrapolate", "6"]) == 2
     assert "multiple of tensor" in capsys.readouterr().err
     assert main(["proxy", "gpt2", "--extrapolate", "4", "--interconnect", "carrier-pigeon"]) == 2
+
+
+def test_extrapolation_legend_hides_no_line(tmp_path, monkeypatch):
+    """Issue 33 (notebook 08): CosmoFlow's legend lay over its lowest dashed line. The
+    legend sits outside the axes now, for every model of the notebook."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    shown = []
+    monkeypatch.setattr(ex, "save_figure", lambda fig, path: shown.append(fig))
+    links = [ex.link(n) for n in ("infiniband-hdr", "ethernet-100g", "ethernet-10g")]
+    ex.plot(ex.extrapolate(dict(model="cosmoflow", tensor=4), [4, 8, 16, 64, 256], links),
+            str(tmp_path / "x.png"), "cosmoflow")
+    (fig,) = shown
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    (legend,) = fig.legends
+    assert not legend.get_window_extent(renderer).overlaps(
+        fig.axes[0].get_window_extent(renderer))
+    assert fig.get_window_extent(renderer).contains(*legend.get_window_extent(renderer).p0)

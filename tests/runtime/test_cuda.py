@@ -73,3 +73,73 @@ def test_train_with_ncuda_on_a_starpu_without_cuda_stops_before_any_work(tmp_pat
     assert "ncuda=1: this StarPU has no CUDA" in done.stderr
     assert "scripts/build_starpu_cuda.sh" in done.stderr
     assert "Traceback" not in done.stderr and not out.exists()
+
+
+@pytest.mark.parametrize("bad", [15, 0, -64, True, 64.0, "64", 2**32 + 16])
+def test_the_cuda_memory_cap_is_checked_before_starpu_starts(bad):
+    _stop_active()
+    with pytest.raises(ValueError, match=r"cuda_memory_limit_mb=.* must be an integer from 16 "
+                                         r"to 2,147,483,647 \(MiB\) with ncuda ≥ 1, or None"):
+        nl.Runtime(ncpu=1, ncuda=1, cuda_memory_limit_mb=bad)
+    with pytest.raises(ValueError, match=r"cuda_memory_limit_mb=64 .*with ncuda ≥ 1"):
+        nl.Runtime(ncpu=1, cuda_memory_limit_mb=64)   # a cap without a GPU worker
+    assert nl.Runtime.active is None
+
+
+def test_the_spec_and_cli_carry_the_cuda_memory_cap(tmp_path):
+    spec = ExperimentSpec(ncuda=1, cuda_memory_limit_mb=256)
+    assert spec.runtime_kwargs()["cuda_memory_limit_mb"] == 256
+    assert ExperimentSpec(ncuda=1).runtime_kwargs()["cuda_memory_limit_mb"] is None
+    with pytest.raises(ValueError, match=r"cuda_memory_limit_mb=64 \(--cuda-memory-limit-mb\) "
+                                         r"needs CUDA workers: --ncuda N"):
+        ExperimentSpec(cuda_memory_limit_mb=64)
+    with pytest.raises(ValueError, match=r"cuda_memory_limit_mb=8 \(--cuda-memory-limit-mb\) "
+                                         r"must be ≥ 16"):
+        ExperimentSpec(ncuda=1, cuda_memory_limit_mb=8)
+    done = subprocess.run([sys.executable, "-m", "nntile_lab.cli", "train",
+                           "--cuda-memory-limit-mb", "64", "--steps", "1", "--out",
+                           str(tmp_path / "run")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert "needs CUDA workers: --ncuda N" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_heteroprio_takes_cuda_workers_but_not_cuda_and_opencl_together():
+    _stop_active()
+    with pytest.raises(ValueError, match=r"heteroprio' with nopencl=1 and ncuda=1: .*one kind "
+                                         r"of accelerator"):
+        nl.Runtime(scheduler="heteroprio", ncpu=1, nopencl=1, ncuda=1)
+    if not lib.nl_cuda_built():   # no longer refused for CUDA: only this StarPU's lack of it
+        with pytest.raises(CudaUnavailable, match=r"ncuda=1: this StarPU has no CUDA"):
+            nl.Runtime(scheduler="heteroprio", ncpu=1, ncuda=1)
+    # a CUDA task class is the OpenCL one's: shared with the CPU, or the device's own
+    cpu, ocl, cu = lib.STARPU_CPU, lib.STARPU_OPENCL, lib.STARPU_CUDA
+    for p in (0, 5):
+        assert lib.nl_heteroprio_bucket_of(cpu | cu, p) == lib.nl_heteroprio_bucket_of(cpu | ocl, p)
+        assert lib.nl_heteroprio_bucket_of(cu, p) == lib.nl_heteroprio_bucket_of(ocl, p)
+        assert lib.nl_heteroprio_bucket_of(cu, p) != lib.nl_heteroprio_bucket_of(cpu | cu, p)
+
+
+def test_a_task_too_big_for_the_capped_gpu_is_named_with_the_cuda_cap(monkeypatch):
+    """The message a capped GPU gives (kernels/runtime/submit.c refuses the task: -EFBIG),
+    with the runtime's CUDA cap and StarPU's CUDA pipeline in it."""
+    from types import SimpleNamespace
+
+    from nntile_lab._lib import ffi
+    from nntile_lab.ops import _common
+    name = ffi.new("char[]", b"gemm")
+
+    def refused(op, tile):
+        op[0], tile[0] = 3, 8 << 20
+        return 20 << 20
+    monkeypatch.setattr(_common, "lib", SimpleNamespace(nl_device_refused_task=refused,
+                                                        nl_op_name=lambda op: name))
+    monkeypatch.setattr(nl.Runtime, "active", SimpleNamespace(
+        device_kind="cuda", cuda_memory_limit_mb=16, alive=True))
+    monkeypatch.setenv("STARPU_CUDA_PIPELINE", "3")
+    err = _common._task_too_big_for_device()
+    assert str(err) == (
+        "a gemm task needs 20.0 MiB of tiles on the GPU at once (its largest tile 8.0 MiB), "
+        "more than 1/3 of cuda_memory_limit_mb=16 (the CUDA worker holds the tiles of 3 tasks "
+        "at once: STARPU_CUDA_PIPELINE): StarPU would evict and retry forever. Raise "
+        "cuda_memory_limit_mb (--cuda-memory-limit-mb) to at least 60, use smaller tiles for "
+        "this op, or run it on the CPU workers (with rt.on('cpu'))")

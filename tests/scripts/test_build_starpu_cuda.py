@@ -88,3 +88,19 @@ def test_debians_starpu_has_no_cuda_and_one_configured_with_it_does(tmp_path):
     assert not cuda_build.starpu_has_cuda(flags)   # Debian's: what Runtime(ncuda) says
     (tmp_path / "starpu_config.h").write_text("#define STARPU_USE_CUDA 1\n")
     assert cuda_build.starpu_has_cuda([f"-I{tmp_path}"])
+
+
+def test_a_portable_build_leaves_out_what_another_machine_may_lack(tmp_path):
+    """--portable: the StarPU scripts/gpu_check.sh --make-bundle carries to a GPU machine
+    (no OpenCL ICD loader, Open MPI or GLPK there): CUDA and cuBLAS only."""
+    cuda = toolkit(tmp_path / "cuda")
+    done = run("--cuda", str(cuda), "--portable", "--maxcpus", "32", "--print-configure",
+               str(tmp_path / "prefix"))
+    assert done.returncode == 0, done.stderr
+    line = shlex.split(done.stdout)
+    for flag in ("--enable-cuda", "--disable-opencl", "--disable-mpi", "--disable-glpk",
+                 "--enable-maxcpus=32"):
+        assert flag in line, (flag, line)
+    assert "--enable-opencl" not in line
+    assert "--disable-opencl" not in shlex.split(run("--cuda", str(cuda), "--print-configure",
+                                                     str(tmp_path / "p")).stdout)

@@ -45,6 +45,9 @@ def test_gantt_has_one_bar_per_task_in_its_worker_row(tr):
     assert legend == sorted(set(tr.tasks["name"]), key=viz.legend_order)
     ax = fig.axes[0]
     assert ax.get_xlabel() == "time (ms)" and ax.get_ylabel() == "worker"
+    # the time axis spans the tasks: no margin before the first (it read −15 ms in 05)
+    t = tr.tasks
+    assert np.allclose(ax.get_xlim(), (t["start_us"].min() / 1e3, t["end_us"].max() / 1e3))
 
 
 def test_gantt_zooms_on_a_step(tr):
@@ -191,3 +194,28 @@ def test_every_figure_displays_as_a_picture_at_its_size(tr, name):
     # drawn at twice the size it is shown at: sharp on HiDPI screens, never stretched
     px_w, px_h = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
     assert abs(px_w - 2 * width) <= 2 and abs(px_h - 2 * height) <= 2
+
+
+def test_layers_hold_what_notebook_05_says(tr):
+    """05's "Where the time goes": embeddings in layer 0, the head and the loss in layer
+    n_layer, the optimizer and the gradients' zeroing in layer −1 (it said layer −1 held
+    the embeddings, head and loss)."""
+    import nbformat
+
+    from tests.jupyter_kernel import NOTEBOOKS
+    from tests.trace.conftest import CONFIG
+    t = tr.tasks
+    layers = {name: set(g["layer"]) for name, g in t.groupby("name")}
+    assert layers["embedding"] == {0} and layers["embedding_backward"] == {0}
+    assert layers["cross_entropy_loss"] == {CONFIG.n_layer}
+    assert layers["adamw"] == {-1}
+    assert set(t[t["layer"] == -1]["phase"]) <= {"optimizer", "backward"}
+    text = " ".join(" ".join(c.source for c in nbformat.read(
+        NOTEBOOKS / "05_trace_explorer.ipynb", as_version=4).cells
+        if c.cell_type == "markdown").split())
+    for claim in ("layer 0 also holds the token and position embeddings",
+                  "layer `n_layer` (one past the blocks) the final layer norm, the head and "
+                  "the loss",
+                  "Layer −1 holds what belongs to no layer: zeroing the gradients and the "
+                  "optimizer"):
+        assert claim in text, claim

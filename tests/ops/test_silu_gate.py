@@ -1,0 +1,100 @@
+"""SwiGLU's gate, fused: y = silu(g)·u and its two gradients, against float64 references over
+random shapes and tilings (PyTorch's autograd for the gradients), in place and accumulating.
+Every input is drawn from the test's own seed."""
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import nntile_lab as nl
+from tests.conftest import cond_err, require
+from tests.strategies import shape_and_tiles
+
+SEEDS = st.integers(0, 2**32 - 1)
+# σ from the kernels' exp (≤ 1.5 ulp) and a division, then up to four products and a sum:
+# within ~10 float32 roundings of the terms' magnitude
+TOL = 10 * 2.0**-24
+
+
+def sigmoid(x):
+    with np.errstate(over="ignore"):
+        return 1 / (1 + np.exp(-x.astype(np.float64)))
+
+
+def draw_inputs(seed, shape, n=3):
+    rng = np.random.default_rng(seed)
+    out = [(rng.standard_normal(shape) * 4).astype(np.float32)]
+    return out + [rng.standard_normal(shape).astype(np.float32) for _ in range(n - 1)]
+
+
+@given(shape_and_tiles(), SEEDS, st.sampled_from([None, "g", "u"]))
+def test_silu_gate(rt, st_, seed, in_place):
+    shape, tiles = st_
+    g, u = draw_inputs(seed, shape, 2)
+    tg, tu = nl.from_numpy(g, tiles), nl.from_numpy(u, tiles)
+    out = {None: None, "g": tg, "u": tu}[in_place]
+    y = nl.ops.silu_gate(tg, tu, out=out)
+    assert out is None or y is out
+    want = g * sigmoid(g) * u
+    assert cond_err(y.to_numpy(), want, abs(want)) <= TOL
+
+
+@given(shape_and_tiles(), SEEDS, st.sampled_from([0.0, 1.0, -0.5]),
+       st.sampled_from([None, "given", "inputs"]))
+def test_silu_gate_backward_vs_torch(rt, st_, seed, beta, where):
+    torch = require("torch")
+    shape, tiles = st_
+    g, u, dy, dg0, du0 = draw_inputs(seed, shape, 5)
+    gt, ut = (torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in (g, u))
+    (torch.nn.functional.silu(gt) * ut).backward(torch.tensor(dy, dtype=torch.float64))
+    tg, tu, tdy = (nl.from_numpy(v, tiles) for v in (g, u, dy))
+    if where is None:
+        beta = 0.0
+        start = {}
+    elif where == "given":
+        start = {"dg": nl.from_numpy(dg0, tiles), "du": nl.from_numpy(du0, tiles)}
+    else:                                # the gradients over the inputs they come from
+        start = {"dg": tg, "du": tu}
+        dg0, du0 = g, u
+    dg, du = nl.ops.silu_gate_backward(tg, tu, tdy, **start, beta=beta)
+    if start:
+        assert dg is start["dg"] and du is start["du"]
+    s = sigmoid(g)
+    # silu'(g) = σ·(1 + g·(1 − σ)) cancels near g ≈ −1.28: errors relative to the terms
+    mag = {"dg": abs(dy * u) * s * (1 + abs(g) * (1 - s)), "du": abs(dy * g) * s}
+    base = {"dg": np.float32(beta) * dg0, "du": np.float32(beta) * du0} if start else \
+        {"dg": 0, "du": 0}
+    for name, got, want in (("dg", dg, gt.grad), ("du", du, ut.grad)):
+        assert cond_err(got.to_numpy(), want.numpy() + base[name],
+                        mag[name] + abs(base[name])) <= TOL, name
+
+
+def test_tails_and_nan(rt1):
+    """exp under- or overflows far out: finite where the function is; NaN stays NaN."""
+    g = np.float32([-1e4, -200, -88, -20, -1e-30, 0, 20, 88, 200, 1e4, np.nan])
+    u = np.float32(np.linspace(-2, 2, g.size))
+    tg, tu = nl.from_numpy(g, (4,)), nl.from_numpy(u, (4,))
+    y = nl.ops.silu_gate(tg, tu).to_numpy()
+    ones = nl.full((g.size,), 1.0, (4,))
+    dg, du = (t.to_numpy() for t in nl.ops.silu_gate_backward(tg, tu, ones))
+    ok = ~np.isnan(g)
+    s = sigmoid(g)
+    assert np.isnan(y[-1]) and np.isnan(dg[-1]) and np.isnan(du[-1])
+    np.testing.assert_allclose(y[ok], (g * s * u)[ok], rtol=TOL, atol=1e-30)
+    np.testing.assert_allclose(du[ok], (g * s)[ok], rtol=TOL, atol=1e-30)
+    np.testing.assert_allclose(dg[ok], (u * s * (1 + g * (1 - s)))[ok], rtol=TOL, atol=1e-30)
+
+
+def test_bad_inputs(rt1):
+    g, u = nl.zeros((4, 6), (2, 3)), nl.zeros((4, 6), (2, 3))
+    with pytest.raises(ValueError, match=r"silu_gate_backward: shapes/tiles differ"):
+        nl.ops.silu_gate_backward(g, nl.zeros((4, 6), (4, 3)), u)
+    with pytest.raises(ValueError, match=r"beta=1.0 accumulates into existing gradients"):
+        nl.ops.silu_gate_backward(g, u, u, beta=1.0)
+    with pytest.raises(ValueError, match=r"give both dg and du, or neither"):
+        nl.ops.silu_gate_backward(g, u, u, dg=nl.zeros((4, 6), (2, 3)))
+    d = nl.zeros((4, 6), (2, 3))
+    with pytest.raises(ValueError, match=r"silu_gate_backward: dg is du"):
+        nl.ops.silu_gate_backward(g, u, u, dg=d, du=d)
+    with pytest.raises(TypeError, match=r"silu_gate_backward: g must be float32, got int64"):
+        nl.ops.silu_gate_backward(nl.from_numpy(np.zeros((4, 6), np.int64), (2, 3)), u, u)
