@@ -37,3 +37,9 @@ def allocate(spec, ctx) -> dict:
     a = np.ones(ctx.options["mib"] * 2**20 // 8)
     time.sleep(1.0)
     return {"touched_mb": a.nbytes / 2**20}
+
+
+def imported(spec, ctx) -> dict:
+    """Whether the point's process has loaded tests.engine.registers (``Point.imports``)."""
+    import sys
+    return {"loaded": int("tests.engine.registers" in sys.modules)}
