@@ -56,6 +56,8 @@ def run_cli(args) -> int:
     # loads the measuring stack: --help and parsing need none of it
     from nntile_lab.runtime import check_scheduler
     from nntile_lab.tune import tune
+    from nntile_lab.tune.run import parse_budget
+    parse_budget(args.budget)        # a bad duration: exit 2 before anything
     axes = parse_axes({n: getattr(args, n) for n in TILE_FIELDS
                        if getattr(args, n) is not None})
     fixed = {n: v[0] for n, v in axes.items() if len(v) == 1}
