@@ -6,6 +6,8 @@ tiles of the candidates. So each codelet gets a small linear model over what a t
 
     t(task) = latency + work / rate        (µs; work: FLOPs for a product, bytes otherwise)
 
+(a product also pays per byte where its sizes say so: ``_fit_one``)
+
 fitted (non-negative least squares, weighted by samples) to measured tasks: the durations in
 the traces of a tune's measured points, the same durations StarPU's history models average.
 Before any measurement the model is the machine's roofline: the sgemm peak per worker for
@@ -103,9 +105,11 @@ class CostModel:
 def _fit_one(prior: Codelet, g: pd.DataFrame) -> Codelet:
     """A codelet's model from its samples. Its work is its FLOPs (a product) or its bytes
     (the rest): with sizes spanning ``MIN_SPAN``× or more, latency and rate are fitted
-    (non-negative least squares); with fewer, the prior's shape is scaled to meet the
-    measured mean — from one tiling's few sizes a free fit would extrapolate wildly to the
-    other candidates' tiles."""
+    (non-negative least squares) — for a product also a cost per byte, which is what its
+    efficiency losing to a tile's shape looks like (a skinny or small product moves more
+    bytes per FLOP: t = latency + FLOPs / rate + bytes / bandwidth is the roofline's
+    saturation); with fewer, the prior's shape is scaled to meet the measured mean — from
+    one tiling's few sizes a free fit would extrapolate wildly to other candidates' tiles."""
     w = np.sqrt(g["count"].to_numpy(float))
     y = g["mean_us"].to_numpy(float)
     flops, nbytes = g["flops"].to_numpy(float), g["bytes"].to_numpy(float)
@@ -113,10 +117,13 @@ def _fit_one(prior: Codelet, g: pd.DataFrame) -> Codelet:
     x = flops if compute else nbytes
     n = int(g["count"].sum())
     if len(np.unique(x)) >= MIN_SIZES and x.min() > 0 and x.max() >= MIN_SPAN * x.min():
-        coef = _nnls(np.column_stack([np.ones(len(g)), x]) * w[:, None], y * w)
+        cols = [np.ones(len(g)), x] + ([nbytes] if compute and len(np.unique(x)) >=
+                                      MIN_SIZES + 2 else [])
+        coef = _nnls(np.column_stack(cols) * w[:, None], y * w)
         if coef is not None and np.isfinite(coef).all() and coef[1] > 0:
+            per_byte = coef[2] if len(coef) > 2 else 0.0
             return Codelet(coef[0], coef[1] if compute else 0.0,
-                           0.0 if compute else coef[1], samples=n)
+                           per_byte if compute else coef[1], samples=n)
     base = prior.time_us(flops, nbytes)
     scale = float(np.average(y, weights=w ** 2) / max(np.average(base, weights=w ** 2), 1e-9))
     return Codelet(prior.latency * scale, prior.per_flop * scale, prior.per_byte * scale,

@@ -44,3 +44,17 @@ def test_few_sizes_keep_the_priors_shape_scaled_to_the_measurement():
     assert ratio == pytest.approx(300.0 / prior.time_us(1e6, 4e6))
     # a codelet never measured keeps its prior; a product's prior follows its FLOPs
     assert m.fit(samples).codelet("gemm").per_flop == pytest.approx(1 / 50e3)
+
+
+def test_a_products_cost_per_byte_is_fitted_where_its_shapes_vary():
+    """Skinny products move more bytes per FLOP: with FLOPs and bytes varying apart, a
+    product's model keeps a cost per byte beside its rate."""
+    rng = np.random.default_rng(11)
+    flops = rng.permutation(np.arange(1, 31)).astype(float) * 1e5
+    nbytes = rng.permutation(np.arange(1, 31)).astype(float) * 4e3
+    true = 5.0 + flops / 20e3 + nbytes / 2e3
+    tasks = pd.DataFrame({"name": "gemm", "flops": flops, "bytes": nbytes,
+                          "duration_us": true * (1 + 0.005 * rng.standard_normal(30))})
+    c = CostModel(prior_gflops=100.0).fit(samples_from_tasks(tasks)).codelet("gemm")
+    assert 1 / c.per_flop == pytest.approx(20e3, rel=0.05)
+    assert 1 / c.per_byte == pytest.approx(2e3, rel=0.1)
