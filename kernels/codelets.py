@@ -451,6 +451,21 @@ CODELETS = [
                 doc="dx[i] = dy[i]·gelu'(x[i]) + β·dx[i], x in bf16 (β = 0 overwrites dx).",
                 formula="float d = dy * nl_gelu_derivative(nl_bf16_widen(x)); "
                         "dx = overwrite ? d : d + beta * dx"),
+        # SwiGLU's gate with bf16 storage (a Llama's MLP under the bf16 modes): the forward
+        # writes the bf16 copies of both inputs (kept for the backward) and its output in
+        # bf16 (the next GEMM's operand); the backward reads the bf16 inputs widened
+        Codelet("silu_gate_bf16", "R g, R u, W:bf16 gk, W:bf16 uk, W:bf16 out", "i64 n", "7*n",
+                exps="n",
+                doc="gk[i] = bf16(g[i]), uk[i] = bf16(u[i]), out[i] = bf16(silu(g[i])·u[i]).",
+                formula="float s, q; nl_sigmoid(g, &s, &q); gk = nl_bf16_round(g); "
+                        "uk = nl_bf16_round(u); out = nl_bf16_round(g * s * u)"),
+        Codelet("silu_gate_backward_bf16", "R:bf16 g, R:bf16 u, R dy, RW dg, RW du",
+                "i64 n, f32 beta", "14*n", overwrite="beta == 0", exps="n",
+                doc="silu_gate_backward with g and u in bf16 (widened in registers).",
+                formula="float gv = nl_bf16_widen(g), uv = nl_bf16_widen(u), s, q; "
+                        "nl_sigmoid(gv, &s, &q); float vg = dy * uv * (s * (1.0f + gv * q)); "
+                        "float vu = dy * (gv * s); dg = overwrite ? vg : vg + beta * dg; "
+                        "du = overwrite ? vu : vu + beta * du"),
     ),
     # gemm_bf16.c: gemm's product with bf16 a and b, fp32 accumulation and c (oneDNN)
     *family(

@@ -11,6 +11,7 @@ import importlib
 _NAMES = {
     "ops": None, "optim": None,
     "GPT2": "nntile_lab.nn", "GPT2Config": "nntile_lab.nn",
+    "Llama": "nntile_lab.nn", "LlamaConfig": "nntile_lab.nn",
     "Runtime": "nntile_lab.runtime", "TaskError": "nntile_lab.runtime",
     "OutOfMemory": "nntile_lab.runtime", "CheckpointError": "nntile_lab.train.checkpoint",
     "scheduler_names": "nntile_lab.runtime", "CudaUnavailable": "nntile_lab.runtime",

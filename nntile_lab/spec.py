@@ -60,9 +60,13 @@ GROUPS = ("model", "data", "tiles", "runtime", "train", "run", "bench")
 #   invalidate   dead contents dropped, never written back: gradients once their
 #                optimizer update has read them (temporaries need nothing: their free
 #                drops them unwritten)
-#   wont_use     tiles not needed soon evicted first and pushed to disk in idle time:
-#                a block's saved activations after its forward, its parameters and
-#                gradients after its backward, optimizer state after its update
+#   wont_use     tiles not needed soon written to disk in idle time, so that evicting
+#                them later costs no write: a block's saved activations after its
+#                forward, its parameters and gradients after its backward, optimizer state
+#                after its update. Opt-in (not in "auto"): StarPU 1.3 holds each such tile
+#                in RAM until its idle write has run, and runs idle writes only while no
+#                task waits for memory — under a tight cap RAM fills with held tiles and
+#                the workers wait (docs/out-of-core.md, "Why wont_use is opt-in")
 #   prefetch     the next stage's tiles brought into RAM when the current stage starts:
 #                the next block's parameters (forward), the previous block's parameters
 #                (backward; not its saved activations: StarPU 1.3 aborts when a tile with
@@ -75,8 +79,10 @@ HINTS = ("invalidate", "wont_use", "prefetch", "drop_grads")
 
 # "auto" (the default): these when StarPU's RAM is capped, none in memory — there the
 # hints only cost: an invalidated gradient's buffer is freed and the next step's zero fill
-# faults fresh pages in (the cost: BENCHMARKS.md, "Measurements formerly in code comments")
-OOC_HINTS = ("invalidate", "wont_use", "drop_grads")
+# faults fresh pages in (the cost: BENCHMARKS.md, "Measurements formerly in code comments").
+# Both only ever spare the disk (dead gradients are not written, zeros are not evicted);
+# wont_use trades writes for reads and can stall (above): asked for by name.
+OOC_HINTS = ("invalidate", "drop_grads")
 
 
 def parse_hints(text: str | None, out_of_core: bool = True) -> frozenset:

@@ -24,7 +24,9 @@
 #                              which `nntile-lab` passes to mpirun (and prints for plain mpirun)
 #
 # Only TCP over the cluster's subnet joins the ranks: btl tcp,self (no shared memory between
-# hosts) with btl_tcp_if_include and oob_tcp_if_include set to the subnet. Failure detection
+# hosts) with btl_tcp_if_include and oob_tcp_if_include set to the subnet. The hosts share this
+# machine's cores, so a rank waiting for messages yields its core (mpi_yield_when_idle; Open
+# MPI does so by itself only when it sees more ranks than slots on one host). Failure detection
 # fit for tests: Open MPI's daemon links send keepalives after 2 s idle (every 1 s, 3 missed =
 # lost) and every host's TCP gives up a connection after tcp_retries2=5 (~13 s) of
 # unacknowledged retransmissions, so a host whose link goes down is noticed within ~15 s.
@@ -78,13 +80,15 @@ positive() { [[ $2 =~ ^[0-9]+([.][0-9]+)?$ ]] && awk -v v="$2" 'BEGIN{exit !(v >
 nonneg() { [[ $2 =~ ^[0-9]+([.][0-9]+)?$ ]] || die "$1 '$2': give a number >= 0"; }
 
 # tbf on DEV (in namespace NS, or the root one if NS is empty) at G Gbit/s; netem first when
-# L µs of latency are asked for. Burst: at least one 64 KiB GSO segment (else tbf splits
-# them) and 200 µs of traffic; queue: 20 ms of traffic.
+# L µs of latency are asked for. Burst: 20 µs of traffic, at least two full frames — a real
+# link sends every byte at its rate, and a bucket of 64 KiB let messages below it pass at
+# memory speed, bending the α-β line (tbf splits larger GSO segments, costing a little CPU).
+# Queue: 20 ms of traffic.
 shape_dev() {
     local ns=$1 dev=$2 gbit=$3 lat=$4 run=() burst
     [ -n "$ns" ] && run=(ip netns exec "$ns")
     "${run[@]}" tc qdisc del dev "$dev" root 2>/dev/null || true
-    burst=$(awk -v g="$gbit" 'BEGIN{b = g * 1e9 / 8 * 200e-6; if (b < 70000) b = 70000; printf "%d", b}')
+    burst=$(awk -v g="$gbit" 'BEGIN{b = g * 1e9 / 8 * 20e-6; if (b < 3200) b = 3200; printf "%d", b}')
     if awk -v l="$lat" 'BEGIN{exit !(l > 0)}'; then
         "${run[@]}" tc qdisc add dev "$dev" root handle 1: netem delay "${lat}us" limit 100000
         "${run[@]}" tc qdisc add dev "$dev" parent 1:1 handle 10: tbf rate "${gbit}gbit" \
@@ -195,6 +199,7 @@ EOF
         echo "# mca oob_tcp_keepalive_time 2"
         echo "# mca oob_tcp_keepalive_intvl 1"
         echo "# mca oob_tcp_keepalive_probes 3"
+        echo "# mca mpi_yield_when_idle 1"
         for i in $(seq 1 "$n"); do echo "$name-h$i slots=$slots"; done
     } >"$dir/hostfile.tmp"
     mv "$dir/hostfile.tmp" "$dir/hostfile"

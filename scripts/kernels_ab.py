@@ -76,6 +76,9 @@ def main(argv=None) -> int:
                 with open("/proc/loadavg") as f:
                     loads.append(f.read().split()[:3])
                 runs[which].append(_run(path, extra, env))
+                if args.json:   # after every run: a long A/B interrupted keeps what it measured
+                    with open(args.json, "w") as f:
+                        json.dump({"runs": runs, "loads": loads}, f)
                 print(f"round {r + 1}/{args.rounds} {which} done, load {' '.join(loads[-1])}",
                       file=sys.stderr)
     first = runs["after"][0]
@@ -85,7 +88,9 @@ def main(argv=None) -> int:
           f"{' '.join(loads[0])} to {' '.join(loads[-1])}")
     print(f"{'kernel':<28}{'CPU µs before':>14}{'after':>10}{'ratio':>8}"
           f"{'wall µs before':>16}{'after':>10}{'ratio':>8}")
-    names = [k["name"] for k in first["kernels"]]
+    # the kernels both builds have (a new row has no "before")
+    names = [k["name"] for k in first["kernels"]
+             if any(b["name"] == k["name"] for b in runs["before"][0]["kernels"])]
     table = []
     def med(name, which, key):
         return statistics.median(next(k[key] for k in run["kernels"] if k["name"] == name)
@@ -99,9 +104,6 @@ def main(argv=None) -> int:
     ratios = [ca / cb for _, cb, ca, _, _ in table]
     print(f"after/before CPU time: median {statistics.median(ratios):.3f}, "
           f"min {min(ratios):.3f}, max {max(ratios):.3f}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"runs": runs, "loads": loads}, f)
     return 0
 
 

@@ -88,3 +88,23 @@ def ocl():
     need_opencl()
     with nl.Runtime(scheduler="dmda", ncpu=1, nopencl=1) as runtime:
         yield runtime
+
+
+def _namespace_cluster(hosts: int):
+    """A module's own cluster of network-namespace hosts on 1 Gbit/s links
+    (scripts/cluster.sh, tests/netns_cluster.py): up before its first test, down after its
+    last; FAILS (never skips) where the machine cannot make namespaces."""
+    from tests import netns_cluster
+    cluster = netns_cluster.up(hosts, gbit=1)
+    yield cluster
+    netns_cluster.down(cluster)
+
+
+@pytest.fixture(scope="module")
+def cluster2():
+    yield from _namespace_cluster(2)
+
+
+@pytest.fixture(scope="module")
+def cluster4():
+    yield from _namespace_cluster(4)

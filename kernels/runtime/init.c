@@ -34,6 +34,13 @@ int nl_init(const char *sched, int ncpu, int nopencl, int ncuda, int profiling)
      * down the first runtime, which makes SIGINT hang any later runtime in the
      * process: Python's handler must stay the only one (Jupyter's interrupt). */
     conf.catch_signals = 0;
+    /* Every model calibrates from the start (STARPU_CALIBRATE=2 still clears them). StarPU
+     * 1.3 times a task only while its model is "benchmarking"; dm* schedulers switch that
+     * flag on for an uncalibrated model while another task of the codelet runs, so that task
+     * takes its end time but not its start (driver_common.c) and StarPU aborts on a
+     * negative duration ("measured >= 0", seen in CI; upstream starpu issue #55).  With the
+     * flag on from the start it never changes under a running task. */
+    if (conf.calibrate < 1) conf.calibrate = 1;
     /* heteroprio: buckets that each kind of worker can serve (heteroprio.c) */
     int heteroprio = strcmp(sched, "heteroprio") == 0;
     if (heteroprio) conf.sched_policy_init = nl_heteroprio_init;

@@ -256,14 +256,15 @@ def _train(args) -> int:
     return 0
 
 
-def _no_ooc(args) -> None:
+def _no_ooc(args, base) -> None:
     """--no-ooc with an out-of-core option: which one is meant is unclear (it was ignored).
-    On OpenCL workers (--nopencl) out of core is off (``schedulers.NO_OOC_ON_OPENCL``): an
-    out-of-core option is refused, and the default says so (each point used to fail)."""
+    On OpenCL workers (``base.nopencl``, the checked spec) out of core is off
+    (``schedulers.NO_OOC_ON_OPENCL``): an out-of-core option is refused, and the default
+    says so (each point used to fail)."""
     if args.no_ooc:
         refuse_given(args, ("ooc_fraction", "ooc_dir"), "sets the out-of-core runs that "
                      "--no-ooc leaves out: give one of them")
-    elif args.nopencl:
+    elif base.nopencl:
         refuse_given(args, ("ooc_fraction", "ooc_dir"),
                      f"with --nopencl {args.nopencl}: {schedulers.NO_OOC_ON_OPENCL}")
         print(f"nntile-lab bench {args.what}: in memory only with --nopencl "
@@ -272,8 +273,8 @@ def _no_ooc(args) -> None:
 
 
 def _schedulers(args) -> int:
-    _no_ooc(args)
     base = from_args(args, SCHEDULER_GROUPS, base={"n_layer": 8})
+    _no_ooc(args, base)
     given = args.schedulers
     if given is None:
         given = ",".join(schedulers.default_schedulers(base))
@@ -459,7 +460,7 @@ def _memory_precisions(args, precisions: list[str], progress) -> int:
 
 
 def _depth(args) -> int:
-    _no_ooc(args)
+    _no_ooc(args, from_args(args, DEPTH_GROUPS, base=depth.BASE))
     try:
         layers = depth.check_layers(_ints("--layers", args.layers))
     except ValueError:

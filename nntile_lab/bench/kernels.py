@@ -185,6 +185,11 @@ def cases(d: dict) -> list[Case]:
              {"x": act, "dy": act, "inv_rms": t, "dw": e}, init=rms),
         Case("silu_gate_backward", dict(n=t * h, beta=0.0),
              {"g": t * h, "u": t * h, "dy": t * h, "dg": t * h, "du": t * h}, exps=t * h),
+        # the same under the bf16 modes: the kept inputs (and the output) in bf16
+        Case("silu_gate_bf16", dict(n=t * h),
+             {"g": t * h, "u": t * h, "gk": t * h, "uk": t * h, "out": t * h}, exps=t * h),
+        Case("silu_gate_backward_bf16", dict(n=t * h, beta=0.0),
+             {"g": t * h, "u": t * h, "dy": t * h, "dg": t * h, "du": t * h}, exps=t * h),
         # rotary positions on a head tile of queries: (batch tile · heads) rows of seq tokens
         Case("rope", dict(m=d["batch_tile"] * d["heads"], k=d["seq"], n=half),
              {"x": q, "cos_t": d["seq"] * half, "sin_t": d["seq"] * half, "y": q}),

@@ -32,7 +32,7 @@ import numpy as np
 
 from nntile_lab import engine, experiment, memory
 from nntile_lab.engine import Caps, Point
-from nntile_lab.spec import DEFAULTS, HINTS, ExperimentSpec
+from nntile_lab.spec import DEFAULTS, HINTS, OOC_HINTS, ExperimentSpec
 
 MIB = 1 << 20
 # the paper's family at a size this machine trains: 4 layers, E = 64·k, V = 50257; E is
@@ -493,8 +493,9 @@ def report_precisions(res: dict) -> str:
 
 # ---- the hints: each one's effect out of core ---------------------------------------
 def hint_configs() -> list[tuple[str, str]]:
-    """(label, hints) pairs: none, all, and all but one for each hint."""
-    return ([("none", "none"), ("all", ",".join(HINTS))]
+    """(label, hints) pairs: none, the default ("auto" out of core: ``spec.OOC_HINTS``),
+    all, and all but one for each hint."""
+    return ([("none", "none"), ("auto", ",".join(OOC_HINTS)), ("all", ",".join(HINTS))]
             + [(f"all but {h}", ",".join(x for x in HINTS if x != h)) for h in HINTS])
 
 

@@ -1,8 +1,10 @@
 """Models on tiled tensors, built from layers.
 
 Layers (each with its own forward and backward from tiled ops): ``Linear``, ``LayerNorm``,
-``Embedding``, ``GELU``, ``Attention``, ``LMHead``; compositions (no backward written):
-``MLP``, ``Block``; models: ``GPT2`` (``LanguageModel`` gives every model the same API).
+``RMSNorm``, ``Embedding``, ``GELU``, ``SiLUGate``, ``Attention`` (grouped-query heads and
+rotary positions as options), ``LMHead``; compositions (no backward written): ``MLP``,
+``GatedMLP``, ``Block``; models: ``GPT2``, ``Llama`` (``LanguageModel`` gives every model the
+same API).
 ``Module``/``ModuleList``/``Layer``/``Param``/``Record`` are the pieces to build new ones
 (docs/model.md, docs/adding-a-layer.md).
 
@@ -15,17 +17,19 @@ from __future__ import annotations
 
 import importlib
 
-from nntile_lab.nn.config import GPT2Config  # noqa: F401  (in __all__)
+from nntile_lab.nn.config import GPT2Config, LlamaConfig  # noqa: F401  (in __all__)
 
 _LAZY = {
-    "GELU": "activation", "Attention": "attention", "Block": "block", "Embedding": "embedding",
-    "GPT2": "gpt2", "LMHead": "head", "Linear": "linear", "MLP": "mlp",
-    "LanguageModel": "model", "LayerNorm": "norm", "load_checkpoint_file": "state",
+    "GELU": "activation", "SiLUGate": "activation", "Attention": "attention",
+    "Rotary": "attention", "Block": "block", "Embedding": "embedding",
+    "GPT2": "gpt2", "LMHead": "head", "Linear": "linear", "MLP": "mlp", "GatedMLP": "mlp",
+    "Llama": "llama", "LanguageModel": "model", "LayerNorm": "norm", "RMSNorm": "norm",
+    "load_checkpoint_file": "state",
     **dict.fromkeys(("Init", "Layer", "Module", "ModuleList", "Param", "Record",
                      "normal", "ones", "zeros"), "module"),
     **dict.fromkeys(("ShapeError", "SpentValue", "Value", "add"), "tape"),
 }
-__all__ = sorted(["GPT2Config", *_LAZY])
+__all__ = sorted(["GPT2Config", "LlamaConfig", *_LAZY])
 
 
 def __getattr__(name: str):

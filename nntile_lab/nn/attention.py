@@ -1,14 +1,21 @@
-"""Causal multi-head self-attention.
+"""Causal multi-head self-attention, with grouped-query heads and rotary positions as
+options (Llama).
 
 Q, K, V and the attention output are (B, T, E) tensors tiled by whole heads (head_tile·D
 along E), so the split E → (H, D) is a free view of the same tiles and one permute makes
 the (B, H, T, D) layout the batched products want.
 
+Grouped-query heads (``n_kv_head`` < ``n_head``): K and V have n_kv_head heads, each shared by
+a group of G = n_head/n_kv_head consecutive query heads (Hugging Face's repeat_kv order). The
+queries are viewed as (B, n_kv_head, G, T, D), a free split of their head axis, so every
+product is batched over (B, n_kv_head) with the group's G·T query rows as one operand: K and
+V are never repeated. Rotary positions (``rope_theta``): q and k turned by their tokens'
+positions (``ops.rope``, Hugging Face's rotate-half convention) before the scores.
+
 The forward and backward are split into steps a variant overrides, each beside its
-backward: ``position`` (identity here: GPT-2's positions are learned embeddings; rotary
-positions replace it), the projections (``n_kv_head`` < ``n_head``, grouped-query heads, give
-K and V fewer heads) and ``core`` (the causal softmax attention). Keyword arguments given
-at the call (``self.attn(x, cache=c)``) reach ``forward`` untouched.
+backward: ``position`` (identity without rotary: GPT-2's positions are learned embeddings),
+and ``core`` (the causal softmax attention). Keyword arguments given at the call
+(``self.attn(x, cache=c)``) reach ``forward`` untouched.
 """
 from __future__ import annotations
 
@@ -16,9 +23,13 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
+from nntile_lab.nn import backend
 from nntile_lab.nn.backend import ops
 from nntile_lab.nn.linear import Linear
 from nntile_lab.nn.module import Layer, Record, tile
+from nntile_lab.rotary import check_rope, rope_tables
 
 if TYPE_CHECKING:
     from nntile_lab.nn.policy import LeafContext
@@ -30,10 +41,14 @@ HEADS_FIRST = (0, 2, 1, 3)  # (B, T, H, D) ↔ (B, H, T, D)
 class Attention(Layer):
     """y = c_proj(softmax(mask(q·kᵀ/√D))·v), q, k, v = x·W + b per head (D = E/H).
 
-    ``head_tile`` counts heads (the projections' output tiles are head_tile·D wide);
-    ``names`` name the four projections (their parameters' names: GPT-2's q, k, v and
-    c_proj — joined into Hugging Face's c_attn by GPT-2's state mapping — or a Llama's
-    q_proj, k_proj, v_proj, o_proj). ``proj_init_std``: c_proj's weight init."""
+    ``head_tile`` counts query heads (the projections' output tiles are head_tile·D wide;
+    with grouped-query heads a multiple of the group size G, K and V then tiled by
+    head_tile/G heads); ``names`` name the four projections (their parameters' names:
+    GPT-2's q, k, v and c_proj — joined into Hugging Face's c_attn by GPT-2's state mapping —
+    or a Llama's q_proj, k_proj, v_proj, o_proj). ``proj_init_std``: c_proj's weight init.
+    ``n_kv_head``: K and V heads (None: n_head). ``rope_theta``: rotary positions with this
+    base (None: none), for sequences of up to ``n_positions`` tokens; or ``rotary``, a
+    ``Rotary`` whose tables several layers share (a model's)."""
 
     @dataclass
     class Saved(Record):
@@ -49,16 +64,38 @@ class Attention(Layer):
 
     def __init__(self, n_embd: int, n_head: int, *, embd_tile: int | None = None,
                  head_tile: int | None = None, bias: bool = True, init_std: float = 0.02,
-                 proj_init_std: float = 0.02, names=("q", "k", "v", "c_proj")):
+                 proj_init_std: float = 0.02, names=("q", "k", "v", "c_proj"),
+                 n_kv_head: int | None = None, rope_theta: float | None = None,
+                 n_positions: int | None = None, rotary: Rotary | None = None):
         super().__init__()
         if n_embd % n_head:
             raise ValueError(f"n_embd={n_embd} is not divisible by n_head={n_head}")
+        n_kv_head = n_head if n_kv_head is None else n_kv_head
+        if not 1 <= n_kv_head <= n_head or n_head % n_kv_head:
+            raise ValueError(f"n_head={n_head} is not a multiple of n_kv_head={n_kv_head}: "
+                             "each key/value head serves a whole group of query heads "
+                             f"(n_kv_head must divide n_head, e.g. one of "
+                             f"{[h for h in range(1, n_head + 1) if n_head % h == 0]})")
         self.n_embd, self.n_head, self.head_size = n_embd, n_head, n_embd // n_head
-        ht = tile(head_tile, n_head) * self.head_size      # E tiled by whole heads
+        self.n_kv_head, self.group = n_kv_head, n_head // n_kv_head
+        heads = tile(head_tile, n_head)
+        if heads % self.group:
+            raise ValueError(f"head_tile={heads} is not a multiple of the query group "
+                             f"n_head/n_kv_head={self.group}: a tile of query heads must hold "
+                             f"whole groups (use a multiple of {self.group})")
+        if rotary is None and rope_theta is not None:
+            rotary = Rotary(self.head_size, rope_theta, n_positions)
+        if rotary is not None and rotary.head_size != self.head_size:
+            raise ValueError(f"rotary tables of head size {rotary.head_size} given to an "
+                             f"attention of head size {self.head_size}")
+        self.rotary = rotary
+        ht = heads * self.head_size                        # E tiled by whole heads
+        kv = n_kv_head * self.head_size
         self.names = tuple(names)
-        for name in self.names[:3]:
-            setattr(self, name, Linear(n_embd, n_embd, bias=bias, in_tile=embd_tile,
-                                       out_tile=ht, init_std=init_std))
+        for name, width, out_tile in zip(self.names[:3], (n_embd, kv, kv),
+                                         (ht, ht // self.group, ht // self.group)):
+            setattr(self, name, Linear(n_embd, width, bias=bias, in_tile=embd_tile,
+                                       out_tile=out_tile, init_std=init_std))
         setattr(self, self.names[3], Linear(n_embd, n_embd, bias=bias, in_tile=ht,
                                             out_tile=embd_tile, init_std=proj_init_std))
 
@@ -77,8 +114,8 @@ class Attention(Layer):
         qkv[0], qkv[1] = self.position(ctx, qkv[0], qkv[1])
         qk, kk, vk = (ctx.keep(t) for t in qkv)
         q, k, v = (ctx.operand(tk, fp32=t) for tk, t in zip((qk, kk, vk), qkv))
-        att = self.core(ctx, q, k)                                      # (B, H, T, T)
-        y = ops.permute(ctx.temp(ops.gemm(ctx.operand(att), v, batch_ndim=2)),
+        att = self.core(ctx, q, k)                          # (B, H, T, T), grouped
+        y = ops.permute(self._merged(ctx.temp(ops.gemm(ctx.operand(att), v, batch_ndim=2))),
                         HEADS_FIRST).merge_axes(2)                     # (B, T, E)
         yk = ctx.keep(y)
         return wo.apply(ctx.operand(yk, fp32=y)), self.Saved(xk, qk, kk, vk, att, yk)
@@ -87,10 +124,10 @@ class Attention(Layer):
         wq, wk, wv, wo = self.projections
         D = self.head_size
         dy = ctx.temp(wo.grads(ctx, saved.y, dout))
-        dheads = ctx.operand(ctx.temp(_heads(dy, D)))                   # (B, H, T, D)
+        dheads = self._grouped(ctx.operand(ctx.temp(_heads(dy, D))))    # (B, H, T, D)
         datt = ctx.temp(ops.gemm(dheads, ctx.operand(saved.v), trans_b=True,
                                  batch_ndim=2))                         # datt = dheads·vᵀ
-        dv = ops.gemm(ctx.operand(saved.att), dheads, trans_a=True,
+        dv = ops.gemm(ctx.operand(saved.att), dheads, trans_a=True, ndim=self._rows,
                       batch_ndim=2)                                     # dv = attᵀ·dheads
         dq, dk = self.core_backward(ctx, saved.q, saved.k, saved.att, datt)
         dq, dk = self.position_backward(ctx, dq, dk)
@@ -102,32 +139,90 @@ class Attention(Layer):
 
     # ---- the steps a variant replaces ------------------------------------------------
     def position(self, ctx: LeafContext, q: TiledTensor, k: TiledTensor):
-        """Positions applied to q and k (B, H, T, D): none here (rotary: a rotation)."""
-        return q, k
+        """Positions applied to q and k (B, H, T, D): none without rotary; rotary turns each
+        head's halves by the tokens' positions 0…T−1, in place."""
+        if self.rotary is None:
+            return q, k
+        cos, sin = self.rotary.tables(q.shape[2], q.tile_shape[2])
+        return ops.rope(q, cos, sin, out=q), ops.rope(k, cos, sin, out=k)
 
     def position_backward(self, ctx: LeafContext, dq: TiledTensor, dk: TiledTensor):
-        return dq, dk
+        """The rotation's transpose, in place."""
+        if self.rotary is None:
+            return dq, dk
+        cos, sin = self.rotary.tables(dq.shape[2], dq.tile_shape[2])
+        return (ops.rope_backward(dq, cos, sin, dx=dq), ops.rope_backward(dk, cos, sin, dx=dk))
 
     def core(self, ctx: LeafContext, q: TiledTensor, k: TiledTensor) -> TiledTensor:
-        """att = softmax(mask(q·kᵀ/√D)), causal, over the last axis."""
-        scores = ctx.temp(ops.gemm(q, k, trans_b=True, batch_ndim=2,
+        """att = softmax(mask(q·kᵀ/√D)), causal, over the last axis; with grouped-query
+        heads (B, n_kv_head, G, T, T)."""
+        scores = ctx.temp(ops.gemm(self._grouped(q), k, trans_b=True, batch_ndim=2,
                                    alpha=1 / math.sqrt(q.shape[3])))
         ops.mask_causal(scores)
-        return ops.softmax(scores, axis=3)
+        return ops.softmax(scores, axis=scores.ndim - 1)
 
     def core_backward(self, ctx: LeafContext, q, k, att, datt):
         """dscores = softmax'(att)·datt; dq = dscores·k/√D; dk = dscoresᵀ·q/√D (softmax's
-        backward in float32; the GEMMs' operands as the precision says)."""
-        dscores = ctx.operand(ctx.temp(ops.softmax_backward(att, datt, axis=3)))
+        backward in float32; the GEMMs' operands as the precision says); a group's queries
+        all add into their key head's dk."""
+        dscores = ctx.operand(ctx.temp(ops.softmax_backward(att, datt, axis=att.ndim - 1)))
         scale = 1 / math.sqrt(q.shape[3])
-        q, k = ctx.operand(q), ctx.operand(k)
-        return (ops.gemm(dscores, k, batch_ndim=2, alpha=scale),
-                ops.gemm(dscores, q, trans_a=True, batch_ndim=2, alpha=scale))
+        q, k = self._grouped(ctx.operand(q)), ctx.operand(k)
+        return (self._merged(ops.gemm(dscores, k, batch_ndim=2, alpha=scale)),
+                ops.gemm(dscores, q, trans_a=True, ndim=self._rows, batch_ndim=2,
+                         alpha=scale))
+
+    # ---- grouped-query heads: views of the query side ---------------------------------
+    @property
+    def _rows(self) -> int:
+        """The dimensions of a group's query rows: (G, T) grouped, (T,) otherwise."""
+        return 2 if self.group > 1 else 1
+
+    def _grouped(self, t: TiledTensor) -> TiledTensor:
+        """(B, H, T, ·) → (B, n_kv_head, G, T, ·): a free split of the heads (none: G = 1)."""
+        return t.split_axis(1, self.group) if self.group > 1 else t
+
+    def _merged(self, t: TiledTensor) -> TiledTensor:
+        """The inverse of ``_grouped``: (B, n_kv_head, G, T, ·) → (B, H, T, ·)."""
+        return t.merge_axes(1) if self.group > 1 else t
+
+    def free(self) -> None:
+        """The rotary tables (the model frees its parameters)."""
+        if self.rotary is not None:
+            self.rotary.free()
 
     def own_flops_per_token(self, seq_len: int) -> float:
         """q·kᵀ and att·v: 2·T·E multiply-adds per token, ×3 with the backward (PaLM's
         12·E·T per layer, causal mask not discounted)."""
         return 12.0 * self.n_embd * seq_len
+
+
+class Rotary:
+    """The cos and sin tables of rotary positions 0…n_positions−1 (``ops.rope_tables``:
+    float64 angles rounded once), made the first time a tiling asks for them and kept:
+    (rows, D/2) tensors tiled like the tokens, shared by every layer that holds this object
+    (a dry run gets shape-only ones of its own)."""
+
+    def __init__(self, head_size: int, theta: float, n_positions: int | None):
+        check_rope(head_size, theta)
+        self.head_size, self.theta, self.n_positions = head_size, float(theta), n_positions
+        self._tables: dict = {}
+
+    def tables(self, n_tokens: int, token_tile: int):
+        rows = max(n_tokens, self.n_positions or 0)
+        key = (rows, token_tile, id(backend.dry_run_active()))
+        if key not in self._tables:
+            cos, sin = rope_tables(np.arange(rows), self.head_size, self.theta)
+            tile_shape = (token_tile, self.head_size // 2)
+            self._tables[key] = (backend.from_numpy(cos, tile_shape),
+                                 backend.from_numpy(sin, tile_shape))
+        return self._tables[key]
+
+    def free(self) -> None:
+        for cos, sin in self._tables.values():
+            cos.free()
+            sin.free()
+        self._tables.clear()
 
 
 def _heads(y: TiledTensor, D: int) -> TiledTensor:

@@ -4,8 +4,8 @@ The modes (``spec.PRECISIONS`` less ``auto``, which resolves to one of them):
 
 - ``fp32``: everything float32.
 - ``bf16``: every GEMM takes bf16 operands and sums in float32 (``gemm_bf16``); the
-  activations a GEMM consumes are saved as the bf16 copy it reads anyway, and so is the
-  GELU input; softmax, layer norm, GELU, the loss and
+  activations a GEMM consumes are saved as the bf16 copy it reads anyway, and so are the
+  GELU input and the SwiGLU gate's two inputs; softmax, layer norm, GELU, the loss and
   every GEMM output but the logits are float32; master weights, gradients and optimizer
   state float32, with a bf16 copy of each GEMM weight made after the optimizer updates it.
 - ``bf16-storage``: the same activations saved in bf16, every computation float32 (each
@@ -89,6 +89,18 @@ class Casts:
         y = ops.gelu(x)
         return (ops.to_bf16(x) if self.store_bf16 else x), y
 
+    def silu_gate(self, g: TiledTensor, u: TiledTensor):
+        """SwiGLU's silu(g)·u of the float32 ``g`` and ``u`` (a gated MLP's two hidden
+        tiles): ``(g, u as the record keeps them, the product as the next layer takes it)``.
+        Under ``bf16`` one fused pass writes all three in bf16 (``ops.silu_gate_bf16``);
+        under ``bf16-storage`` g and u are kept as bf16 copies and the product is float32."""
+        if self.gemm_bf16:
+            return ops.silu_gate_bf16(g, u)
+        y = ops.silu_gate(g, u)
+        if self.store_bf16:
+            return ops.to_bf16(g), ops.to_bf16(u), y
+        return g, u, y
+
     def logits_dtype(self, xf: TiledTensor):
         """The dtype the head stores its logits (and so their gradient) in: bf16 under a
         bf16 mode — written by the head's GEMM from its float32 sums (``gemm_bf16_c16``,
@@ -102,6 +114,13 @@ class Casts:
         inside each task, so no float32 copy of the B·T·V gradient exists), else
         ``operand``."""
         return dlogits if dlogits.dtype == BFLOAT16 else self.operand(dlogits, s)
+
+    @staticmethod
+    def silu_gate_backward(g, u, dy, dg=None, du=None, beta: float = 0.0):
+        """(dg, du) from ``g`` and ``u`` as kept (bf16 ones read by the fused kernel)."""
+        if g.dtype == BFLOAT16:
+            return ops.silu_gate_backward_bf16(g, u, dy, dg, du, beta=beta)
+        return ops.silu_gate_backward(g, u, dy, dg, du, beta=beta)
 
     @staticmethod
     def gelu_backward(fc: TiledTensor, dy: TiledTensor) -> TiledTensor:

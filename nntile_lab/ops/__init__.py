@@ -12,7 +12,14 @@ from nntile_lab.ops.layernorm import layer_norm, layer_norm_backward
 from nntile_lab.ops.layout import mask_causal, permute
 from nntile_lab.ops.loss import cross_entropy
 from nntile_lab.ops.optim import adamw, sgd
-from nntile_lab.ops.precision import gelu_backward_bf16, gelu_bf16, to_bf16, to_f32
+from nntile_lab.ops.precision import (
+    gelu_backward_bf16,
+    gelu_bf16,
+    silu_gate_backward_bf16,
+    silu_gate_bf16,
+    to_bf16,
+    to_f32,
+)
 from nntile_lab.ops.reduce import (
     add_fiber,
     add_slice,
@@ -30,10 +37,11 @@ from nntile_lab.ops.rope import rope, rope_backward, rope_tables
 from nntile_lab.ops.softmax import softmax, softmax_backward
 
 __all__ = ["SubmitError", "adamw", "add_fiber", "add_slice", "axpy", "copy", "cross_entropy",
-           "embedding", "embedding_backward", "fill", "gelu_backward_bf16", "gelu_bf16", "gemm",
-           "layer_norm",
-           "layer_norm_backward", "mask_causal", "max_slice", "mul_fiber", "mul_slice",
-           "permute", "rms_norm", "rms_norm_backward", "rope", "rope_backward", "rope_tables",
-           "sgd", "silu_gate_backward", "softmax", "softmax_backward", "sum_fiber",
-           "sum_slice", "sumprod_slice", "sumsq_all", "sumsq_slice", "to_bf16", "to_f32"]
+           "embedding", "embedding_backward", "fill", "gelu_backward_bf16", "gelu_bf16",
+           "gemm", "layer_norm", "layer_norm_backward", "mask_causal", "max_slice",
+           "mul_fiber", "mul_slice", "permute", "rms_norm", "rms_norm_backward", "rope",
+           "rope_backward", "rope_tables", "sgd", "silu_gate_backward",
+           "silu_gate_backward_bf16", "silu_gate_bf16", "softmax", "softmax_backward",
+           "sum_fiber", "sum_slice", "sumprod_slice", "sumsq_all", "sumsq_slice",
+           "to_bf16", "to_f32"]
 __all__ += _generated.__all__

@@ -84,3 +84,53 @@ def gelu_backward_bf16(x: TiledTensor, dy: TiledTensor, dx: TiledTensor | None =
     for i in range(x.ntiles):
         check(lib.nl_submit_gelu_backward_bf16(hx[i], hdy[i], hdx[i], sizes[i], float(beta)))
     return dx
+
+
+def silu_gate_bf16(g: TiledTensor, u: TiledTensor) -> tuple[TiledTensor, TiledTensor,
+                                                              TiledTensor]:
+    """``(bf16(g), bf16(u), bf16(silu(g)·u))`` from float32 ``g`` and ``u`` in one pass, no
+    float32 output: SwiGLU's inputs as the bf16 modes keep them and its output as the next
+    GEMM reads it (``ops.silu_gate``'s values, rounded to nearest even). Three new bfloat16
+    tensors shaped and tiled like ``g``."""
+    for t, what in ((g, "g"), (u, "u")):
+        _tensor(t, f"silu_gate_bf16: {what}")
+        need_dtype(t, np.float32, f"silu_gate_bf16: {what}")
+    same_layout(g, u, names="silu_gate_bf16: u")
+    gk, uk, out = (empty(g.shape, g.tile_shape, BFLOAT16) for _ in range(3))
+    hg, hu, hgk, huk, ho = g.handles, u.handles, gk.handles, uk.handles, out.handles
+    sizes = g.traits.tile_sizes
+    for i in range(g.ntiles):
+        check(lib.nl_submit_silu_gate_bf16(hg[i], hu[i], hgk[i], huk[i], ho[i], sizes[i]))
+    return gk, uk, out
+
+
+def silu_gate_backward_bf16(g: TiledTensor, u: TiledTensor, dy: TiledTensor,
+                            dg: TiledTensor | None = None, du: TiledTensor | None = None,
+                            beta: float = 0.0) -> tuple[TiledTensor, TiledTensor]:
+    """``ops.silu_gate_backward`` with ``g`` and ``u`` bfloat16 (as ``silu_gate_bf16`` kept
+    them, widened exactly in the kernel), ``dy``, ``dg`` and ``du`` float32: dg = dy·u·silu'(g)
+    + β·dg, du = dy·silu(g) + β·du, into both given or two new ones. Returns (dg, du)."""
+    for t, what in ((g, "g"), (u, "u"), (dy, "dy")):
+        _tensor(t, f"silu_gate_backward_bf16: {what}")
+    need_dtype(g, BFLOAT16, "silu_gate_backward_bf16: g")
+    need_dtype(u, BFLOAT16, "silu_gate_backward_bf16: u")
+    need_dtype(dy, np.float32, "silu_gate_backward_bf16: dy")
+    same_layout(g, u, dy, names="silu_gate_backward_bf16")
+    if (dg is None) != (du is None):
+        raise ValueError("silu_gate_backward_bf16: give both dg and du, or neither")
+    if dg is None:
+        if beta != 0:
+            raise ValueError(f"silu_gate_backward_bf16: beta={beta} accumulates into existing "
+                             "gradients: pass dg= and du=")
+        dg, du = empty(g.shape, g.tile_shape), empty(g.shape, g.tile_shape)
+    for t, what in ((dg, "dg"), (du, "du")):
+        _tensor(t, f"silu_gate_backward_bf16: {what}")
+        need_dtype(t, np.float32, f"silu_gate_backward_bf16: {what}")
+        same_layout(g, t, names=f"silu_gate_backward_bf16: {what}")
+    no_alias("silu_gate_backward_bf16", {"dg": dg, "du": du}, {"dy": dy}, in_place=("dy",))
+    hg, hu, hdy, hdg, hdu = g.handles, u.handles, dy.handles, dg.handles, du.handles
+    sizes = g.traits.tile_sizes
+    for i in range(g.ntiles):
+        check(lib.nl_submit_silu_gate_backward_bf16(hg[i], hu[i], hdy[i], hdg[i], hdu[i],
+                                                    sizes[i], float(beta)))
+    return dg, du

@@ -118,3 +118,15 @@ class Filter:
 
     def held(self) -> str:
         return "".join(self._held)
+
+
+def why_failed(proc) -> str:
+    """For a finished mpirun (``subprocess.CompletedProcess``): what the ranks themselves said
+    (their lines, without Open MPI's blocks and log lines), else the cause Open MPI's output
+    shows, else the end of that output."""
+    said = Filter()
+    own = "".join(said.feed(ln) for ln in (proc.stderr or "").splitlines(keepends=True))
+    if own.strip():
+        return own.strip()[-2000:]
+    failure = diagnose(proc.stderr or "")
+    return failure.cause if failure else (proc.stderr or proc.stdout or "")[-2000:]

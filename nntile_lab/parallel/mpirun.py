@@ -97,10 +97,11 @@ def read_hostfile(path: str) -> Hostfile:
 
 def mpirun_command(n: int, argv: list[str], *, extra_env: dict | None = None,
                    hosts: str | None = None, hostfile: str | Hostfile | None = None,
-                   tcp: bool = False) -> list[str]:
+                   tcp: bool = False, map_by: str | None = None) -> list[str]:
     """The mpirun line for ``n`` ranks of ``argv`` (oversubscribed; as root allowed): on this
     machine, or on ``hosts`` / a ``hostfile`` (whose ``# mca`` lines are added); ``tcp`` makes
-    Open MPI use TCP between every pair of ranks (no shared memory, no InfiniBand)."""
+    Open MPI use TCP between every pair of ranks (no shared memory, no InfiniBand);
+    ``map_by="node"`` places rank i on host i mod hosts (one rank per host first)."""
     mpirun = shutil.which("mpirun")
     if mpirun is None:
         raise RuntimeError("mpirun not found: install Open MPI (apt-get install openmpi-bin "
@@ -120,6 +121,8 @@ def mpirun_command(n: int, argv: list[str], *, extra_env: dict | None = None,
             mca.setdefault(key, value)
     for key, value in mca.items():
         cmd += ["--mca", key, value]
+    if map_by:
+        cmd += ["--map-by", map_by]
     for k, v in (extra_env or {}).items():
         cmd += ["-x", f"{k}={v}"]
     return cmd + list(argv)

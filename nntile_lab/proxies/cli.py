@@ -8,6 +8,7 @@ import json
 from nntile_lab.errors import UsageError
 from nntile_lab.options import float_range, int_range
 from nntile_lab.orphans import die_with_launcher
+from nntile_lab.parallel.mpirun import read_hostfile
 from nntile_lab.proxies import collectives as coll
 from nntile_lab.proxies import extrapolate as ex
 from nntile_lab.proxies import models, replay
@@ -41,6 +42,9 @@ def register_cli(subparsers):
                    help="replay every message with 1/N of its floats (big models on one node)")
     p.add_argument("--timeout", type=float_range(0, lo_open=True), default=600,
                    help="seconds before the replay fails")
+    p.add_argument("--hostfile", default=None, metavar="FILE",
+                   help="replay on these hosts, one rank per host in turn (an Open MPI "
+                        "hostfile; scripts/cluster.sh writes one)")
     p.add_argument("--dry-run", action="store_true", help="print the proxy; start no MPI")
     x = p.add_argument_group("extrapolation (α-β model; no MPI)")
     x.add_argument("--extrapolate", default=None, metavar="N,N,...",
@@ -59,7 +63,10 @@ def register_cli(subparsers):
                               description="Time allreduce, allgather, reduce-scatter, "
                               "all-to-all and p2p under mpirun, fit α-β per operation on every "
                               "other size and check it on the sizes between.")
-    c.add_argument("--ranks", type=int_range(2), default=2, help="local ranks (default 2)")
+    c.add_argument("--ranks", type=int_range(2), default=2, help="ranks (default 2)")
+    c.add_argument("--hostfile", default=None, metavar="FILE",
+                   help="run on these hosts, one rank per host in turn (an Open MPI "
+                        "hostfile; scripts/cluster.sh writes one); default: this machine")
     c.add_argument("--ops", default=",".join(coll.OPS), help="comma list (default: all)")
     c.add_argument("--min-bytes", type=int_range(4), default=8)
     c.add_argument("--max-bytes", type=int_range(4), default=64 * 2**20, help="default 64 MiB")
@@ -98,8 +105,10 @@ def _collectives_cli(args) -> int:
         raise UsageError(f"--ops {args.ops!r}: "
                          + (f"{', '.join(map(repr, unknown))} unknown" if unknown else "none")
                          + f"; give a comma list of: {', '.join(coll.OPS)}")
-    rows = coll.run(args.ranks, ops,
-                    coll.default_sizes(args.min_bytes, args.max_bytes), timeout=args.timeout)
+    if args.hostfile:
+        read_hostfile(args.hostfile)   # a bad file is named before mpirun starts
+    rows = coll.run(args.ranks, ops, coll.default_sizes(args.min_bytes, args.max_bytes),
+                    timeout=args.timeout, hostfile=args.hostfile)
     res = coll.fit_and_check(rows)
     if args.plot:
         coll.plot(res, args.plot)
@@ -139,7 +148,9 @@ def _proxy_cli(args) -> int:
         proxy = models.build(**kw)
         print(json.dumps(proxy.to_dict()) if args.json else proxy.report())
         return 0
+    if args.hostfile:
+        read_hostfile(args.hostfile)   # a bad file is named before mpirun starts
     res = replay.launch(kw, iterations=args.iterations, scale=args.scale,
-                        timeout=args.timeout)
+                        timeout=args.timeout, hostfile=args.hostfile)
     print(json.dumps(res) if args.json else replay.report(res))
     return 0

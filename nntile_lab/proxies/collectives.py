@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +29,7 @@ import numpy as np
 
 from nntile_lab.interrupts import run_process
 from nntile_lab.orphans import child_env, launcher_preexec
+from nntile_lab.parallel.failures import why_failed
 from nntile_lab.parallel.mpirun import mpirun_command
 
 OPS = ("p2p", "allreduce", "allgather", "reduce_scatter", "alltoall")
@@ -80,6 +82,7 @@ def measure(ops=OPS, sizes=None, *, min_time: float = 0.02, min_repeats: int = 5
             raise ValueError(f"op {op!r}: choose from {', '.join(OPS)}")
     if "p2p" in ops and p < 2:
         raise ValueError("p2p needs at least 2 ranks")
+    hosts = len(set(comm.allgather(socket.gethostname())))
     big = max(sizes) // 4 * max(p, 1)
     sbuf = np.ones(big, np.float32)
     rbuf = np.zeros(big, np.float32)
@@ -104,7 +107,8 @@ def measure(ops=OPS, sizes=None, *, min_time: float = 0.02, min_repeats: int = 5
                                                  and sum(times) > min_time):
                     break
             times.sort()
-            rows.append({"op": op, "bytes": n * 4, "ranks": p, "time_s": times[0],
+            rows.append({"op": op, "bytes": n * 4, "ranks": p, "hosts": hosts,
+                         "time_s": times[0],
                          "median_s": times[len(times) // 2], "repeats": len(times)})
     return rows if rank == 0 else None
 
@@ -131,14 +135,17 @@ def _once(comm, op: str, n: int, sbuf, rbuf) -> None:
         comm.Alltoall(sbuf[:n], rbuf[:n])
 
 
-def run(ranks: int, ops=OPS, sizes=None, *, timeout: float = 600) -> list:
-    """Start mpirun with ``ranks`` local ranks and return the measured rows."""
+def run(ranks: int, ops=OPS, sizes=None, *, timeout: float = 600,
+        hostfile: str | None = None) -> list:
+    """Start mpirun with ``ranks`` ranks — local, or one per host of ``hostfile`` in turn —
+    and return the measured rows."""
     sizes = sizes or default_sizes()
     with tempfile.TemporaryDirectory(prefix="nntile_coll_") as tmp:
         out = os.path.join(tmp, "rows.json")
         job = json.dumps({"ops": list(ops), "sizes": list(sizes)})
         cmd = mpirun_command(ranks, [sys.executable, "-m", "nntile_lab.cli",
-                                     "_collectives-rank", job, out])
+                                     "_collectives-rank", job, out],
+                             hostfile=hostfile, map_by="node" if hostfile else None)
         try:
             # a Stop or kernel interrupt ends mpirun and its ranks (interrupts.py)
             proc = run_process(cmd, timeout=timeout, start_new_session=True, env=child_env(),
@@ -147,7 +154,7 @@ def run(ranks: int, ops=OPS, sizes=None, *, timeout: float = 600) -> list:
             raise RuntimeError(f"collective benchmark did not finish in {timeout:.0f} s") from None
         if proc.returncode != 0 or not os.path.exists(out):
             raise RuntimeError(f"collective benchmark failed (exit {proc.returncode}): "
-                               f"{(proc.stderr or proc.stdout)[-2000:]}")
+                               f"{why_failed(proc)}")
         with open(out) as f:
             return json.load(f)
 

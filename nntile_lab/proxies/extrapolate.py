@@ -17,13 +17,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nntile_lab.proxies.collectives import cost, save_figure
+from nntile_lab.proxies.collectives import coefficients, cost, save_figure
 from nntile_lab.proxies.models import build
 from nntile_lab.proxies.program import FLOAT_BYTES, P2P, Collective, Compute, Proxy, Wait
 
 
 @dataclass(frozen=True)
 class Link:
+    """One α-β pair for every operation: a link's nominal (or given) figures."""
     name: str
     latency_s: float
     bandwidth_bytes_s: float
@@ -31,6 +32,40 @@ class Link:
     @property
     def beta(self) -> float:
         return 1.0 / self.bandwidth_bytes_s
+
+    def time(self, op: str, nbytes: float, ranks: int) -> float:
+        return cost(op, nbytes, ranks, self.latency_s, self.beta)
+
+
+@dataclass(frozen=True)
+class FittedLink:
+    """α-β measured on few hosts (``collectives.fit`` rows' model), carried to any rank count
+    by each operation's formula.
+
+    ``per_op=False`` (the default) times every operation with the **p2p** fit — the link's own
+    α and β — and the operation's algorithm formula; ``per_op=True`` uses each operation's own
+    fit (which also holds what its implementation costs on the fitted rank count, and does not
+    always carry over: Open MPI picks its algorithms by rank count and size).
+    ``capacity_bytes_s``: what all hosts together can move per second (here the bridge, i.e.
+    the CPUs that run every host's TCP stack); an operation then takes at least its ranks'
+    bytes together over that."""
+    name: str
+    model: dict
+    per_op: bool = False
+    capacity_bytes_s: float | None = None
+
+    def time(self, op: str, nbytes: float, ranks: int) -> float:
+        key = op if self.per_op else "p2p"
+        if key not in self.model:
+            raise ValueError(f"{self.name}: no fit for {key!r} (measured: "
+                             f"{', '.join(self.model)}): measure it with `collectives --ops`")
+        fitted = self.model[key]
+        t = cost(op, nbytes, ranks, fitted["alpha"], fitted["beta"])
+        if self.capacity_bytes_s:
+            _, per_rank = coefficients(op, ranks)
+            together = per_rank * nbytes * (1 if op == "p2p" else ranks)
+            t = max(t, together / self.capacity_bytes_s)
+        return t
 
 
 # Nominal per-link figures (one-way small-message latency, unidirectional bandwidth); what a
@@ -58,8 +93,9 @@ def link(name: str = "infiniband-hdr", latency_us: float | None = None,
     return Link(f"{name} ({lat * 1e6:g} us, {bw / 1e9:g} GB/s)" if custom else name, lat, bw)
 
 
-def simulate(proxy: Proxy, ln: Link) -> dict:
-    """{"iteration_s", "compute_s", "exposed_s", "comm_s"} of one iteration (module doc)."""
+def simulate(proxy: Proxy, ln: Link | FittedLink, scale: int = 1) -> dict:
+    """{"iteration_s", "compute_s", "exposed_s", "comm_s"} of one iteration (module doc);
+    ``scale``: every message carries 1/scale of its floats, as ``replay --scale`` sends."""
     lay = proxy.layout
     stages = [lay.rank(s, 0, 0) for s in range(lay.pipeline)]
     pc = {r: 0 for r in stages}
@@ -69,9 +105,10 @@ def simulate(proxy: Proxy, ln: Link) -> dict:
     arrivals: dict = {}
 
     def message(e) -> float:
+        nbytes = max(1, e.count // scale) * FLOAT_BYTES
         if isinstance(e, Collective):
-            return cost(e.op, e.count * FLOAT_BYTES, lay.size(e.group), ln.latency_s, ln.beta)
-        return len(e.sends) * (ln.latency_s + e.count * FLOAT_BYTES * ln.beta)
+            return ln.time(e.op, nbytes, lay.size(e.group))
+        return len(e.sends) * ln.time("p2p", nbytes, 2)
 
     while any(pc[r] < len(proxy.program(r)) for r in stages):
         progressed = False

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -26,6 +27,7 @@ import numpy as np
 
 from nntile_lab.interrupts import run_process
 from nntile_lab.orphans import child_env, launcher_preexec
+from nntile_lab.parallel.failures import why_failed
 from nntile_lab.parallel.mpirun import mpirun_command
 from nntile_lab.proxies.models import build
 from nntile_lab.proxies.program import P2P, Collective, Compute, Proxy, Wait, event_bytes
@@ -136,7 +138,7 @@ def replay(proxy: Proxy, *, iterations: int = 3, warmup: int = 1, scale: int = 1
     def median(xs):
         xs = sorted(xs)
         return xs[len(xs) // 2]
-    mine = {"rank": rank, "iteration_s": median([f[0] for f in full]),
+    mine = {"rank": rank, "host": socket.gethostname(), "iteration_s": median([f[0] for f in full]),
             "compute_s": median([f[1] for f in full]),
             "exposed_s": median([f[2] for f in full]), "comm_s": median(comm_only),
             "bytes": sum(event_bytes(e) for e in prog),
@@ -150,34 +152,40 @@ def replay(proxy: Proxy, *, iterations: int = 3, warmup: int = 1, scale: int = 1
             "iteration_s": max(r["iteration_s"] for r in rows),
             "exposed_s": max(r["exposed_s"] for r in rows),
             "comm_s": max(r["comm_s"] for r in rows),
-            "bytes_per_rank_max": max(r["bytes"] for r in rows)}
+            "bytes_per_rank_max": max(r["bytes"] for r in rows),
+            "hosts": len({r["host"] for r in rows})}
 
 
 def report(res: dict) -> str:
     p = res["proxy"]
     lay = p["layout"]
-    lines = [f"{p['model']} {p['config']} replayed on {p['world']} rank(s) (data={lay['data']} "
+    where = f" on {res['hosts']} host(s)" if res.get("hosts", 1) > 1 else ""
+    lines = [f"{p['model']} {p['config']} replayed on {p['world']} rank(s){where} "
+             f"(data={lay['data']} "
              f"tensor={lay['tensor']} pipeline={lay['pipeline']}), messages / {res['scale']}, "
              f"median of {res['iterations']}",
-             f"  {'rank':>4} {'iteration ms':>13} {'compute ms':>11} {'exposed ms':>11} "
+             f"  {'rank':>4} {'host':>10} {'iteration ms':>13} {'compute ms':>11} "
+             f"{'exposed ms':>11} "
              f"{'comm ms':>9} {'MiB sent':>9}"]
     for r in res["ranks"]:
-        lines.append(f"  {r['rank']:>4} {r['iteration_s'] * 1e3:>13.2f} "
+        lines.append(f"  {r['rank']:>4} {r.get('host', ''):>10} {r['iteration_s'] * 1e3:>13.2f} "
                      f"{r['compute_s'] * 1e3:>11.2f} {r['exposed_s'] * 1e3:>11.2f} "
                      f"{r['comm_s'] * 1e3:>9.2f} {r['bytes'] / 2**20:>9.1f}")
     return "\n".join(lines)
 
 
 def launch(build_kwargs: dict, *, iterations: int = 3, warmup: int = 1, scale: int = 1,
-           timeout: float = 600) -> dict:
-    """Start mpirun on the proxy's world size and return rank 0's report."""
+           timeout: float = 600, hostfile: str | None = None) -> dict:
+    """Start mpirun on the proxy's world size — local ranks, or one per host of ``hostfile``
+    in turn — and return rank 0's report."""
     world = build(**build_kwargs).layout.world     # validates before starting MPI
     with tempfile.TemporaryDirectory(prefix="nntile_proxy_") as tmp:
         out = os.path.join(tmp, "result.json")
         job = json.dumps({"build": build_kwargs, "iterations": iterations, "warmup": warmup,
                           "scale": scale})
         cmd = mpirun_command(world, [sys.executable, "-m", "nntile_lab.cli", "_replay-rank",
-                                     job, out])
+                                     job, out],
+                             hostfile=hostfile, map_by="node" if hostfile else None)
         try:
             # a Stop or kernel interrupt ends mpirun and its ranks (interrupts.py)
             proc = run_process(cmd, timeout=timeout, start_new_session=True, env=child_env(),
@@ -186,8 +194,7 @@ def launch(build_kwargs: dict, *, iterations: int = 3, warmup: int = 1, scale: i
             raise RuntimeError(f"replay did not finish in {timeout:.0f} s: {' '.join(cmd)}"
                                ) from None
         if proc.returncode != 0 or not os.path.exists(out):
-            tail = (proc.stderr or proc.stdout)[-2000:]
-            raise RuntimeError(f"replay failed (exit {proc.returncode}): {tail}")
+            raise RuntimeError(f"replay failed (exit {proc.returncode}): {why_failed(proc)}")
         with open(out) as f:
             return json.load(f)
 

@@ -206,7 +206,13 @@ def utilisation(tr, bins: int = 200) -> Figure:
 
 
 def memory(tr) -> Figure:
-    fig = Figure(figsize=(WIDTH, 6), layout="constrained")
+    """Memory per node over time, and what the nodes hold by category (parameters,
+    gradients, optimizer state, and the rest: activations and temporaries). The stack
+    sums every node (``Trace.category_timeline``): under a RAM cap with a disk node it
+    rises above the cap, and what rises above RAM's own line is on the disk node (a tile
+    written out and still in RAM counts on both) — the RAM cap and what RAM held are
+    drawn over the stack so that it reads so."""
+    fig = Figure(figsize=(WIDTH, 6.5), layout="constrained")
     ax, bx = fig.subplots(2, 1, sharex=True)
     m = tr.memory
     for (node, name), rows in m.groupby(["node", "name"]):
@@ -215,21 +221,56 @@ def memory(tr) -> Figure:
     ax.set_ylabel("used (MiB)")
     ax.set_title("Memory per node (StarPU's accounting, its cached free buffers included; "
                  "dashed: tiles registered)")
+    ram_name, cap = _ram_cap(tr)
+    if cap is not None:
+        ax.axhline(cap / MiB, color="k", ls=":", lw=1, label=f"RAM cap {cap / MiB:.0f} MiB")
     if len(m):
         ax.legend(fontsize="small")
     cat = tr.category_timeline()
     if len(cat):
         names = [c for c in cat.columns if c != "t_us"]
-        bx.stackplot(cat["t_us"] / 1e3, *[cat[c] / MiB for c in names], labels=names,
-                     step="post")
+        bx.stackplot(cat["t_us"] / 1e3, *[cat[c] / MiB for c in names],
+                     labels=[CATEGORY_LABELS.get(n, n) for n in names], step="post")
+        title = "Memory by category (what every node holds)"
+        if cap is not None:
+            ram = m[m["name"] == ram_name]
+            bx.plot(ram["t_us"] / 1e3, ram["used_bytes"] / MiB, color="k", lw=1,
+                    drawstyle="steps-post", label=f"of which in RAM ({ram_name})")
+            bx.axhline(cap / MiB, color="k", ls=":", lw=1, label=f"RAM cap {cap / MiB:.0f} MiB")
+            if _has_disk(tr):
+                # the stack sums RAM and the disk node (used_over_time): a tile written
+                # out and still in RAM counts on both
+                title = ("Memory by category, RAM and disk node together: above the "
+                         "RAM line it is on disk")
         bx.legend(fontsize="small", loc="upper left")
+        bx.set_title(title)
     else:
         bx.text(0.5, 0.5, "no categories: call tr.memory_by_category(model, optimizer)",
                 ha="center", va="center", transform=bx.transAxes)
+        bx.set_title("Memory by category")
     bx.set_xlabel("time (ms)")
     bx.set_ylabel("used (MiB)")
-    bx.set_title("Memory by category")
     return fig
+
+
+# the trace's residual category: everything held beyond parameters, gradients and state
+CATEGORY_LABELS = {"activations": "activations and temporaries"}
+
+
+def _ram_cap(tr) -> tuple[str | None, float | None]:
+    """(the RAM node's name, its cap in bytes) when the runtime capped RAM, else (name or
+    None, None)."""
+    nodes = metrics.memory_per_node(tr)
+    ram = nodes[nodes["kind"] == "RAM"]
+    if not len(ram):
+        return None, None
+    r = ram.iloc[0]
+    capped = bool(r["capped"]) and r["capacity_bytes"] == r["capacity_bytes"]
+    return r["name"], (float(r["capacity_bytes"]) if capped else None)
+
+
+def _has_disk(tr) -> bool:
+    return bool((metrics.memory_per_node(tr)["kind"] == "disk").any())
 
 
 def transfers(tr) -> Figure:

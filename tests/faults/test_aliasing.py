@@ -91,6 +91,11 @@ CASES = {
         lambda t: ops.silu_gate_backward(t["a"], t["b"], t["d"], dg=t["c"], du=t["v"],
                                          beta=0.5),
         [("c", "a"), ("c", "b"), ("c", "d"), ("v", "a"), ("v", "b"), ("v", "d")], "same"),
+    # g and u bfloat16 (new tensors), dy, dg and du float32: only dg, du = dy can alias
+    "silu_gate_backward_bf16": (
+        lambda t: ops.silu_gate_backward_bf16(ops.to_bf16(t["a"]), ops.to_bf16(t["b"]),
+                                              t["d"], dg=t["c"], du=t["v"], beta=0.5),
+        [("c", "d"), ("v", "d")], "same"),
     "embedding": (lambda t: ops.embedding(t["ids"], t["a"], out=t["c"]), [("c", "a")],
                   "refuse"),
     "embedding_backward": (lambda t: ops.embedding_backward(t["ids"], t["a"], t["c"]),
@@ -172,7 +177,7 @@ def test_views_alias_their_base(rt1):
 # ops with no output that could alias an input: fill and mask_causal only write in place,
 # cross_entropy makes its outputs, axpy is add
 NO_OUTPUT_ARGUMENT = {"fill", "mask_causal", "cross_entropy", "axpy", "gelu_bf16",
-                      "rope_tables"}
+                      "silu_gate_bf16", "rope_tables"}
 # ops whose output has another dtype than their input (float32 <-> bfloat16): a tensor and
 # its views share one dtype, so the output can never share the input's tiles
 DTYPE_CHANGING = {"to_bf16", "to_f32"}

@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests import netns_cluster
 from tests.netns_cluster import REPO, nntile_lab, wait_for
 from tests.torch_adapter import tiny_dataset
 
@@ -27,13 +26,6 @@ OPTS = ["--n-layer", "1", "--n-head", "2", "--n-embd", "32", "--vocab-size", "64
         "--vocab-tile", "32", "--eval-every", "0", "--no-progress", "--scheduler", "eager",
         "--lr", "1e-2", "--min-lr", "1e-2", "--warmup", "1", "--checkpoint-every", "1"]
 ENDS_WITHIN = 30.0
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    c = netns_cluster.up(4, gbit=1)
-    yield c
-    netns_cluster.down(c)
 
 
 @pytest.fixture(scope="module")
@@ -67,11 +59,11 @@ def single(work, steps: int) -> list[float]:
 class Run:
     """``nntile-lab train`` on the cluster in the background."""
 
-    def __init__(self, cluster, work, name, steps):
+    def __init__(self, cluster4, work, name, steps):
         self.out = work / name
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "nntile_lab.cli", "train", "--data", str(work / "data"),
-             *OPTS, "--steps", str(steps), "--hostfile", cluster.hostfile, "--out",
+             *OPTS, "--steps", str(steps), "--hostfile", cluster4.hostfile, "--out",
              str(self.out)], cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True, start_new_session=True,
             env={**os.environ, "PYTHONPATH": str(REPO), "STARPU_SILENT": "1"})
@@ -99,15 +91,15 @@ def said(err: str) -> list[str]:
     return [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("nntile-lab: /")]
 
 
-def no_process_left(cluster):
-    wait_for(lambda: not any(cluster.pids(h) for h in cluster.hosts), 10,
+def no_process_left(cluster4):
+    wait_for(lambda: not any(cluster4.pids(h) for h in cluster4.hosts), 10,
              "every process on the cluster's hosts to end")
 
 
-def fault_ends_every_rank(cluster, work, name, fault, undo):
+def fault_ends_every_rank(cluster4, work, name, fault, undo):
     """Start a long run, wait for its first checkpoint, apply ``fault``; the run must end
     within 30 s with one line. Returns (the line, the last checkpoint's step)."""
-    run = Run(cluster, work, name, steps=500)
+    run = Run(cluster4, work, name, steps=500)
     try:
         wait_for(lambda: checkpoint_step(run.out) >= 1 or run.proc.poll() is not None, 240,
                  "the run's first checkpoint")
@@ -121,32 +113,32 @@ def fault_ends_every_rank(cluster, work, name, fault, undo):
     assert took < ENDS_WITHIN, f"the ranks took {took:.1f} s to end:\n{err[-3000:]}"
     lines = said(err)
     assert len(lines) == 1, "\n".join(lines)[-4000:]
-    no_process_left(cluster)
+    no_process_left(cluster4)
     return lines[0], checkpoint_step(run.out)
 
 
-def test_a_link_going_down_mid_step_ends_every_rank(cluster, work):
-    h3 = cluster.hosts[2]
-    line, step = fault_ends_every_rank(cluster, work, "linkdown",
-                                       lambda: cluster.sh("link", h3, "down"),
-                                       lambda: cluster.sh("link", h3, "up"))
+def test_a_link_going_down_mid_step_ends_every_rank(cluster4, work):
+    h3 = cluster4.hosts[2]
+    line, step = fault_ends_every_rank(cluster4, work, "linkdown",
+                                       lambda: cluster4.sh("link", h3, "down"),
+                                       lambda: cluster4.sh("link", h3, "up"))
     assert line.startswith(f"nntile-lab: lost the connection to host {h3}: its network link "
                            "is down"), line
     assert f"The last checkpoint ({work / 'linkdown' / 'checkpoint'}, step {step}) is intact: " \
            f"continue with --resume {work / 'linkdown'}." in line, line
     # the surviving hosts continue from it, one more step, to the single process's losses
     proc = nntile_lab("train", "--resume", work / "linkdown", "--steps", step + 1,
-                      "--hostfile", cluster.hostfile_with(cluster.hosts[:2]), "--no-progress",
+                      "--hostfile", cluster4.hostfile_with(cluster4.hosts[:2]), "--no-progress",
                       cwd=work, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     np.testing.assert_allclose(losses(work / "linkdown"), single(work, step + 1), rtol=0,
                                atol=TOL)
 
 
-def test_a_hosts_ranks_killed_end_every_rank(cluster, work):
-    h2 = cluster.hosts[1]
-    line, step = fault_ends_every_rank(cluster, work, "killed",
-                                       lambda: cluster.sh("kill", h2), lambda: None)
+def test_a_hosts_ranks_killed_end_every_rank(cluster4, work):
+    h2 = cluster4.hosts[1]
+    line, step = fault_ends_every_rank(cluster4, work, "killed",
+                                       lambda: cluster4.sh("kill", h2), lambda: None)
     assert line.startswith(f"nntile-lab: rank 1 on host {h2} was killed by signal 9"), line
     assert "is intact: continue with --resume" in line
     # one process continues from it
@@ -157,19 +149,19 @@ def test_a_hosts_ranks_killed_end_every_rank(cluster, work):
                                atol=TOL)
 
 
-def test_a_link_slowed_100_times_still_finishes(cluster, work):
-    h2 = cluster.hosts[1]
-    run = Run(cluster, work, "slow", steps=3)
+def test_a_link_slowed_100_times_still_finishes(cluster4, work):
+    h2 = cluster4.hosts[1]
+    run = Run(cluster4, work, "slow", steps=3)
     try:
         wait_for(lambda: checkpoint_step(run.out) >= 1 or run.proc.poll() is not None, 240,
                  "the run's first checkpoint")
-        cluster.sh("shape", h2, "--gbit", cluster.gbit / 100)
-        shaped = cluster.in_host(h2, "tc", "qdisc", "show", "dev", "eth0").stdout
+        cluster4.sh("shape", h2, "--gbit", cluster4.gbit / 100)
+        shaped = cluster4.in_host(h2, "tc", "qdisc", "show", "dev", "eth0").stdout
         assert "rate 10Mbit" in shaped, shaped
         code, err, _ = run.wait(timeout=600)
     finally:
         run.stop()
-        cluster.sh("shape", h2, "--gbit", cluster.gbit)
+        cluster4.sh("shape", h2, "--gbit", cluster4.gbit)
     assert code == 0, err[-3000:]
     assert said(err) == [], said(err)
     np.testing.assert_allclose(losses(work / "slow"), single(work, 3), rtol=0, atol=TOL)

@@ -69,6 +69,32 @@ def test_silu_gate_backward_vs_torch(rt, st_, seed, beta, where):
                         mag[name] + abs(base[name])) <= TOL, name
 
 
+@given(shape_and_tiles(), SEEDS, st.sampled_from([0.0, 0.5]))
+def test_the_bf16_variants_are_the_float32_ops_on_bf16_values(rt, st_, seed, beta):
+    """silu_gate_bf16 keeps bf16(g), bf16(u) (bit for bit as to_bf16) and writes
+    bf16(silu_gate(g, u)); silu_gate_backward_bf16 on those is silu_gate_backward on their
+    widened values, exactly (the same float32 formula after an exact widening)."""
+    shape, tiles = st_
+    g, u, dy, dg0, du0 = draw_inputs(seed, shape, 5)
+    tg, tu, tdy = (nl.from_numpy(v, tiles) for v in (g, u, dy))
+    gk, uk, y = nl.ops.silu_gate_bf16(tg, tu)
+    for got, want in ((gk, nl.ops.to_bf16(tg)), (uk, nl.ops.to_bf16(tu)),
+                      (y, nl.ops.to_bf16(nl.ops.silu_gate(tg, tu)))):
+        assert got.dtype == want.dtype and np.array_equal(got.to_numpy().view(np.uint16),
+                                                          want.to_numpy().view(np.uint16))
+    start = {}
+    if beta:
+        start = {"dg": nl.from_numpy(dg0, tiles), "du": nl.from_numpy(du0, tiles)}
+    dg, du = nl.ops.silu_gate_backward_bf16(gk, uk, tdy, **start, beta=beta)
+    ref = {}
+    if beta:
+        ref = {"dg": nl.from_numpy(dg0, tiles), "du": nl.from_numpy(du0, tiles)}
+    wg, wu = nl.ops.silu_gate_backward(nl.ops.to_f32(gk), nl.ops.to_f32(uk), tdy, **ref,
+                                       beta=beta)
+    assert np.array_equal(dg.to_numpy(), wg.to_numpy())
+    assert np.array_equal(du.to_numpy(), wu.to_numpy())
+
+
 def test_tails_and_nan(rt1):
     """exp under- or overflows far out: finite where the function is; NaN stays NaN."""
     g = np.float32([-1e4, -200, -88, -20, -1e-30, 0, 20, 88, 200, 1e4, np.nan])

@@ -46,7 +46,9 @@ def test_environment_yml_equals_the_pip_extras():
 def test_test_extra_composes_the_feature_extras():
     extras = PYPROJECT["project"]["optional-dependencies"]
     assert {"bench", "mpi", "jupyter", "wikitext", "docs", "test"} <= set(extras)
-    assert extras["bench"] == ["torch==2.13.0"]   # pinned: a bare torch pulls a CUDA build
+    # pinned: a bare torch pulls a CUDA build; transformers: the Llama's and generation's
+    # Hugging Face references (tests, benchmarks)
+    assert extras["bench"] == ["torch==2.13.0", "transformers>=5.23"]
     composed = next(r for r in extras["test"] if r.startswith("nntile_lab["))
     assert set(composed[len("nntile_lab["):-1].split(",")) == set(extras) - {"test"}
 

@@ -98,3 +98,17 @@ def test_pieces_of_rank_lines_glued_to_a_bar_are_held():
     f = Filter()
     assert "".join(f.feed(ln) for ln in text.splitlines(keepends=True)) == "step 3 done\n"
     assert diagnose(f.all()).host == "c-h2"
+
+
+def test_a_ranks_own_words_come_before_open_mpis():
+    """A proxy rank that refuses its job says why on stderr; Open MPI's show_help errors
+    after its MPI_Abort must not turn that into an MPI_Init failure."""
+    import subprocess
+
+    from nntile_lab.parallel.failures import why_failed
+    err = ("rank 0: replay buffers need 2611.0 GiB (> 25% of RAM): pass --scale N\n"
+           "[vm:27128] [[1286,0],0] ORTE_ERROR_LOG: Data unpack would read past end of buffer "
+           "in file ../../../orte/util/show_help.c at line 501\n")
+    assert why_failed(subprocess.CompletedProcess([], 3, "", err)) == err.splitlines()[0]
+    assert why_failed(subprocess.CompletedProcess([], 1, "", KILLED)).startswith(
+        "rank 1 on host tst-h2 was killed")

@@ -77,7 +77,7 @@ def test_memory_figure_per_node_and_category(tr):
     ax, bx = viz.memory(tr).axes
     assert {line.get_label() for line in ax.get_lines()} == set(tr.memory["name"])
     assert [t.get_text() for t in bx.get_legend().get_texts()] == [
-        "parameters", "gradients", "optimizer state", "activations"]
+        "parameters", "gradients", "optimizer state", "activations and temporaries"]
     assert ax.get_ylabel() == bx.get_ylabel() == "used (MiB)"
 
 
@@ -219,3 +219,44 @@ def test_layers_hold_what_notebook_05_says(tr):
                   "Layer −1 holds what belongs to no layer: zeroing the gradients and the "
                   "optimizer"):
         assert claim in text, claim
+
+
+def test_memory_by_category_says_what_rises_above_the_ram_cap():
+    """Issue 33 (notebook 07): the category stack rose to ~700 MiB under a 306 MiB cap with
+    no word of why. Out of core it sums RAM and the disk node: the figure says so, and draws
+    the RAM cap and what RAM itself held over the stack."""
+    import pandas as pd
+
+    from nntile_lab.trace import Trace
+    MiB = 1 << 20
+    t = np.arange(0, 10_000, 1000.0)
+    rng = np.random.default_rng(3)
+    ram = rng.uniform(250, 306, len(t)) * MiB
+    disk = np.linspace(200, 350, len(t)) * MiB
+    tr = Trace.__new__(Trace)
+    tr.memory = pd.DataFrame({
+        "t_us": np.concatenate([t, t, t]),
+        "node": [0] * len(t) + [1] * len(t) + [-1] * len(t),
+        "name": ["NUMA 0"] * len(t) + ["Disk 0"] * len(t) + ["registered tiles"] * len(t),
+        "used_bytes": np.concatenate([ram, disk, np.full(len(t), 245 * MiB)])})
+    tr.nodes = pd.DataFrame([(0, "NUMA 0", "RAM", 306 * MiB, True),
+                             (1, "Disk 0", "disk", 1200 * MiB, True)],
+                            columns=["node", "name", "kind", "capacity_bytes", "capped"])
+    tr.static_memory = {"parameters": 61 * MiB, "gradients": 61 * MiB,
+                        "optimizer state": 122 * MiB}
+    fig = viz.memory(tr)
+    bx = fig.axes[1]
+    assert "RAM and disk node together: above the RAM line it is on disk" in bx.get_title()
+    labels = [t.get_text() for t in bx.get_legend().get_texts()]
+    assert "RAM cap 306 MiB" in labels and "of which in RAM (NUMA 0)" in labels
+    assert "activations and temporaries" in labels
+    (ram_line,) = [ln for ln in bx.get_lines() if ln.get_label().startswith("of which")]
+    assert np.allclose(ram_line.get_ydata(), ram / MiB)
+    top = sum(float(c.get_paths()[0].vertices[:, 1].max()) for c in bx.collections[-1:])
+    assert top > 306                                # the stack does rise above the cap
+    # in memory (no cap, no disk node): no cap line, the plain title
+    tr.memory = tr.memory[tr.memory["node"] != 1]
+    tr.nodes = tr.nodes.iloc[:1].assign(capped=False)
+    bx = viz.memory(tr).axes[1]
+    assert bx.get_title() == "Memory by category (what every node holds)"
+    assert not any("cap" in t.get_text() for t in bx.get_legend().get_texts())
