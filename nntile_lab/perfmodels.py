@@ -7,8 +7,9 @@ model-driven policies place a task where the model predicts it ends first; on un
 workers their decisions are only as good as these means. Models are kept in
 ``$STARPU_HOME/.starpu/sampling/codelets`` between runs; StarPU takes about ten samples per
 (op, footprint, arch) before it trusts one, or every sample under ``STARPU_CALIBRATE=1``.
-Policies that do not use the models (eager, lws, ...) record nothing unless
-``STARPU_CALIBRATE=1`` is set (checked with StarPU 1.3.10).
+Policies that do not use the models (eager, lws, ...) record nothing unless calibrating
+(checked with StarPU 1.3.10) — and every runtime of ours calibrates (``kernels/runtime/
+init.c`` sets conf.calibrate = 1: StarPU's negative-duration abort), so every run records.
 
 ``entries()``           the live models' entries (a runtime running, its tasks done): op,
                         arch ("cpu", "opencl", ...), devid, footprint, size_bytes, mean_us,
@@ -19,8 +20,8 @@ Policies that do not use the models (eager, lws, ...) record nothing unless
 ``calibrate(spec)``     a few training steps of ``spec`` under dmda with
                         ``STARPU_CALIBRATE=1``, then ``entries()``: models for each arch
                         before a scheduler comparison.
-``history()``           the models StarPU saved on disk (every earlier calibrated run on
-                        this machine), read without StarPU: the same columns plus ``flops``
+``history()``           the models StarPU saved on disk (every earlier run on this
+                        machine), read without StarPU: the same columns plus ``flops``
                         (``tune`` prices candidates' tasks with them before measuring any).
 """
 from __future__ import annotations

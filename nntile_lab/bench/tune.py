@@ -13,12 +13,15 @@ CPU and one OpenCL worker (PoCL), and a second GPT-2 shape (deeper and narrower)
 """
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from nntile_lab import memory, sweep
+from nntile_lab import memory, perfmodels, sweep
 from nntile_lab.data.bins import atomic_write_bytes
 from nntile_lab.engine import save_record
 from nntile_lab.plots.sweep import ok_rows
@@ -105,7 +108,8 @@ def run_setting(s: Setting, share: float = SHARE, progress=None) -> dict:
         axes = {f: [getattr(base, f)] for f in TILE_FIELDS} | s.axes
         grid = sweep.grid(base, **s.axes)
         t0 = time.perf_counter()
-        df = sweep.run(grid, f"{tmp}/sweep", progress=False, keep_traces=False)
+        with _models_apart(f"{tmp}/sweep_models"):
+            df = sweep.run(grid, f"{tmp}/sweep", progress=False, keep_traces=False)
         sweep_s = time.perf_counter() - t0
         good = ok_rows(df)
         if not len(good):
@@ -140,6 +144,26 @@ def run_setting(s: Setting, share: float = SHARE, progress=None) -> dict:
     say(f"{s.name}: tune chose {choice} in {tune_s:.0f} s ({tune_s / sweep_s:.0%} of the "
         f"sweep): {chosen:.1f} GFLOP/s in the sweep = {out['ratio']:.3f} of the best")
     return out
+
+
+@contextlib.contextmanager
+def _models_apart(folder: str):
+    """StarPU's per-codelet models of the points run inside go to ``folder``, not to those
+    ``tune`` starts from (``perfmodels.history``): every runtime calibrates (conf.calibrate
+    = 1), so the sweep's points would otherwise hand tune every candidate's task times
+    before it measured any. The bus calibration is copied (not measured again)."""
+    bus = perfmodels.model_dir().parents[1] / "bus"
+    if bus.is_dir():
+        shutil.copytree(bus, Path(folder) / "bus")
+    saved = os.environ.get("STARPU_PERF_MODEL_DIR")
+    os.environ["STARPU_PERF_MODEL_DIR"] = folder     # read by each point's process
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("STARPU_PERF_MODEL_DIR", None)
+        else:
+            os.environ["STARPU_PERF_MODEL_DIR"] = saved
 
 
 def run(names=None, share: float = SHARE, progress=None, smoke: bool = False) -> dict:

@@ -41,7 +41,9 @@ def measure_point(spec: ExperimentSpec, ctx) -> dict:
     the point's sgemm peak (``ctx.inputs``) and trace folder. With the input ``calibrate``
     StarPU records every task's time in its per-codelet models (``STARPU_CALIBRATE=1``,
     read when the runtime starts; saved on disk at its end): ``tune``'s points feed the
-    models the next tunes start from (``perfmodels.history``)."""
+    models the next tunes start from (``perfmodels.history``). Every runtime calibrates
+    anyway (conf.calibrate = 1 in ``kernels/runtime/init.c``); the input says it where
+    tune relies on it."""
     if ctx.inputs.get("calibrate"):
         os.environ["STARPU_CALIBRATE"] = "1"   # this process measures one point only
     return measure(spec, peak_gflops=ctx.inputs.get("peak_gflops"), trace_dir=ctx.trace_dir)
