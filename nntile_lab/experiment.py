@@ -19,19 +19,20 @@ import numpy as np
 
 from nntile_lab.data import load_split, prepare_default_corpus
 from nntile_lab.memory import check, estimate
+from nntile_lab.nn.config import model_class
 from nntile_lab.spec import ExperimentSpec
 
 
 def build(spec: ExperimentSpec):
-    """``(model, optimizer, schedule)``; call inside a running ``Runtime``."""
+    """``(model, optimizer, schedule)``: the model the spec names (``spec.model``); call
+    inside a running ``Runtime``."""
     # loads the compiled extension: importing this module must not (--help, readers)
-    from nntile_lab.nn import GPT2
     from nntile_lab.optim import SGD, Adam, AdamW
 
     precision, why = choose_precision(spec)
     if spec.precision == "auto":
         print(f"nntile-lab: precision auto -> {precision}: {why}", file=sys.stderr)
-    model = GPT2(spec.gpt2_config(), seed=spec.seed, precision=precision)
+    model = model_class(spec.model)(spec.model_config(), seed=spec.seed, precision=precision)
     model.precision_choice = {"asked": spec.precision, "mode": precision, "why": why}
     cls = {"adamw": AdamW, "adam": Adam, "sgd": SGD}[spec.optimizer]
     # the other hyper-parameters (betas, eps, momentum) are the classes' defaults: spec's

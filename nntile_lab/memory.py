@@ -1,34 +1,26 @@
 """Memory planner: will a run fit, and if not, how much disk does it need?
 
-``estimate(spec)`` counts, from the model's shapes and tiles alone (nothing is
-allocated, no task submitted), the bytes StarPU holds at the peak of a training
-step, split by category (B batch, T seq_len, E n_embd, F n_inner, H heads,
-V vocab, N parameters, fp32 = 4 bytes):
+``estimate(spec)`` reads the model, not a table: it builds the model the spec names on
+shape-only tensors and runs one training step's very code (``nn.meta.dry_run``), which
+records every task with the tiles it reads and writes, every allocation and free — nothing
+is allocated, no task submitted, no StarPU needed. From that record, the bytes StarPU holds
+at the peak of a step, by category (N parameters, fp32 = 4 bytes):
 
-  parameters        4·N
+  parameters        the float32 masters (4·N) and, under ``bf16``, the bf16 copy of each
+                    parameter a GEMM reads (``Param.gemm``)
   gradients         4·N
   optimizer_state   4·N·slots (AdamW/Adam: m and v; SGD with momentum: one buffer)
-  activations       what the forward keeps for the backward: the model's own records
-                    (``nn.activations``: the batch's token ids, labels and positions,
-                    every block's ``BlockActivations``, the head's), sized field by
-                    field from their declared shapes — L·(8·BTE + 2·BTF + B·H·T² +
-                    4·BT) + 2·BTE + 2·BT floats and 3·BT int64 today
-  temporaries       the largest set alive at once besides those: the head's logits
-                    and their gradient, 1.5·BTV (logits tiles are freed as their
-                    gradient tiles appear; the factor is measured), against one
-                    block's backward (2·B·H·T² + 3·BTE, or 2·BTF + 2·BTE): the larger
-
-Under a bf16 precision (``spec.precision``; ``precision_categories``) the same categories
-hold other bytes per element: the saved activations marked bf16 in ``nn.activations``
-take 2 bytes (``bf16``, ``bf16-storage``), and so do the logits and their gradient (the
-head's temporaries, where n_embd is one tile: ``Casts.logits_dtype``); ``bf16`` adds a
-2-byte copy of every GEMM weight to the parameters (wte and each block's q, k, v, c_proj,
-c_fc, mlp c_proj); gradients and optimizer state stay float32.
+  activations       what the forward keeps for the backward: every layer's saved record
+                    (``Layer.Saved``: in bf16 where a bf16 mode keeps it), the token ids
+                    and the loss's gradient the head computes with it
+  temporaries       the most the step holds at once besides those: each tile from the task
+                    that first writes it to the last task that uses it, tasks in
+                    submission order (a worker's view), less the categories above
 
 The peak is their sum. The largest single task's working set (the tiles of its
 buffers, e.g. the head's gemm: an activation tile, a vocabulary tile of the
-embedding and a logits tile) bounds the cap from below: each worker needs its
-task's tiles in RAM at once.
+embedding and a logits tile), also from the dry run, bounds the cap from below: each worker
+needs its task's tiles in RAM at once.
 
 Verdicts, for a ``memory_limit_mb`` cap on StarPU's RAM:
   fits              the peak is under the cap (or there is no cap);
@@ -56,17 +48,20 @@ Besides StarPU's tiles the process holds the interpreter and libraries
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 
-from nntile_lab.nn.activations import Activations
-from nntile_lab.nn.config import GPT2Config
-from nntile_lab.nn.state import init_chunk_elems
+import numpy as np
+
+from nntile_lab.nn.config import MODELS, describe, model_class, model_name
+from nntile_lab.nn.meta import dry_run
 from nntile_lab.rss import peak_rss_bytes, rss_bytes  # noqa: F401  (memory.peak_rss_bytes)
-from nntile_lab.spec import DEFAULTS
+from nntile_lab.spec import DEFAULTS, parse_hints
 
 F32, I64 = 4, 8
 MIB = 1 << 20
@@ -169,19 +164,25 @@ class MemoryPlan:
         return "\n".join(lines)
 
 
+def _is_config(spec) -> bool:
+    return any(type(spec) is cls for cls, _ in MODELS.values())
+
+
 def _resolve(spec, batch, seq_len, optimizer, memory_limit_mb, ooc_dir, ooc_size_mb, ncpu,
              nopencl=None, opencl_memory_limit_mb=None, precision=None):
-    """(GPT2Config, settings) from an ExperimentSpec, or a GPT2Config plus keywords."""
+    """(model config, settings) from an ExperimentSpec, or a model config (``GPT2Config``,
+    …) plus keywords."""
     if precision is None:
-        precision = DEFAULTS.precision if isinstance(spec, GPT2Config) else spec.precision
+        precision = DEFAULTS.precision if _is_config(spec) else spec.precision
     _check_precision(precision)
-    if isinstance(spec, GPT2Config):
+    hints = DEFAULTS.hints
+    if _is_config(spec):
         if batch is None or seq_len is None:
-            raise ValueError("estimate(GPT2Config, ...) needs batch= and seq_len=")
+            raise ValueError(f"estimate({type(spec).__name__}, ...) needs batch= and seq_len=")
         cfg = spec
         opt = optimizer or DEFAULTS.optimizer
     else:
-        cfg = spec.gpt2_config()
+        cfg = spec.model_config()
         batch = spec.batch if batch is None else batch
         seq_len = spec.seq_len if seq_len is None else seq_len
         opt = optimizer or spec.optimizer
@@ -192,6 +193,7 @@ def _resolve(spec, batch, seq_len, optimizer, memory_limit_mb, ooc_dir, ooc_size
         nopencl = spec.nopencl if nopencl is None else nopencl
         if opencl_memory_limit_mb is None:
             opencl_memory_limit_mb = spec.opencl_memory_limit_mb
+        hints = spec.hints
     if opt not in OPTIMIZER_SLOTS:
         raise ValueError(f"optimizer={opt!r} is not one of {sorted(OPTIMIZER_SLOTS)}")
     if ncpu is None:
@@ -204,49 +206,75 @@ def _resolve(spec, batch, seq_len, optimizer, memory_limit_mb, ooc_dir, ooc_size
     return cfg, dict(batch=batch, seq_len=seq_len, optimizer=opt, ncpu=ncpu, precision=precision,
                      nopencl=nopencl or 0, opencl_memory_limit_mb=opencl_memory_limit_mb,
                      memory_limit_mb=memory_limit_mb, ooc_dir=ooc_dir,
+                     hints=sorted(parse_hints(hints, out_of_core=memory_limit_mb is not None)),
                      ooc_size_mb=DEFAULTS.ooc_size_mb if ooc_size_mb is None else ooc_size_mb)
 
 
-def categories(cfg: GPT2Config, batch: int, seq_len: int, optimizer: str = "adamw",
-               precision: str = "fp32") -> dict:
+# ---- what one training step holds: a dry run of the model's own code --------------------
+@dataclass(frozen=True)
+class StepAccount:
+    """A dry-run step's bytes (``account``) and its tasks' working sets."""
+
+    masters: int            # the float32 parameters
+    copies: int             # their bf16 copies (under bf16)
+    gradients: int
+    activations: int        # what the forward keeps for the backward
+    peak: int               # the most the step holds at once
+    tasks: dict             # "where op" → (bytes of its largest task, op)
+    task_counts: dict       # op → tasks per step
+    init_staging: int       # elements of the largest initialisation chunk (numpy)
+    largest_tile: int       # bytes of the largest parameter tile
+
+
+def account(cfg, batch: int, seq_len: int, precision: str = "fp32",
+            hints=()) -> StepAccount:
+    """One training step of ``cfg``'s model on ``batch × seq_len`` tokens, run dry (cached
+    per arguments: a plan is asked for many times)."""
+    mode = "fp32" if precision == "auto" else precision
+    return _account(model_class(model_name(cfg)), json.dumps(asdict(cfg), sort_keys=True),
+                    batch, seq_len, mode, tuple(sorted(hints)))
+
+
+@lru_cache(maxsize=64)
+def _account(cls, cfg_json: str, batch: int, seq_len: int, precision: str,
+             hints: tuple) -> StepAccount:
+    cfg = cls.config_class.from_dict(json.loads(cfg_json))
+    with dry_run(hints=frozenset(hints)) as dry:
+        model = cls(cfg, seed=0, precision=precision)
+        ids = np.zeros((batch, seq_len), np.int64)
+        model.forward_backward(ids, ids)
+    size = lambda ts: sum(math.prod(t.shape) * t.dtype.itemsize for t in ts)  # noqa: E731
+    masters, copies = size(model.params.values()), size(model.params16.values())
+    grads = size(model.grads.values())
+    activations = dry.alive_at("forward") - dry.alive_at("step")
+    tasks: dict = {}
+    for t in dry.tasks:
+        key = f"{t.where} {t.op}".strip()
+        if t.nbytes > tasks.get(key, (0, ""))[0]:
+            tasks[key] = (t.nbytes, t.op)
+    tile = max(math.prod(p.tile_shape) for p in model.parameters())
+    tasks["optimizer update"] = (F32 * 4 * tile, "adamw sgd sgd_momentum")   # p, g, m, v
+    return StepAccount(masters, copies, grads, activations, dry.peak(since="step"), tasks,
+                       dict(dry.counts()), model.init_staging_elems(), F32 * tile)
+
+
+def categories(cfg, batch: int, seq_len: int, optimizer: str = "adamw",
+               precision: str = "fp32", hints=()) -> dict:
     """Bytes per category at the peak of a training step (see the module docstring)."""
-    if precision != "fp32":
-        return precision_categories(cfg, batch, seq_len, optimizer, precision)
-    n = cfg.num_params(with_positions=True)
-    return {"parameters": F32 * n, "gradients": F32 * n,
-            "optimizer_state": F32 * n * OPTIMIZER_SLOTS[optimizer],
-            "activations": Activations.nbytes(cfg, batch, seq_len),
-            "temporaries": max(F32 * head_temporaries(cfg, batch, seq_len),
-                               block_temporaries(cfg, batch, seq_len))}
+    _check_precision(precision)
+    a = account(cfg, batch, seq_len, precision, hints)
+    fixed = a.masters + a.copies + a.gradients + a.activations
+    return {"parameters": a.masters + a.copies, "gradients": a.gradients,
+            "optimizer_state": a.masters * OPTIMIZER_SLOTS[optimizer],
+            "activations": a.activations, "temporaries": max(0, a.peak - fixed)}
 
 
-def head_temporaries(cfg: GPT2Config, batch: int, seq_len: int) -> int:
-    """Elements of the head's logits and their gradient alive at once: 1.5·BTV (logits
-    tiles are freed as their gradient tiles appear; the factor is measured)."""
-    return 3 * batch * seq_len * cfg.vocab_size // 2
-
-
-def block_temporaries(cfg: GPT2Config, batch: int, seq_len: int) -> int:
-    """Bytes of one block's backward temporaries in float32 (the larger of attention's and
-    the MLP's)."""
-    B, T, E, F, H = batch, seq_len, cfg.n_embd, cfg.n_inner, cfg.n_head
-    return F32 * max(2 * B * H * T * T + 3 * B * T * E, 2 * B * T * F + 2 * B * T * E)
-
-
-def largest_task(cfg: GPT2Config, batch: int, seq_len: int) -> tuple[int, str]:
+def largest_task(cfg, batch: int, seq_len: int, precision: str = "fp32",
+                 hints=()) -> tuple[int, str]:
     """The largest working set of one task (bytes) and which task has it."""
-    tasks = task_bytes(cfg, batch, seq_len)
-    name = max(tasks, key=tasks.get)
-    return tasks[name], name
-
-
-# the codelets (kernels/codelets.py) behind each of task_bytes's tasks: the task may run
-# on an OpenCL device when one of them has an OpenCL implementation
-TASK_OPS = {"mlp c_fc gemm": ("gemm",), "mlp c_proj gemm": ("gemm",),
-            "attention q/k/v gemm": ("gemm",), "attention scores gemm": ("gemm",),
-            "attention softmax backward": ("softmax_backward", "softmax_backward_tile"),
-            "head gemm": ("gemm",), "cross-entropy backward": ("cross_entropy_backward",),
-            "optimizer update": ("adamw", "sgd", "sgd_momentum")}
+    tasks = account(cfg, batch, seq_len, precision, hints).tasks
+    name = max(tasks, key=lambda k: tasks[k][0])
+    return tasks[name][0], name
 
 
 def device_ops() -> set[str] | None:
@@ -260,37 +288,17 @@ def device_ops() -> set[str] | None:
             if lib.nl_op_has_opencl(i)}
 
 
-def largest_device_task(cfg: GPT2Config, batch: int, seq_len: int) -> tuple[int, str]:
+def largest_device_task(cfg, batch: int, seq_len: int, precision: str = "fp32",
+                        hints=()) -> tuple[int, str]:
     """The largest working set of one task that may run on an OpenCL device (bytes, which
     task); (0, "none") when no task of the step can."""
     ops = device_ops()
-    tasks = {k: v for k, v in task_bytes(cfg, batch, seq_len).items()
-             if ops is None or ops.intersection(TASK_OPS[k])}
+    tasks = {k: b for k, (b, op) in account(cfg, batch, seq_len, precision, hints).tasks.items()
+             if ops is None or ops.intersection(op.split())}
     if not tasks:
         return 0, "none"
     name = max(tasks, key=tasks.get)
     return tasks[name], name
-
-
-def task_bytes(cfg: GPT2Config, batch: int, seq_len: int) -> dict[str, int]:
-    """The working set (bytes of its buffers) of each of the step's largest tasks."""
-    E, F, V, D = cfg.n_embd, cfg.n_inner, cfg.vocab_size, cfg.head_size
-    bt, st = cfg.tile("batch_tile", batch), cfg.tile("seq_tile", seq_len)
-    et, it, vt = cfg.tile("embd_tile", E), cfg.tile("inner_tile", F), cfg.tile("vocab_tile", V)
-    hh = cfg.tile("head_tile", cfg.n_head)
-    ht, rows = hh * D, bt * st
-    biggest_param = max(vt * et, et * it, et * ht, st * et)
-    tasks = {   # elements of each task's buffers
-        "mlp c_fc gemm": rows * et + et * it + rows * it,
-        "mlp c_proj gemm": rows * it + it * et + rows * et,
-        "attention q/k/v gemm": rows * et + et * ht + rows * ht,
-        "attention scores gemm": 2 * bt * hh * st * D + bt * hh * st * st,
-        "attention softmax backward": 3 * bt * hh * st * st,
-        "head gemm": rows * et + vt * et + rows * vt,
-        "cross-entropy backward": 2 * rows * vt + 2 * rows + 4 * rows,
-        "optimizer update": 4 * biggest_param,
-    }
-    return {k: F32 * v for k, v in tasks.items()}
 
 
 def estimate(spec, batch: int | None = None, seq_len: int | None = None, *,
@@ -305,21 +313,22 @@ def estimate(spec, batch: int | None = None, seq_len: int | None = None, *,
     the most bytes (fp32), as the mode is chosen only when the run starts."""
     cfg, s = _resolve(spec, batch, seq_len, optimizer, memory_limit_mb, ooc_dir,
                       ooc_size_mb, ncpu, nopencl, opencl_memory_limit_mb, precision)
-    cats = categories(cfg, s["batch"], s["seq_len"], s["optimizer"], s["precision"])
+    step = (cfg, s["batch"], s["seq_len"], s["precision"], s["hints"])
+    cats = categories(*step[:3], s["optimizer"], *step[3:])
     peak = sum(cats.values())
-    task_bytes, task_name = largest_task(cfg, s["batch"], s["seq_len"])
+    task_bytes, task_name = largest_task(*step)
     cap_mb = s["memory_limit_mb"]
     cap = math.inf if cap_mb is None else cap_mb * MIB
-    # initialisation draws the parameters in row bands (nn.state.iter_init_chunks) in
+    # initialisation draws the parameters in row bands (LanguageModel.init_weights) in
     # float64 and casts them to float32 while StarPU holds the parameters; then a step
     # holds the peak
-    largest_param = init_chunk_elems(cfg)
+    largest_param = account(*step).init_staging
     init = min(cats["parameters"], cap) + (I64 + F32) * largest_param
     rss = process_base_bytes() + int(max(init, min(peak, cap)))
     # a checkpoint gathers parameters and optimizer state into numpy (12·N bytes for AdamW)
     ckpt = cats["parameters"] + cats["optimizer_state"]
-    details = dict(s, ooc_backend="o_direct", largest_param=largest_param,
-                   checkpoint_staging_bytes=ckpt)
+    details = dict(s, model=model_name(cfg), ooc_backend="o_direct",
+                   largest_param=largest_param, checkpoint_staging_bytes=ckpt)
     plan = MemoryPlan(cats, peak, task_bytes, task_name, rss, cap_mb, "fits", details=details)
     if cap_mb is not None and cap_mb < 16:   # what Runtime refuses never "fits"
         return _cannot(plan, f"--memory-limit-mb {cap_mb} is below 16 MiB, the smallest "
@@ -369,12 +378,13 @@ def estimate(spec, batch: int | None = None, seq_len: int | None = None, *,
     return plan
 
 
-def _device_plan(cfg: GPT2Config, s: dict, peak: int) -> DevicePlan:
+def _device_plan(cfg, s: dict, peak: int) -> DevicePlan:
     """Where the peak sits with OpenCL devices: under their caps, the rest in RAM."""
     n, cap_mb = s["nopencl"], s["opencl_memory_limit_mb"]
     room = math.inf if cap_mb is None else n * cap_mb * MIB
     resident = int(min(peak, room))
-    task, name = largest_device_task(cfg, s["batch"], s["seq_len"])
+    task, name = largest_device_task(cfg, s["batch"], s["seq_len"], s["precision"],
+                                     s["hints"])
     return DevicePlan(n, cap_mb, resident, peak - resident, task, name)
 
 
@@ -389,16 +399,13 @@ def check(spec, **kw) -> MemoryPlan:
 def ooc_overhead_bytes(spec) -> int:
     """What an out-of-core process holds besides StarPU's tiles and its base: transfers
     in flight, StarPU's per-tile and per-request structures, the allocator's slack.
-    Bounded by 64 MiB plus the larger of 4 of the largest tiles and 0.2 bytes per
+    Bounded by 64 MiB plus the larger of 4 of the largest parameter tiles and 0.2 bytes per
     parameter: an empirical fit, not a model, above what peak RSS − StarPU's peak − base
     measured on the paper family (BENCHMARKS.md, "Measurements formerly in code comments")."""
-    cfg = spec.gpt2_config() if not isinstance(spec, GPT2Config) else spec
-    E, V = cfg.n_embd, cfg.vocab_size
-    et, vt = cfg.tile("embd_tile", E), cfg.tile("vocab_tile", V)
-    it = cfg.tile("inner_tile", cfg.n_inner)
-    largest = F32 * max(vt * et, et * it, E * it)
-    n = cfg.num_params(with_positions=True)
-    return 64 * MIB + max(4 * largest, n // 5)
+    cfg = spec if _is_config(spec) else spec.model_config()
+    tree = describe(cfg)
+    largest = F32 * max(math.prod(p.tile_shape) for p in tree.parameters())
+    return 64 * MIB + max(4 * largest, tree.num_params() // 5)
 
 
 def starpu_limit_mb(process_cap_mb: int, spec, *, ooc: bool = False, **kw) -> int:
@@ -448,51 +455,7 @@ def _check_precision(precision: str) -> None:
                          f"{', '.join((*PRECISION_MODES, 'auto'))}")
 
 
-def gemm_weight_elements(cfg: GPT2Config) -> int:
-    """Elements of the weights the GEMMs read, which have a bf16 copy under ``bf16``: the
-    tied embedding (the head) and each block's q, k, v, c_proj, c_fc and mlp c_proj."""
-    E, F = cfg.n_embd, cfg.n_inner
-    return cfg.vocab_size * E + cfg.n_layer * (4 * E * E + 2 * E * F)
-
-
-def bytes_per_element(precision: str) -> dict:
-    """What each category stores per element under ``precision`` (``auto``: as fp32)."""
-    _check_precision(precision)
-    bf16 = precision in ("bf16", "bf16-storage")
-    return {"parameters": "4 (fp32 master)" + (" + 2 (bf16 copy, GEMM weights)"
-                                                if precision == "bf16" else ""),
-            "gradients": "4", "optimizer_state": "4 per slot",
-            "activations": "2 (GEMM inputs, attention probabilities, GELU input) and 4 "
-                           "(residual stream, layer-norm statistics), 8 (token ids)" if bf16
-                           else "4, 8 (token ids)",
-            "temporaries": "2 (the logits and their gradient, where n_embd is one tile), 4 "
-                           "(the rest), plus the bf16 operand copies" if bf16 else "4"}
-
-
-def precision_categories(cfg: GPT2Config, batch: int, seq_len: int, optimizer: str,
-                         precision: str) -> dict:
-    """``categories`` under a precision mode: the saved activations sized by their
-    declared bf16 fields, the parameters with their bf16 copies under ``bf16``, and the
-    temporaries: the head's logits and their gradient in bf16 (``bf16_logits``), against
-    a block's backward with the conversion copies it holds at once (under ``bf16`` the
-    bf16 copies of the attention probabilities and of the MLP's hidden gradient, under
-    ``bf16-storage`` the widened GELU output)."""
-    _check_precision(precision)
-    mode = "fp32" if precision == "auto" else precision
-    cats = categories(cfg, batch, seq_len, optimizer)
-    B, T, H, F = batch, seq_len, cfg.n_head, cfg.n_inner
-    if mode == "bf16":
-        cats["parameters"] += BF16 * gemm_weight_elements(cfg)
-    if mode != "fp32":
-        cats["activations"] = Activations.nbytes(cfg, B, T, mode)
-        head = ((BF16 if bf16_logits(cfg) else F32) * head_temporaries(cfg, B, T))
-        block = block_temporaries(cfg, B, T) + (BF16 * (B * H * T * T + B * T * F)
-                                                if mode == "bf16" else F32 * B * T * F)
-        cats["temporaries"] = max(head, block)
-    return cats
-
-
-def bf16_logits(cfg: GPT2Config) -> bool:
-    """Whether a bf16 mode stores the logits in bf16: where n_embd is one tile (the head's
-    float32 sums then stay in one task; ``nn.precision.Casts.logits_dtype``)."""
-    return cfg.tile("embd_tile", cfg.n_embd) == cfg.n_embd
+def gemm_weight_elements(cfg) -> int:
+    """Elements of the parameters the GEMMs read, which have a bf16 copy under ``bf16``
+    (GPT-2: the tied embedding — the head — and each block's projections), from the model."""
+    return sum(p.size for p in describe(cfg).parameters() if p.gemm)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, fields
 
 from nntile_lab import flops
 from nntile_lab.errors import UsageError
-from nntile_lab.nn.config import TILE_FIELDS, GPT2Config
+from nntile_lab.nn.config import TILE_FIELDS, GPT2Config, config_class, model_names
 
 OPTIMIZERS = ("adamw", "adam", "sgd")
 # What the training step computes and stores in (docs/precision.md): fp32 everything;
@@ -138,6 +138,8 @@ class ExperimentSpec:
     """A run: model + data shape + tiles + runtime + training + benchmark settings."""
 
     # model
+    model: str = _f("gpt2", "model", "which model (its sizes are the options below): "
+                    + ", ".join(model_names()), str, model_names())
     n_layer: int = _f(_MODEL["n_layer"], "model", "transformer blocks", int)
     n_head: int = _f(_MODEL["n_head"], "model", "attention heads (must divide n_embd)", int)
     n_embd: int = _f(_MODEL["n_embd"], "model", "embedding width", int)
@@ -265,6 +267,9 @@ class ExperimentSpec:
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision={self.precision!r} (--precision) is unknown; valid "
                              f"ones: {', '.join(PRECISIONS)}")
+        if self.model not in model_names():
+            raise ValueError(f"model={self.model!r} (--model) is unknown; models: "
+                             f"{', '.join(model_names())}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer={self.optimizer!r} is unknown; valid ones: "
                              f"{', '.join(OPTIMIZERS)}")
@@ -319,12 +324,16 @@ class ExperimentSpec:
         return default_weight_decay(self.optimizer)
 
     # ---- builders ------------------------------------------------------------------
+    def model_config(self):
+        """The config of the model the spec names (``model``), with its shape and tiles."""
+        return config_class(self.model).from_spec(self)
+
     def gpt2_config(self) -> GPT2Config:
-        """The model's ``GPT2Config`` (shape and tiles)."""
-        return GPT2Config(n_layer=self.n_layer, n_head=self.n_head, n_embd=self.n_embd,
-                          n_positions=self.positions, vocab_size=self.vocab_size,
-                          n_inner=self.n_inner,
-                          **{name: getattr(self, name) for name in TILE_FIELDS})
+        """The model's ``GPT2Config`` (shape and tiles); for a spec naming GPT-2."""
+        if self.model != "gpt2":
+            raise ValueError(f"gpt2_config() of a spec whose model is {self.model!r}: use "
+                             "model_config()")
+        return GPT2Config.from_spec(self)
 
     def runtime_kwargs(self) -> dict:
         """Keyword arguments of ``nntile_lab.Runtime``."""
@@ -347,15 +356,15 @@ class ExperimentSpec:
 
     # ---- counts --------------------------------------------------------------------
     def num_params(self) -> int:
-        """Parameters without the position table (6·N counts these)."""
-        return flops.param_count(self, include_wpe=False)
+        """Parameters without the position table (6·N counts these), from the model."""
+        return self.model_config().num_params()
 
     def tokens_per_step(self) -> int:
         return self.batch * self.seq_len * self.grad_accum
 
     def flops_per_step(self) -> float:
         """Model FLOPs of one optimizer step: (6·N + 12·L·E·T) per token."""
-        return flops.flops_per_token(self, self.seq_len) * self.tokens_per_step()
+        return self.model_config().flops_per_token(self.seq_len) * self.tokens_per_step()
 
     # ---- (de)serialisation ---------------------------------------------------------
     def to_dict(self) -> dict:

@@ -7,71 +7,19 @@ and the kernels view it as 2-D/3-D matrices without copies.
 from __future__ import annotations
 
 import math
-from itertools import product
-from numbers import Integral
 
 import ml_dtypes
 import numpy as np
 
 from nntile_lab._lib import ffi, lib
 from nntile_lab.runtime import NO_CUDA_STARPU, CudaUnavailable, Runtime, wait_interruptibly
+from nntile_lab.tiling import TensorTraits
 
 # bfloat16: ml_dtypes' numpy dtype (the one JAX uses); its tiles hold 2-byte bf16 values,
 # made by ops.to_bf16 and read by the bf16 ops (ops/precision.py, ops.gemm)
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 DTYPES = (np.dtype(np.float32), np.dtype(np.int64), BFLOAT16)
 MAX_NDIM = 16   # nl_tile_copy's index array
-
-
-class TensorTraits:
-    """Shape, tile shape and the grid they make; the last tile of a dimension may
-    be smaller (a leftover). ``tile_shape=None`` means one tile."""
-
-    def __init__(self, shape, tile_shape=None):
-        self.shape = _positive_tuple(shape, "shape")
-        if tile_shape is None:
-            tile_shape = self.shape
-        self.tile_shape = _positive_tuple(tile_shape, "tile_shape")
-        if len(self.tile_shape) != len(self.shape):
-            raise ValueError(f"tile_shape {self.tile_shape} has {len(self.tile_shape)} "
-                             f"dimensions but shape {self.shape} has {len(self.shape)}: give "
-                             "one tile size per dimension")
-        self.tile_shape = tuple(min(t, s) for t, s in zip(self.tile_shape, self.shape))
-        self.grid_shape = tuple(-(-s // t) for s, t in zip(self.shape, self.tile_shape))
-        self.ntiles = math.prod(self.grid_shape)
-        # grid strides (C order) and each tile's shape / offset / size, indexed flat
-        self.grid_strides = tuple(math.prod(self.grid_shape[i + 1:]) for i in range(self.ndim))
-        self.tile_offsets = [tuple(i * t for i, t in zip(idx, self.tile_shape))
-                             for idx in product(*map(range, self.grid_shape))]
-        self.tile_shapes = [tuple(min(t, s - o) for t, s, o in
-                                  zip(self.tile_shape, self.shape, off))
-                            for off in self.tile_offsets]
-        self.tile_sizes = [math.prod(s) for s in self.tile_shapes]
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    def index(self, grid_index) -> int:
-        """Flat tile number of a grid index."""
-        return sum(i * s for i, s in zip(grid_index, self.grid_strides))
-
-    def grid_index(self, flat: int) -> tuple:
-        return tuple(flat // s % g for s, g in zip(self.grid_strides, self.grid_shape))
-
-    def tile_slices(self, flat: int) -> tuple:
-        return tuple(slice(o, o + s) for o, s in
-                     zip(self.tile_offsets[flat], self.tile_shapes[flat]))
-
-    def __eq__(self, other) -> bool:
-        return (isinstance(other, TensorTraits) and self.shape == other.shape
-                and self.tile_shape == other.tile_shape)
-
-    def __hash__(self) -> int:
-        return hash((self.shape, self.tile_shape))
-
-    def __repr__(self) -> str:
-        return f"TensorTraits(shape={self.shape}, tile_shape={self.tile_shape})"
 
 
 class TiledTensor:
@@ -275,35 +223,17 @@ class TiledTensor:
     def split_axis(self, axis: int, inner: int) -> TiledTensor:
         """A view with dimension ``axis`` (size s, tile t) split into (s/inner, inner),
         tiles (t/inner, inner): the same tiles, same memory (e.g. E → heads × head size)."""
-        axis = _axis(axis, self.ndim)
-        s, t = self.shape[axis], self.tile_shape[axis]
-        if isinstance(inner, bool) or not isinstance(inner, (int, np.integer)):
-            raise TypeError(f"split_axis: inner={inner!r} must be an int (the size of the "
-                            f"inner block, e.g. head_size)")
-        if inner < 1:
-            raise ValueError(f"split_axis: inner={inner} must be ≥ 1")
-        if s % inner or t % inner:
-            raise ValueError(f"cannot split dimension {axis} (size {s}, tile {t}) into "
-                             f"blocks of {inner}: both must be multiples of {inner}")
-        return self._view(self.shape[:axis] + (s // inner, inner) + self.shape[axis + 1:],
-                          self.tile_shape[:axis] + (t // inner, inner) + self.tile_shape[axis + 1:])
+        return self._view(self.traits.split_axis(axis, inner))
 
     def merge_axes(self, axis: int) -> TiledTensor:
         """A view with dimensions ``axis`` and ``axis + 1`` merged; the second must be
         a single tile (then every tile keeps its memory layout)."""
-        axis = _axis(axis, self.ndim - 1)
-        (a, b), (ta, tb) = self.shape[axis:axis + 2], self.tile_shape[axis:axis + 2]
-        if tb != b:
-            raise ValueError(f"cannot merge dimensions {axis} and {axis + 1}: dimension "
-                             f"{axis + 1} (size {b}) is split into tiles of {tb}; it must be "
-                             "one tile")
-        return self._view(self.shape[:axis] + (a * b,) + self.shape[axis + 2:],
-                          self.tile_shape[:axis] + (ta * b,) + self.tile_shape[axis + 2:])
+        return self._view(self.traits.merge_axes(axis))
 
-    def _view(self, shape, tile_shape) -> TiledTensor:
+    def _view(self, traits: TensorTraits) -> TiledTensor:
         view = object.__new__(TiledTensor)
         view.dtype, view.runtime = self.dtype, self.runtime
-        view.traits = TensorTraits(shape, tile_shape)
+        view.traits = traits
         view._handles, view._base = self.handles, self   # the base owns and frees the tiles
         view._generation = self._generation
         return view
@@ -455,12 +385,6 @@ def _cupy_and_node(what: str):
     return cupy, rt.cuda_memory_node()
 
 
-def _axis(axis: int, ndim: int) -> int:
-    if not -ndim <= axis < ndim:
-        raise ValueError(f"axis {axis} is out of range for {ndim} dimensions")
-    return axis % ndim
-
-
 def _check(ret: int, what: str) -> None:
     if ret:
         raise RuntimeError(f"starpu_data_{what} failed with code {ret}")
@@ -484,15 +408,3 @@ def _check_array(array) -> np.ndarray:
         raise ValueError(f"array of shape {array.shape} is not C-contiguous: "
                          "pass np.ascontiguousarray(array)")
     return array
-
-
-def _positive_tuple(values, what: str) -> tuple:
-    try:
-        values = tuple(values)
-    except TypeError:
-        raise TypeError(f"{what} must be a sequence of integers, got {values!r}") from None
-    for i, v in enumerate(values):
-        if not isinstance(v, Integral) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"{what}[{i}] = {v!r} must be a positive integer "
-                             f"(got {what}={values}); tile and dimension sizes start at 1")
-    return tuple(int(v) for v in values)

@@ -6,7 +6,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nntile_lab import flops
 from nntile_lab.nn.config import GPT2Config
 from nntile_lab.spec import ExperimentSpec, parse_value
 
@@ -178,7 +177,7 @@ def test_counts_agree_with_the_model_config(L, h, hs, V, T, B, acc):
     e, n = h * hs, V * h * hs + L * (12 * (h * hs) ** 2 + 13 * h * hs) + 2 * h * hs
     assert s.num_params() == n                      # the closed form, independently
     assert s.flops_per_step() == pytest.approx((6 * n + 12 * L * e * T) * B * T * acc)
-    assert flops.flops_per_token(cfg, T) * B * T * acc == s.flops_per_step()
+    assert cfg.flops_per_token(T) * B * T * acc == s.flops_per_step()
 
 
 @pytest.mark.parametrize("text", ["maybe", "2", "y e s", ""])

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from nntile_lab.data.bins import write_tokens
-from nntile_lab.flops import flops_per_token
+from nntile_lab.nn.config import GPT2Config
 from nntile_lab.reference.torch_gpt2 import TorchGPT2
 
 
@@ -47,7 +47,9 @@ class TorchModel:
         self.net.load_numpy_state_dict(state)
 
     def flops_per_token(self, seq_len):
-        return flops_per_token(self.config, seq_len)
+        fields = ("n_layer", "n_head", "n_embd", "n_positions", "vocab_size", "n_inner")
+        return GPT2Config(**{f: getattr(self.config, f) for f in fields}).flops_per_token(
+            seq_len)
 
 
 class TorchAdamW:

@@ -17,11 +17,16 @@ BFLOAT16 = np.dtype(ml_dtypes.bfloat16)   # nntile_lab.tensor.BFLOAT16, without 
 F32 = np.dtype(np.float32)
 
 _dry = None          # the active dry run (nn.meta.DryRun), or None: StarPU
+_loaded: dict = {}   # the real modules, once imported
 
 
 def _real(module: str):
-    # the compiled extension loads here, on first use: importing a layer must not need it
-    return importlib.import_module(module)
+    try:
+        return _loaded[module]
+    except KeyError:
+        # the compiled extension loads here, on first use: importing a layer must not need it
+        _loaded[module] = importlib.import_module(module)
+        return _loaded[module]
 
 
 class _Ops:
@@ -30,7 +35,7 @@ class _Ops:
     def __getattr__(self, name: str):
         if _dry is not None:
             return _dry.op(name)
-        return getattr(_real("nntile_lab.ops"), name)
+        return getattr(_loaded.get("nntile_lab.ops") or _real("nntile_lab.ops"), name)
 
 
 ops = _Ops()
@@ -55,6 +60,12 @@ def runtime():
     if _dry is not None:
         return _dry.runtime
     return _real("nntile_lab.runtime").Runtime.current()
+
+
+def mark(name: str) -> None:
+    """Name a point of a step for a dry run's accounting (nothing outside one)."""
+    if _dry is not None:
+        _dry.mark(name)
 
 
 def dry_run_active():

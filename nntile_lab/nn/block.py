@@ -26,6 +26,7 @@ class Block(Module):
         self.mlp = MLP(n_embd, n_inner, embd_tile=embd_tile, inner_tile=inner_tile,
                        init_std=init_std, proj_init_std=proj_init_std)
 
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
+    def forward(self, x, **kw):
+        """``kw`` (a KV cache, a position offset) goes to the attention untouched."""
+        x = x + self.attn(self.ln_1(x), **kw)
         return x + self.mlp(self.ln_2(x))

@@ -1,7 +1,14 @@
-"""GPT-2 configuration: the model's sizes and how each dimension is tiled."""
+"""The models' configurations (sizes and tiles) and the registry of model names.
+
+Plain data: the spec (``ExperimentSpec.model`` names a model, ``model_config()`` builds its
+config) and the CLI's parser read this module without the compiled extension. A model's
+counts (parameters, FLOPs) come from its module tree (``LanguageModel.describe``), built
+from the config alone."""
 from __future__ import annotations
 
+import functools
 import importlib
+import json
 import math
 from dataclasses import asdict, dataclass, fields
 
@@ -90,13 +97,28 @@ class GPT2Config:
             raise ValueError(f"unknown GPT2Config fields {sorted(unknown)}")
         return cls(**d)
 
+    @classmethod
+    def from_spec(cls, spec) -> GPT2Config:
+        """The config an ``ExperimentSpec`` describes (its shape and tiles)."""
+        return cls(n_layer=spec.n_layer, n_head=spec.n_head, n_embd=spec.n_embd,
+                   n_positions=spec.positions, vocab_size=spec.vocab_size,
+                   n_inner=spec.n_inner, **{name: getattr(spec, name) for name in TILE_FIELDS})
+
+    def describe(self):
+        """The model's module tree, without tensors (``LanguageModel.describe``)."""
+        return describe(self)
+
     def num_params(self, with_positions: bool = False) -> int:
-        """Parameters (the tied head counted once)."""
-        return flops.param_count(self, include_wpe=with_positions)
+        """Parameters (the tied head counted once), from the model's tree; without the
+        tables only a lookup reads (the position table) unless ``with_positions``:
+        PaLM's N."""
+        return self.describe().num_params(lookups=with_positions)
 
     def flops_per_token(self, seq_len: int) -> float:
-        """Training flops per token, 6·N + 12·L·E·T (PaLM appendix B; N without wpe)."""
-        return flops.flops_per_token(self, seq_len)
+        """Training FLOPs per token, summed over the model's layers: 6 per parameter a
+        layer multiplies (the tied head's, not the position table's) and 12·E·T per
+        attention layer — PaLM appendix B's 6·N + 12·L·E·T."""
+        return self.describe().flops_per_token(seq_len)
 
 
 def _check_tiles(cfg, limits: dict) -> None:
@@ -210,3 +232,70 @@ class LlamaConfig:
         """Training FLOPs per token: the layers' sum (6 per parameter a token multiplies by
         — the embedding lookup excluded — and attention's 12·L·E·T, PaLM appendix B)."""
         return self._tree().flops_per_token(seq_len)
+
+
+# ---- the registry: model name → (config class, the model class or "module:Class") ----
+MODELS = {"gpt2": (GPT2Config, "nntile_lab.nn.gpt2:GPT2")}
+
+
+def register_model(name: str, model_cls) -> None:
+    """Make ``model_cls`` (a ``LanguageModel`` whose ``config_class`` is its own: a config
+    names its model) known to the spec (``model=name``), the planner and the trainer. A
+    class defined in a notebook is known in that process only (a sweep point then runs
+    in it: ``isolate=False``); a "module:Class" string, importable anywhere, everywhere."""
+    cfg = getattr(model_cls, "config_class", None) if not isinstance(model_cls, str) else None
+    if isinstance(model_cls, str):
+        module, cls = model_cls.split(":")
+        cfg = getattr(importlib.import_module(module), cls).config_class
+    if cfg is None:
+        raise ValueError(f"{model_cls!r} has no config_class: a LanguageModel names its config")
+    for other, (c, _) in MODELS.items():
+        if c is cfg and other != name:
+            raise ValueError(f"{cfg.__name__} is already the config of model {other!r}: give "
+                             f"{name!r} a config class of its own (a dataclass subclass of "
+                             f"{cfg.__name__} with no new field will do)")
+    MODELS[name] = (cfg, model_cls)
+
+
+def model_names() -> tuple[str, ...]:
+    return tuple(MODELS)
+
+
+def config_class(name: str):
+    return _entry(name)[0]
+
+
+def model_class(name: str):
+    """The model class registered as ``name`` (its module loads here: a model's module is
+    plain data until a step runs, so this needs no compiled extension either)."""
+    target = _entry(name)[1]
+    if not isinstance(target, str):
+        return target
+    module, cls = target.split(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def model_name(config) -> str:
+    """The registered name of a config's model."""
+    for name, (cls, _) in MODELS.items():
+        if type(config) is cls:
+            return name
+    raise ValueError(f"{type(config).__name__} is no registered model's config; models: "
+                     f"{', '.join(MODELS)}")
+
+
+def describe(config):
+    """The module tree of ``config``'s model (cached: a config's tree never changes)."""
+    return _describe(model_class(model_name(config)),
+                     json.dumps(asdict(config), sort_keys=True))
+
+
+@functools.lru_cache(maxsize=32)
+def _describe(cls, config_json: str):
+    return cls.describe(cls.config_class.from_dict(json.loads(config_json)))
+
+
+def _entry(name: str):
+    if name not in MODELS:
+        raise ValueError(f"model={name!r} is unknown; models: {', '.join(MODELS)}")
+    return MODELS[name]

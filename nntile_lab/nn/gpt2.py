@@ -16,7 +16,13 @@ from nntile_lab.nn.head import LMHead
 from nntile_lab.nn.model import LanguageModel
 from nntile_lab.nn.module import Module, ModuleList
 from nntile_lab.nn.norm import LayerNorm
-from nntile_lab.nn.state import from_hf, from_hf_entry, iter_init_chunks, to_hf
+from nntile_lab.nn.state import (
+    from_hf,
+    from_hf_entry,
+    init_chunk_elems,
+    iter_init_chunks,
+    to_hf,
+)
 
 
 class GPT2(LanguageModel):
@@ -68,3 +74,6 @@ class GPT2(LanguageModel):
         for name, row0, chunk in iter_init_chunks(self.config, seed):
             for n, part in from_hf_entry(name, chunk).items():
                 self.params[n].copy_rows_from_numpy(part, row0)
+
+    def init_staging_elems(self) -> int:
+        return init_chunk_elems(self.config)

@@ -14,6 +14,8 @@ import numpy as np
 
 from nntile_lab.nn import backend, priorities
 from nntile_lab.nn.backend import BFLOAT16, ops
+from nntile_lab.nn.embedding import Embedding
+from nntile_lab.nn.meta import dry_run
 from nntile_lab.nn.module import Module, ShapeError
 from nntile_lab.nn.policy import StepPolicy
 from nntile_lab.nn.precision import Casts, check_mode
@@ -42,21 +44,41 @@ class LanguageModel(Module):
         self._describe(config)
         self.precision = check_mode(precision)
         self.casts = Casts(precision)
+        if backend.dry_run_active() is None:   # refuse misfit layers before any tensor
+            with dry_run():
+                self._allocate()
+                self._dry_init()
+                self.check_shapes()
+        self._allocate()
+        self.init_weights(seed)
+        if self.casts.gemm_bf16:
+            for p in self.parameters():
+                if p.gemm:
+                    p.value16 = backend.empty(p.shape, p.tile_shape, BFLOAT16)
+        self.params16 = {n: p.value16 for n, p in self.named_parameters().items()
+                         if p.value16 is not None}
+        self.refresh_weight_copies()
+
+    def _allocate(self) -> None:
+        """The parameters' tensors and their gradients' (StarPU's, or a dry run's)."""
         self.runtime = backend.runtime()
         named = self.named_parameters()
         for p in named.values():
             p.value = backend.empty(p.shape, p.tile_shape)
+            p.value16 = None
         for p in named.values():
             p.grad = backend.empty(p.shape, p.tile_shape)
         self.params = {n: p.value for n, p in named.items()}     # Hugging Face order
         self.grads = {n: p.grad for n, p in named.items()}
-        self.init_weights(seed)
-        if self.casts.gemm_bf16:
-            for p in named.values():
-                if p.gemm:
-                    p.value16 = backend.empty(p.shape, p.tile_shape, BFLOAT16)
-        self.params16 = {n: p.value16 for n, p in named.items() if p.value16 is not None}
-        self.refresh_weight_copies()
+        self.params16 = {}
+
+    def check_shapes(self) -> None:
+        """Refuse layers whose shapes or tiles do not fit together: the forward runs once,
+        in a dry run (``nn.meta``: shape-only tensors, no task), on one sequence of the
+        longest length; a mismatch is a ``ShapeError`` naming both layers."""
+        T = getattr(self.config, "n_positions", 1)
+        ids = np.zeros((1, T), np.int64)
+        self.loss(ids, ids)
 
     @classmethod
     def describe(cls, config) -> LanguageModel:
@@ -74,8 +96,14 @@ class LanguageModel(Module):
         for name, p in self.named_parameters().items():
             p.name = name
         self.stages = self.stage_modules()
+        self._params_of = {id(m): m.parameters() for _, m in self.named_modules()}
         self._untrainable = [m.path for _, m in self.named_modules()
                              if hasattr(m, "has_backward") and not m.has_backward]
+
+    def params_of(self, module) -> list:
+        """``module.parameters()``, computed once when the model was built."""
+        found = self._params_of.get(id(module))
+        return module.parameters() if found is None else found
 
     # ---- what a subclass declares -------------------------------------------------
     def build(self, config) -> None:
@@ -127,12 +155,26 @@ class LanguageModel(Module):
             return
         rng = np.random.default_rng(seed)
         for p in self.parameters():
-            band = p.tile_shape[0]
-            row_bytes = 4 * math.prod(p.shape[1:])
-            rows = min(p.shape[0], band * max(1, INIT_CHUNK_BYTES // (band * row_bytes)))
+            rows = _chunk_rows(p)
             for r0 in range(0, p.shape[0], rows):
                 chunk = p.init.draw((min(rows, p.shape[0] - r0),) + p.shape[1:], rng)
                 p.value.copy_rows_from_numpy(chunk, r0)
+
+    def num_params(self, *, lookups: bool = True) -> int:
+        """Parameters (a tied one once); without ``lookups`` less the tables only a lookup
+        reads (GPT-2's position table; an untied model's token embedding): PaLM's N, whose
+        6·N are the FLOPs per token of the multiplied ones."""
+        params = self.parameters()
+        if not lookups:
+            only_looked_up = {id(p) for m in self.named_modules() if isinstance(m[1], Embedding)
+                              for p in m[1].own_params().values() if not p.gemm}
+            params = [p for p in params if id(p) not in only_looked_up]
+        return sum(p.size for p in params)
+
+    def init_staging_elems(self) -> int:
+        """Elements of the largest numpy chunk ``init_weights`` draws (the planner's
+        staging)."""
+        return max(_chunk_rows(p) * math.prod(p.shape[1:]) for p in self.parameters())
 
     def _dry_init(self) -> bool:
         """In a dry run (shapes only) the parameters are marked written, nothing is drawn."""
@@ -156,10 +198,14 @@ class LanguageModel(Module):
                             "has no backward (a layer without one runs only in loss() and "
                             "generation)")
         arrays = self.inputs(input_ids, labels)
+        backend.mark("begin")
         step = StepPolicy(self, training=True, grad_scale=grad_scale)
         step.start_gradients(accumulate)
+        backend.mark("step")
         loss = self._forward(step, arrays)
+        backend.mark("forward")
         step.backward()
+        backend.mark("backward")
         return _read_loss(loss)
 
     def loss(self, input_ids, labels) -> float:
@@ -211,6 +257,13 @@ class LanguageModel(Module):
     def free(self) -> None:
         for t in (*self.params.values(), *self.grads.values(), *self.params16.values()):
             t.free()
+
+
+def _chunk_rows(p) -> int:
+    """Rows of one initialisation chunk of ``p``: whole tile bands, as many as fit in
+    INIT_CHUNK_BYTES (at least one)."""
+    band, row_bytes = p.tile_shape[0], 4 * math.prod(p.shape[1:])
+    return min(p.shape[0], band * max(1, INIT_CHUNK_BYTES // (band * row_bytes)))
 
 
 def _read_loss(loss) -> float:

@@ -94,8 +94,13 @@ class Param:
 class Record:
     """Base of a leaf's saved activations: a dataclass whose fields are tensors (or None)."""
 
+    _names: tuple | None = None    # its fields' names, per class (fields() is slow)
+
     def tensors(self) -> list:
-        return [t for t in (getattr(self, f.name) for f in fields(self)) if t is not None]
+        cls = type(self)
+        if cls.__dict__.get("_names") is None:
+            cls._names = tuple(f.name for f in fields(cls))
+        return [t for t in (getattr(self, n) for n in cls._names) if t is not None]
 
     def nbytes(self) -> int:
         return sum(math.prod(t.shape) * t.dtype.itemsize for t in self.tensors())

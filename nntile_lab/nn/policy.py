@@ -45,7 +45,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from nntile_lab.nn import priorities
+from nntile_lab.nn import backend, priorities
 from nntile_lab.nn.backend import BFLOAT16, ops
 from nntile_lab.nn.tape import Tape, set_current
 
@@ -62,6 +62,9 @@ class LeafContext:
         self.casts = policy.casts
         self.training, self.grad_scale = policy.training, policy.grad_scale
         self._temps: list = []
+        self._dry = backend.dry_run_active()
+        if self._dry is not None:   # a dry run names its tasks by the leaf submitting them
+            self._dry.leaf = layer.path
 
     def temp(self, t: TiledTensor) -> TiledTensor:
         """``t``, freed when this forward (or backward) ends (a view: its whole storage)."""
@@ -95,6 +98,8 @@ class LeafContext:
         for t in self._temps:
             t.storage.free()
         self._temps.clear()
+        if self._dry is not None:
+            self._dry.leaf = ""
 
 
 class Region:
@@ -118,6 +123,7 @@ class StepPolicy:
         self.hints = self.runtime.hints
         self.stages = model.stages
         self.n_stages = len(self.stages)
+        self.params_of = getattr(model, "params_of", None) or (lambda m: m.parameters())
         self.lazy_zero = False
         self.tape = Tape(self, training=training)
         self.region: Region | None = None
@@ -130,7 +136,7 @@ class StepPolicy:
     def start_gradients(self, accumulate: bool) -> None:
         """Before a step's forward: zero the gradients (now, or with ``drop_grads`` each
         one just before its first accumulation), or, ``accumulate``, add to them."""
-        grads = [p.grad for p in self.model.parameters()]
+        grads = [p.grad for p in self.params_of(self.model)]
         if accumulate and any(g.storage.dropped for g in grads):
             raise RuntimeError("accumulate=True after the optimizer dropped the gradients "
                                "(the invalidate hint): the first micro-batch of a step must "
@@ -196,18 +202,19 @@ class StepPolicy:
         """Plan the lazy zero fills: each gradient in the region whose backward adds to it
         first (in the model's parameter order)."""
         self._grads = grads
-        order = {id(p): i for i, p in enumerate(self.model.parameters())}
+        params = self.params_of(self.model)
+        order = {id(p): i for i, p in enumerate(params)}
         seen: set[int] = set()
         plan: dict[int, list] = {}
         for n in reversed(nodes):
             if n.layer is None:
                 continue
-            for p in n.layer.parameters():
+            for p in self.params_of(n.layer):
                 if id(p) not in seen:
                     seen.add(id(p))
                     plan.setdefault(id(n.region), []).append(p)
         self._zero_plan = {k: sorted(v, key=lambda p: order[id(p)]) for k, v in plan.items()}
-        self._unused = [p for p in self.model.parameters() if id(p) not in seen]
+        self._unused = [p for p in params if id(p) not in seen]
         self.region = None
 
     def enter_backward(self, node, incoming) -> None:
@@ -235,7 +242,7 @@ class StepPolicy:
         region = self.region
         if region.module is not None and "wont_use" in self.hints:
             out = self._grads.get(region.input_uid)
-            for p in region.module.parameters():
+            for p in self.params_of(region.module):
                 for t in (*p.tensors_read(), p.grad):
                     t.wont_use(after=out)
 
@@ -269,4 +276,4 @@ class StepPolicy:
 
     def _stage_reads(self, k: int) -> list:
         """The tensors a step reads of stage ``k``'s parameters."""
-        return [t for p in self.stages[k].parameters() for t in p.tensors_read()]
+        return [t for p in self.params_of(self.stages[k]) for t in p.tensors_read()]

@@ -19,7 +19,7 @@ a bf16 linear output, a float32 loss).
 
 The residual stream (each block's input and its mid-block sum, the layer norms' inputs),
 the layer norms' statistics and the attention probabilities (softmax's backward reads
-them: ``nn.activations`` says why) stay float32 in every mode, as under PyTorch's autocast.
+them: ``nn.attention`` says why) stay float32 in every mode, as under PyTorch's autocast.
 """
 from __future__ import annotations
 

@@ -146,9 +146,10 @@ class Tape:
         return 0 if entry is None else entry[0]
 
     # ---- forward -------------------------------------------------------------------
-    def input(self, tensor, name: str) -> Value:
-        """A model input (token ids, labels, positions): no gradient."""
-        return Value(self, tensor, name, None, False)
+    def input(self, tensor, name: str, *, requires_grad: bool = False) -> Value:
+        """A model input: token ids, labels, positions — no gradient — or (a gradient
+        check's) a float tensor whose gradient ``backward(keep=...)`` returns."""
+        return Value(self, tensor, name, None, requires_grad)
 
     def call_module(self, module, args, kw):
         if module._stage_item:
@@ -232,9 +233,11 @@ class Tape:
             and t.storage is not other._tensor.storage
 
     # ---- backward ------------------------------------------------------------------
-    def backward(self) -> None:
+    def backward(self, seed: dict | None = None, keep=()) -> dict:
         """The recorded leaves' backwards in reverse; frees each saved record and each
-        gradient once its last reader is submitted."""
+        gradient once its last reader is submitted. ``seed``: {value: its gradient} to start
+        from (else a loss layer's own); ``keep``: values whose gradients are returned
+        ({value uid: tensor}, the caller's to free) instead of freed."""
         nodes = self.nodes
         producer = {n.out: n.index for n in nodes}
         consumers: dict[int, list[int]] = defaultdict(list)
@@ -242,6 +245,8 @@ class Tape:
             for uid, _ in n.ins:
                 consumers[uid].append(n.index)
         grads = _Grads()
+        for v, g in (seed or {}).items():
+            grads.give(v.uid, g)
         self.policy.begin_backward(nodes, grads)
         for n in reversed(nodes):
             if n.layer is None:
@@ -275,7 +280,9 @@ class Tape:
                 grads.drop(dy)
             self._drop_record(n)
         self.policy.end_backward(grads)
+        kept = {v.uid: grads.pop(v.uid) for v in keep}
         grads.clear()
+        return kept
 
     def _drop_record(self, n: Node) -> None:
         if n.record is not None:

@@ -13,29 +13,12 @@ the following ones accumulate, always in the same order (deterministic sums).
 """
 from __future__ import annotations
 
-import math
-from functools import lru_cache
 from numbers import Integral
-from typing import NamedTuple
 
 from nntile_lab._lib import lib
 from nntile_lab.ops._common import check, need_dtype, no_alias
 from nntile_lab.tensor import TensorTraits, TiledTensor, empty
-
-
-class TileStep(NamedTuple):
-    """One tile of x: its slice and fiber tiles, its (m, k, n) view, and where it
-    sits along the axis (``first``/``last``) and in the fiber's accumulation
-    order (``fiber_first``: the first tile adding into its fiber tile)."""
-    x: int
-    s: int
-    f: int
-    m: int
-    k: int
-    n: int
-    first: bool
-    last: bool
-    fiber_first: bool
+from nntile_lab.tiling import TileStep, plan  # noqa: F401  (ops.reduce.plan)
 
 
 def norm_axis(x: TiledTensor, axis) -> int:
@@ -56,23 +39,6 @@ def slice_traits(x: TiledTensor, axis: int) -> TensorTraits:
 
 def fiber_traits(x: TiledTensor, axis: int) -> TensorTraits:
     return TensorTraits((x.shape[axis],), (x.tile_shape[axis],))
-
-
-@lru_cache(maxsize=512)
-def plan(traits: TensorTraits, axis: int) -> tuple[TileStep, ...]:
-    """The tiles of a tensor with ``traits`` in C order of its grid (so each slice
-    tile meets its tiles in increasing order along the axis)."""
-    grid = traits.grid_shape
-    sgrid = grid[:axis] + grid[axis + 1:]
-    sstrides = [math.prod(sgrid[d + 1:]) for d in range(len(sgrid))]
-    steps = []
-    for xi in range(traits.ntiles):
-        g, shape = traits.grid_index(xi), traits.tile_shapes[xi]
-        si = sum(i * s for i, s in zip(g[:axis] + g[axis + 1:], sstrides))
-        steps.append(TileStep(xi, si, g[axis], math.prod(shape[:axis]), shape[axis],
-                              math.prod(shape[axis + 1:]), g[axis] == 0,
-                              g[axis] == grid[axis] - 1, si == 0))
-    return tuple(steps)
 
 
 def check_operand(t: TiledTensor, want: TensorTraits, name: str, what: str) -> None:

@@ -73,7 +73,7 @@ def measure(spec: ExperimentSpec = SMALL, repeats: int = 7, steps: int = 3,
     p, t = (statistics.median(w for w, _ in runs) for runs in (plain, traced))
     ratio = statistics.median(b[0] / a[0] for a, b in zip(plain, traced))
     cpu_ratio = statistics.median(b[1] / a[1] for a, b in zip(plain, traced))
-    return {"spec": spec.to_dict(), "config": spec.gpt2_config().to_dict(), "batch": spec.batch,
+    return {"spec": spec.to_dict(), "config": spec.model_config().to_dict(), "batch": spec.batch,
             "scheduler": spec.scheduler, "workers": workers,
             "repeats": repeats, "steps_per_run": steps, "bound": bound,
             "tasks_per_step": statistics.median(tasks), "step_s_plain": p, "step_s_traced": t,

@@ -1,6 +1,7 @@
 """``nntile-lab bench schedulers`` at a tiny size, its grid, and ``trace.idle`` on
 hand-made task timelines whose split is known exactly."""
 import json
+import re
 import types
 
 import numpy as np
@@ -57,13 +58,15 @@ def test_cli_writes_table_figure_and_record(tmp_path, capsys):
     assert rows["error"].isna().all(), rows["error"].tolist()
     assert set(rows[rows["scheduler"] == "heteroprio"]["priorities"]) == {False, True}
     assert "opencl_task_share" not in rows     # CPU workers only: no placement columns
-    assert set(rows["mode"]) == {"in memory", "out of core (28 MiB cap)"}
+    caps = set(rows["mode"]) - {"in memory"}     # the cap: a share of the planned peak
+    assert len(caps) == 1 and re.fullmatch(r"out of core \(\d+ MiB cap\)", caps.pop())
     assert (rows["step_ms"] > 0).all() and (rows["step_min_ms"] <= rows["step_ms"]).all()
     for share in ("idle_share", "overhead_share", "both_idle_submission_share"):
         assert rows[share].between(0, 1).all(), share
     assert (out / "schedulers.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     md = (out / "schedulers.md").read_text()
-    assert md.count("\n") == 2 + len(rows) and "| out of core (28 MiB cap) | lws | on |" in md
+    assert md.count("\n") == 2 + len(rows)
+    assert re.search(r"\| out of core \(\d+ MiB cap\) \| lws \| on \|", md)
     rec = json.loads((out / "schedulers.json").read_text())
     assert rec["kind"] == "bench-schedulers" and len(rec["results"]["points"]) == 12
 
