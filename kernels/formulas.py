@@ -26,7 +26,9 @@ What the back ends emit:
   C       ``void nl_<name>(args, buffers)``: the loop, into kernels/cpu/formulas.c
   OpenCL  ``__kernel void nl_<name>``: one work item per value, into the program's source
   CUDA    ``nl_cu_<name>(stream, ...)`` and its kernel, one thread per value (grid-stride),
-          into kernels/cuda/formulas.cu
+          per slice entry (a slice reduction, summing along the axis in order), or a block
+          per fiber entry (a fiber reduction: its threads stride over the m·n values, a tree
+          in shared memory adds them), into kernels/cuda/formulas.cu
 The expression is each back end's own compiler's to vectorise or fuse; C keeps the
 statements' order and floating-point types as written, so a formula that spells out what a
 hand-written C kernel computed gives its results bit for bit (scripts/kernel_outputs.py).
@@ -487,20 +489,28 @@ class Kernel:
                     + (walk + self._lines(self.sec["formula"], "id", " " * 12) + "        }\n"
                        if self.sec["formula"] else "") + "    }\n")
         else:
-            count = "k"
-            body = ("    NL_CU_FOR(j, k) {   /* one thread per fiber entry, in order */\n"
+            # a block per fiber entry j (block-stride over j): its threads stride over the
+            # m·n values, then a tree in shared memory (nl_cu_block_sum) adds their sums
+            count = None
+            acc_e = ("            const int64_t e = nl_t;\n" if "e" in self._words("accumulate")
+                     else "")
+            body = ("    __shared__ double nl_red[NL_CU_THREADS];\n"
+                    "    for (int64_t j = blockIdx.x; j < k; j += gridDim.x) {\n"
                     + "".join(f"        nl_acc {s} = 0;\n" for s in self.sums)
-                    + "        for (int64_t i = 0; i < m; i++)\n"
-                    "            for (int64_t l = 0; l < n; l++) {\n"
-                    + ("                const int64_t e = i * n + l;\n"
-                       if "e" in self._words("accumulate") else "")
-                    + "                const int64_t id = (i * k + j) * n + l;\n"
-                    + self._lines(self.sec["accumulate"], "id", " " * 16) + "            }\n"
-                    + self._lines(self.sec["store"], "", " " * 8) + "    }\n")
+                    + "        for (int64_t nl_t = threadIdx.x; nl_t < m * n; "
+                    "nl_t += blockDim.x) {\n" + acc_e
+                    + "            const int64_t id = (nl_t / n * k + j) * n + nl_t % n;\n"
+                    + self._lines(self.sec["accumulate"], "id", " " * 12) + "        }\n"
+                    + "".join(f"        {s} = nl_cu_block_sum(nl_red, {s});\n" for s in self.sums)
+                    + "        if (threadIdx.x == 0) {\n"
+                    + self._lines(self.sec["store"], "", " " * 12) + "        }\n    }\n")
+        launch = (f"    NL_CU_LAUNCH({self.name}_kernel, {count}, stream, "
+                  f"{', '.join(self._names())});\n" if count else
+                  f"    NL_CU_RUN_BLOCKS({self.name}_kernel, k, stream, "
+                  f"{', '.join(self._names())});\n    return nl_cu_launched();\n")
         return (head + mn + flag + body + "}\n\n"
                 f"const char *nl_cu_{self.name}(cudaStream_t stream, {params})\n{{\n"
-                f"    NL_CU_LAUNCH({self.name}_kernel, {count}, stream, "
-                f"{', '.join(self._names())});\n}}\n")
+                + launch + "}\n")
 
 
 def kernels(rows):

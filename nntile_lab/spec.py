@@ -28,7 +28,13 @@ from dataclasses import dataclass, field, fields
 
 from nntile_lab import flops
 from nntile_lab.errors import UsageError
-from nntile_lab.nn.config import TILE_FIELDS, GPT2Config, config_class, model_names
+from nntile_lab.nn.config import (
+    TILE_FIELDS,
+    GPT2Config,
+    config_class,
+    llama_inner_size,
+    model_names,
+)
 
 OPTIMIZERS = ("adamw", "adam", "sgd")
 # What the training step computes and stores in (docs/precision.md): fp32 everything;
@@ -144,8 +150,15 @@ class ExperimentSpec:
     n_head: int = _f(_MODEL["n_head"], "model", "attention heads (must divide n_embd)", int)
     n_embd: int = _f(_MODEL["n_embd"], "model", "embedding width", int)
     vocab_size: int = _f(_MODEL["vocab_size"], "model", "vocabulary size", int)
-    n_inner: int | None = _f(None, "model", "MLP width (default 4·n_embd)", int)
+    n_inner: int | None = _f(None, "model", "MLP width (default 4·n_embd; llama: 8/3·n_embd "
+                             "rounded up to a multiple of 256)", int)
     n_positions: int | None = _f(None, "model", "position table size (default seq_len)", int)
+    n_kv_head: int | None = _f(None, "model", "llama: key/value heads, each shared by "
+                               "n_head/n_kv_head query heads (default n_head)", int)
+    rope_theta: float | None = _f(None, "model", "llama: rotary positions' base (default "
+                                  "10000)", float)
+    rms_norm_eps: float | None = _f(None, "model", "llama: RMS norm epsilon (default 1e-6)",
+                                    float)
     precision: str = _f("fp32", "model", "what the step computes and stores in: fp32, bf16 "
                         "(bf16 GEMMs, fp32 sums and master weights), bf16-storage (bf16 saved "
                         "activations, fp32 compute), auto (by the measured bf16/fp32 GEMM "
@@ -277,6 +290,12 @@ class ExperimentSpec:
             ok = _divisors(self.n_embd)   # √n steps: a huge typo must not take minutes
             raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}; "
                              f"n_head (--n-head) must divide n_embd, e.g. one of {ok[:12]}")
+        llama_only = [f for f in ("n_kv_head", "rope_theta", "rms_norm_eps")
+                      if getattr(self, f) is not None]
+        if llama_only and self.model != "llama":
+            raise ValueError(f"{llama_only[0]}={getattr(self, llama_only[0])!r} "
+                             f"(--{_opt(llama_only[0])}) is a Llama option, and the model is "
+                             f"{self.model!r}: add --model llama, or leave it out")
         if self.seq_len > self.positions:
             raise ValueError(f"seq_len={self.seq_len} exceeds n_positions={self.positions}: "
                              f"use --seq-len ≤ {self.positions} or a larger --n-positions")
@@ -289,11 +308,19 @@ class ExperimentSpec:
                 auto.add(name)
                 d = (max(1, TOKENS_PER_TILE // self.seq_len) if name == "batch_tile"
                      else TILE_DEFAULTS[name])
+                if d is not None and name == "head_tile":   # whole query groups (llama)
+                    group = self.n_head // (self.n_kv_head or self.n_head)
+                    d = -(-d // group) * group
                 object.__setattr__(self, name, None if d is None else min(d, dim))
             elif v is not None and not 1 <= v <= dim:
                 raise ValueError(f"{name}={v} (--{_opt(name)}) must be from 1 to {dim_name}="
                                  f"{dim}, or None for the whole dimension")
         object.__setattr__(self, "_auto", frozenset(auto))
+        if self.model == "llama":   # its own rules (groups, even heads, rotary base): said here
+            try:
+                self.model_config()
+            except ValueError as exc:
+                raise ValueError(f"{exc} (--model llama)") from None
 
     # ---- derived values --------------------------------------------------------------
     @property
@@ -303,7 +330,9 @@ class ExperimentSpec:
 
     @property
     def inner(self) -> int:
-        """The MLP width: n_inner or 4·n_embd."""
+        """The MLP width: n_inner, or 4·n_embd (a Llama: its SwiGLU rule)."""
+        if self.model == "llama" and self.n_inner is None:
+            return llama_inner_size(self.n_embd)
         return flops.inner_size(self)
 
     def dims(self) -> dict[str, tuple[str, int]]:

@@ -27,6 +27,27 @@ static inline unsigned nl_cu_blocks(int64_t n)
     return (unsigned)(b < 1 ? 1 : b > (1 << 20) ? (1 << 20) : b);
 }
 
+/* blocks for one block per item of n, capped as above */
+static inline unsigned nl_cu_cap_blocks(int64_t n)
+{
+    return (unsigned)(n < 1 ? 1 : n > (1 << 20) ? (1 << 20) : n);
+}
+
+/* The sum of v over the block's threads, for every one of them: a tree in shared memory
+ * (red: NL_CU_THREADS values, free again on return). A fixed order: reproducible. */
+__device__ static inline double nl_cu_block_sum(double *red, double v)
+{
+    red[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned w = blockDim.x / 2; w > 0; w /= 2) {
+        if (threadIdx.x < w) red[threadIdx.x] += red[threadIdx.x + w];
+        __syncthreads();
+    }
+    double total = red[0];
+    __syncthreads();
+    return total;
+}
+
 /* for (i = this thread; i < n; i += all threads) */
 #define NL_CU_FOR(i, n)                                                              \
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (int64_t)(n); \
@@ -39,6 +60,9 @@ static inline unsigned nl_cu_blocks(int64_t n)
 /* queue a kernel whose one block of NL_CU_THREADS threads cooperates (shared memory) */
 #define NL_CU_RUN_BLOCK(kernel, stream, ...) \
     kernel<<<1, NL_CU_THREADS, 0, stream>>>(__VA_ARGS__)
+/* the same over `blocks` such blocks (capped: a block-stride loop covers the rest) */
+#define NL_CU_RUN_BLOCKS(kernel, blocks, stream, ...) \
+    kernel<<<nl_cu_cap_blocks(blocks), NL_CU_THREADS, 0, stream>>>(__VA_ARGS__)
 #endif
 
 /* the last launch's error text, or NULL */

@@ -87,3 +87,6 @@ template <typename F> static void nl_emu_run(unsigned blocks, unsigned threads, 
 #define NL_CU_RUN(kernel, blocks, threads, stream, ...) \
     nl_emu_run(3, 4, [&] { kernel(__VA_ARGS__); })
 #define NL_CU_RUN_BLOCK(kernel, stream, ...) nl_emu_run(1, 1, [&] { kernel(__VA_ARGS__); })
+/* cooperating blocks: 3 of one thread each (block-stride loops cover the rest) */
+#define NL_CU_RUN_BLOCKS(kernel, blocks, stream, ...) \
+    nl_emu_run(3, 1, [&] { kernel(__VA_ARGS__); })

@@ -1,7 +1,9 @@
-"""The strongest PyTorch CPU baseline for a GPT-2 training step: nanoGPT's model
-(``reference/nanogpt.py``), fp32 AdamW in whichever implementation (fused or foreach) is
-faster here, gradient clipping at 1.0 as nntile_lab's step does, optionally under
-``torch.compile`` (compile time reported apart from step time) and bf16 autocast.
+"""The strongest PyTorch CPU baseline for a training step: for GPT-2 nanoGPT's model
+(``reference/nanogpt.py``), for a Llama the fast PyTorch Llama (``reference/torch_llama.py``,
+``fast=True``: fused grouped-query attention, ``F.rms_norm``); fp32 AdamW in whichever
+implementation (fused or foreach) is faster here, gradient clipping at 1.0 as nntile_lab's
+step does, optionally under ``torch.compile`` (compile time reported apart from step time)
+and bf16 autocast.
 
 ``measure(cfg_or_spec, batch, seq_len, compile=..., bf16=...)`` → dict with gflops,
 tokens_per_s, step_time_s (median) and its spread, compile_time_s, peak_rss_mb.
@@ -64,14 +66,14 @@ def pick_adamw(model, repeats: int = 3) -> str:
 def _resolve(cfg, batch, seq_len, steps, warmup):
     if isinstance(cfg, ExperimentSpec):
         spec = cfg
-        cfg = spec.gpt2_config()
+        cfg = spec.model_config()
         batch = spec.batch if batch is None else batch
         seq_len = spec.seq_len if seq_len is None else seq_len
         steps = spec.measure_steps if steps is None else steps
         warmup = spec.warmup_steps if warmup is None else warmup
     if batch is None or seq_len is None:
-        raise ValueError("measure(cfg, batch, seq_len): give batch and seq_len with a "
-                         "GPT2Config (an ExperimentSpec carries them)")
+        raise ValueError("measure(cfg, batch, seq_len): give batch and seq_len with a model "
+                         "config (an ExperimentSpec carries them)")
     steps = 5 if steps is None else steps
     warmup = 1 if warmup is None else warmup
     if steps < 1 or warmup < 0:
@@ -84,9 +86,10 @@ def _resolve(cfg, batch, seq_len, steps, warmup):
 def measure(cfg, batch: int | None = None, seq_len: int | None = None, *,
             compile: bool = False, bf16: bool = False, steps: int | None = None,
             warmup: int | None = None, threads: int | None = None, seed: int = 0) -> dict:
-    """Time ``steps`` training steps (after ``warmup``) of the nanoGPT model.
+    """Time ``steps`` training steps (after ``warmup``) of the PyTorch model of ``cfg``'s
+    kind (nanoGPT for a GPT2Config, the fast PyTorch Llama for a LlamaConfig).
 
-    ``cfg``: a GPT2Config (then give batch and seq_len) or an ExperimentSpec (batch,
+    ``cfg``: a model config (then give batch and seq_len) or an ExperimentSpec (batch,
     seq_len, measure_steps and warmup_steps come from it unless given). ``threads``:
     torch's intra-op threads (default: every core this process may use). With
     ``compile``, the first call compiles: its time minus a median step is compile_time_s.
@@ -97,7 +100,6 @@ def measure(cfg, batch: int | None = None, seq_len: int | None = None, *,
     import torch
 
     from nntile_lab.reference.autocast import autocast
-    from nntile_lab.reference.nanogpt import NanoGPT
     cfg, batch, seq_len, steps, warmup = _resolve(cfg, batch, seq_len, steps, warmup)
     if bf16 and not cpu_has_bf16():
         raise ValueError("bf16=True needs a CPU with avx512_bf16 or amx_bf16 (this one has "
@@ -106,7 +108,7 @@ def measure(cfg, batch: int | None = None, seq_len: int | None = None, *,
     torch.set_num_threads(threads)
     rss_reset = reset_peak_rss()
     torch.manual_seed(seed)
-    model = NanoGPT(cfg, dtype=torch.float32, seed=seed)
+    name, model = torch_model(cfg, seed)
     impl = pick_adamw(model)
     opt = _adamw(model.parameters(), impl)
     fwd_bwd = model.loss_tensor
@@ -131,7 +133,7 @@ def measure(cfg, batch: int | None = None, seq_len: int | None = None, *,
     times = timed_steps(step, warmup, steps, first=1)
     med = statistics.median(times)
     flops = cfg.flops_per_token(seq_len) * batch * seq_len
-    return {"model": "nanogpt", "compile": compile, "bf16": bf16,
+    return {"model": name, "compile": compile, "bf16": bf16,
             "precision": "bf16" if bf16 else "fp32", "adamw": impl,
             "threads": threads, "batch": batch, "seq_len": seq_len, "steps": steps,
             "warmup": warmup, "flops_per_step": flops, "step_time_s": med,
@@ -142,6 +144,16 @@ def measure(cfg, batch: int | None = None, seq_len: int | None = None, *,
             "first_loss": first_loss, "peak_rss_mb": peak_rss_mb(),
             "peak_rss_scope": "baseline" if rss_reset else "process",
             "torch": torch.__version__}
+
+
+def torch_model(cfg, seed: int = 0):
+    """(name, float32 PyTorch model) of ``cfg``'s kind, initialised from ``seed``."""
+    import torch
+    if hasattr(cfg, "n_kv_head"):   # a LlamaConfig
+        from nntile_lab.reference.torch_llama import TorchLlama
+        return "torch_llama", TorchLlama(cfg, dtype=torch.float32, fast=True, seed=seed)
+    from nntile_lab.reference.nanogpt import NanoGPT
+    return "nanogpt", NanoGPT(cfg, dtype=torch.float32, seed=seed)
 
 
 def fastest(results: list[dict]) -> dict:

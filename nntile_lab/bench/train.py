@@ -37,7 +37,7 @@ def _nntile_step_times(spec: ExperimentSpec) -> tuple[list[float], int]:
 
 def torch_baselines(spec: ExperimentSpec, threads: int, compile: bool = True,
                     precision: str = "fp32") -> dict:
-    """nanoGPT-style PyTorch, eager and (with ``compile``) under torch.compile, on the
+    """The model's PyTorch peer, eager and (with ``compile``) under torch.compile, on the
     same spec and cores, in ``precision`` (``fp32`` or ``bf16`` autocast):
     {"eager": result, "compiled": result} (bench.torch_baseline)."""
     bf16 = precision == "bf16"
@@ -84,8 +84,9 @@ def run(spec: ExperimentSpec, *, vs_torch: bool = True, torch_compile: bool = Tr
         with_fp32: bool = False, rounds: int = 1, progress=None) -> dict:
     """Median step time of both systems on ``spec`` (its model, tiles, batch, sequence,
     precision, scheduler, workers, ``warmup_steps`` and ``measure_steps``). With
-    ``vs_torch``, the ratio is against the faster of nanoGPT-style PyTorch eager and compiled
-    (``torch_compile``) in the peer precision; both are under ``res["torch"]``. With
+    ``vs_torch``, the ratio is against the faster of the model's PyTorch peer (nanoGPT-style
+    for GPT-2, the fast PyTorch Llama for a Llama) eager and compiled (``torch_compile``) in
+    the peer precision; both are under ``res["torch"]``. With
     ``with_fp32`` (and a precision other than fp32) the fp32 pair is measured in the same
     run, under ``res["fp32"]``, with ``vs_own_fp32`` = nntile_lab's speed-up over its own
     fp32. ``rounds`` interleaved rounds (module doc); ``progress``: a callable given a line
@@ -99,7 +100,7 @@ def run(spec: ExperimentSpec, *, vs_torch: bool = True, torch_compile: bool = Tr
     if vs_torch:
         for _, prec in series:
             check_torch_precision(prec)
-    cfg = spec.gpt2_config()
+    cfg = spec.model_config()
     flops, tokens = spec.flops_per_step(), spec.tokens_per_step()
     times = {s: [] for s in series}
     torch_meta: dict = {}
@@ -169,6 +170,9 @@ def run(spec: ExperimentSpec, *, vs_torch: bool = True, torch_compile: bool = Tr
     return res
 
 
+_PEER = {"nanogpt": "nanoGPT", "torch_llama": "Llama"}
+
+
 def _label(system: str, precision: str) -> str:
     return (f"nntile_lab {precision}" if system == "nntile"
             else f"PyTorch {precision} {system}")
@@ -182,7 +186,8 @@ def _lines(b: dict, res: dict) -> list[str]:
              f"{mfu} (steps {b['nntile_step_min_s']:.3f}–{b['nntile_step_max_s']:.3f} s)"]
     for kind, r in b.get("torch", {}).items():
         extra = f", compiled in {r['compile_time_s']:.0f} s" if r["compile"] else ""
-        lines.append(f"PyTorch nanoGPT {b['torch_precision']} {kind} ({r['threads']} threads, "
+        lines.append(f"PyTorch {_PEER.get(r['model'], r['model'])} {b['torch_precision']} {kind} "
+                     f"({r['threads']} threads, "
                      f"AdamW {r['adamw']}): {r['gflops']:.1f} GFLOP/s, "
                      f"{r['tokens_per_s']:.0f} tokens/s (steps {r['step_time_min_s']:.3f}–"
                      f"{r['step_time_max_s']:.3f} s){extra}")

@@ -61,6 +61,9 @@ class Attention(Layer):
         # sums to 0, an error dq = dscores·k turns into a bias, not noise
         att: TiledTensor
         y: TiledTensor      # att·v, heads merged (B, T, E), as kept: c_proj's input
+        # rotary positions' cos and sin tables (the step's, shared by its layers), or None
+        cos: TiledTensor | None = None
+        sin: TiledTensor | None = None
 
     def __init__(self, n_embd: int, n_head: int, *, embd_tile: int | None = None,
                  head_tile: int | None = None, bias: bool = True, init_std: float = 0.02,
@@ -104,21 +107,26 @@ class Attention(Layer):
         """The q, k, v and output projections."""
         return tuple(getattr(self, n) for n in self.names)
 
-    def forward(self, ctx: LeafContext, x: TiledTensor):
+    def forward(self, ctx: LeafContext, x: TiledTensor, rope=None):
+        """``rope``: rotary positions' (cos, sin) tables for these tokens (``Rotary.tables``:
+        a model makes them once per step); None with rotary positions: made here."""
         wq, wk, wv, wo = self.projections
         wq.check_input(x)
         D = self.head_size
         xk = ctx.save_input(x)
         xg = ctx.operand(xk, fp32=x)
         qkv = [_heads(ctx.temp(lin.apply(xg)), D) for lin in (wq, wk, wv)]
-        qkv[0], qkv[1] = self.position(ctx, qkv[0], qkv[1])
+        if self.rotary is not None and rope is None:
+            rope = self.rotary.tables(qkv[0].shape[2], qkv[0].tile_shape[2])
+        rope = tuple(getattr(t, "tensor", t) for t in rope) if rope is not None else (None, None)
+        qkv[0], qkv[1] = self.position(ctx, qkv[0], qkv[1], *rope)
         qk, kk, vk = (ctx.keep(t) for t in qkv)
         q, k, v = (ctx.operand(tk, fp32=t) for tk, t in zip((qk, kk, vk), qkv))
         att = self.core(ctx, q, k)                          # (B, H, T, T), grouped
         y = ops.permute(self._merged(ctx.temp(ops.gemm(ctx.operand(att), v, batch_ndim=2))),
                         HEADS_FIRST).merge_axes(2)                     # (B, T, E)
         yk = ctx.keep(y)
-        return wo.apply(ctx.operand(yk, fp32=y)), self.Saved(xk, qk, kk, vk, att, yk)
+        return wo.apply(ctx.operand(yk, fp32=y)), self.Saved(xk, qk, kk, vk, att, yk, *rope)
 
     def backward(self, ctx: LeafContext, saved: Saved, dout: TiledTensor, dx=None):
         wq, wk, wv, wo = self.projections
@@ -130,7 +138,7 @@ class Attention(Layer):
         dv = ops.gemm(ctx.operand(saved.att), dheads, trans_a=True, ndim=self._rows,
                       batch_ndim=2)                                     # dv = attᵀ·dheads
         dq, dk = self.core_backward(ctx, saved.q, saved.k, saved.att, datt)
-        dq, dk = self.position_backward(ctx, dq, dk)
+        dq, dk = self.position_backward(ctx, dq, dk, saved.cos, saved.sin)
         x = ctx.operand(saved.x)                                        # widened once
         for d, lin in ((dq, wq), (dk, wk), (dv, wv)):
             dlin = ctx.temp(ops.permute(ctx.temp(d), HEADS_FIRST).merge_axes(2))  # (B, T, E)
@@ -138,19 +146,19 @@ class Attention(Layer):
         return dx
 
     # ---- the steps a variant replaces ------------------------------------------------
-    def position(self, ctx: LeafContext, q: TiledTensor, k: TiledTensor):
+    def position(self, ctx: LeafContext, q: TiledTensor, k: TiledTensor, cos=None, sin=None):
         """Positions applied to q and k (B, H, T, D): none without rotary; rotary turns each
-        head's halves by the tokens' positions 0…T−1, in place."""
-        if self.rotary is None:
+        head's halves by its token's angle (``cos``, ``sin``: the tables' first T rows are
+        the tokens'), in place."""
+        if cos is None:
             return q, k
-        cos, sin = self.rotary.tables(q.shape[2], q.tile_shape[2])
         return ops.rope(q, cos, sin, out=q), ops.rope(k, cos, sin, out=k)
 
-    def position_backward(self, ctx: LeafContext, dq: TiledTensor, dk: TiledTensor):
+    def position_backward(self, ctx: LeafContext, dq: TiledTensor, dk: TiledTensor, cos=None,
+                          sin=None):
         """The rotation's transpose, in place."""
-        if self.rotary is None:
+        if cos is None:
             return dq, dk
-        cos, sin = self.rotary.tables(dq.shape[2], dq.tile_shape[2])
         return (ops.rope_backward(dq, cos, sin, dx=dq), ops.rope_backward(dk, cos, sin, dx=dk))
 
     def core(self, ctx: LeafContext, q: TiledTensor, k: TiledTensor) -> TiledTensor:
@@ -186,11 +194,6 @@ class Attention(Layer):
         """The inverse of ``_grouped``: (B, n_kv_head, G, T, ·) → (B, H, T, ·)."""
         return t.merge_axes(1) if self.group > 1 else t
 
-    def free(self) -> None:
-        """The rotary tables (the model frees its parameters)."""
-        if self.rotary is not None:
-            self.rotary.free()
-
     def own_flops_per_token(self, seq_len: int) -> float:
         """q·kᵀ and att·v: 2·T·E multiply-adds per token, ×3 with the backward (PaLM's
         12·E·T per layer, causal mask not discounted)."""
@@ -198,31 +201,32 @@ class Attention(Layer):
 
 
 class Rotary:
-    """The cos and sin tables of rotary positions 0…n_positions−1 (``ops.rope_tables``:
-    float64 angles rounded once), made the first time a tiling asks for them and kept:
-    (rows, D/2) tensors tiled like the tokens, shared by every layer that holds this object
-    (a dry run gets shape-only ones of its own)."""
+    """Rotary positions' tables for a head size and base: ``tables(T, token_tile)`` gives new
+    (cos, sin) tensors of the angles of positions 0…T−1 (``ops.rope_tables``: float64
+    angles rounded once), (T, D/2) tiled like the tokens, from numpy arrays computed once.
+    A model makes them once per step and its layers' records hold them for their backward
+    (they are freed with the step, as any saved tensor)."""
 
-    def __init__(self, head_size: int, theta: float, n_positions: int | None):
+    def __init__(self, head_size: int, theta: float, n_positions: int | None = None):
         check_rope(head_size, theta)
         self.head_size, self.theta, self.n_positions = head_size, float(theta), n_positions
-        self._tables: dict = {}
+        self._numpy: tuple | None = None
 
     def tables(self, n_tokens: int, token_tile: int):
-        rows = max(n_tokens, self.n_positions or 0)
-        key = (rows, token_tile, id(backend.dry_run_active()))
-        if key not in self._tables:
-            cos, sin = rope_tables(np.arange(rows), self.head_size, self.theta)
-            tile_shape = (token_tile, self.head_size // 2)
-            self._tables[key] = (backend.from_numpy(cos, tile_shape),
-                                 backend.from_numpy(sin, tile_shape))
-        return self._tables[key]
+        if self._numpy is None or self._numpy[0].shape[0] < n_tokens:
+            rows = max(n_tokens, self.n_positions or 0)
+            self._numpy = rope_tables(np.arange(rows), self.head_size, self.theta)
+        tile_shape = (token_tile, self.head_size // 2)
+        return tuple(backend.from_numpy(np.ascontiguousarray(t[:n_tokens]), tile_shape)
+                     for t in self._numpy)
 
-    def free(self) -> None:
-        for cos, sin in self._tables.values():
-            cos.free()
-            sin.free()
-        self._tables.clear()
+    def inputs(self, ids):
+        """The step's tables for the tokens of ``ids`` (a (B, T) value of a model's forward),
+        as inputs of the step's tape: held while the forward runs, then by the records
+        that keep them."""
+        t = ids.tensor
+        cos, sin = self.tables(t.shape[1], t.tile_shape[1])
+        return ids.tape.input(cos, "rope_cos"), ids.tape.input(sin, "rope_sin")
 
 
 def _heads(y: TiledTensor, D: int) -> TiledTensor:

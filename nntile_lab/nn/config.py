@@ -19,8 +19,77 @@ from nntile_lab import flops
 TILE_FIELDS = ("batch_tile", "seq_tile", "embd_tile", "inner_tile", "head_tile", "vocab_tile")
 
 
+class ModelConfig:
+    """What every model's config shares (a dataclass subclass adds its fields): the checks of
+    sizes and tiles, ``tile``, dict round trips and the counts read from the model's tree."""
+
+    def _check_shape(self, positive: tuple[str, ...]) -> None:
+        """The sizes ``positive`` positive integers, n_head dividing n_embd."""
+        for f in positive:
+            v = getattr(self, f)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"{f}={v!r} must be a positive integer")
+        if self.n_embd % self.n_head:
+            ok = [h for h in range(1, self.n_embd + 1) if self.n_embd % h == 0]
+            raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}; "
+                             f"n_head must divide n_embd, e.g. one of {ok[:12]}")
+
+    def _check_tiles(self) -> None:
+        limits = {"seq_tile": ("n_positions", self.n_positions),
+                  "embd_tile": ("n_embd", self.n_embd),
+                  "inner_tile": ("n_inner", self.n_inner),
+                  "head_tile": ("n_head", self.n_head),
+                  "vocab_tile": ("vocab_size", self.vocab_size)}
+        for f in TILE_FIELDS:
+            v = getattr(self, f)
+            if v is None:
+                continue
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"{f}={v!r} must be a positive integer or None (whole "
+                                 "dimension)")
+            if f in limits and v > limits[f][1]:
+                raise ValueError(f"{f}={v} exceeds {limits[f][0]}={limits[f][1]}: use a tile "
+                                 f"from 1 to {limits[f][1]} (or None for the whole dimension)")
+
+    @property
+    def head_size(self) -> int:
+        return self.n_embd // self.n_head
+
+    def tile(self, name: str, dim: int) -> int:
+        """The tile size for a dimension of size ``dim`` (None → whole)."""
+        t = getattr(self, name)
+        return dim if t is None else min(t, dim)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict):
+        names = {f.name for f in fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise ValueError(f"unknown {cls.__name__} fields {sorted(unknown)}")
+        return cls(**d)
+
+    def describe(self):
+        """The model's module tree, without tensors (``LanguageModel.describe``)."""
+        return describe(self)
+
+    def num_params(self, with_positions: bool = False) -> int:
+        """Parameters (a tied head counted once), from the model's tree; without the tables
+        only a lookup reads (GPT-2's position table, a Llama's token embedding) unless
+        ``with_positions``: PaLM's N."""
+        return self.describe().num_params(lookups=with_positions)
+
+    def flops_per_token(self, seq_len: int) -> float:
+        """Training FLOPs per token, summed over the model's layers: 6 per parameter a
+        layer multiplies (a tied head's, not a lookup table's) and 12·E·T per attention
+        layer — PaLM appendix B's 6·N + 12·L·E·T."""
+        return self.describe().flops_per_token(seq_len)
+
+
 @dataclass
-class GPT2Config:
+class GPT2Config(ModelConfig):
     """Sizes of a GPT-2 and its tiling. A tile size of None means the whole dimension;
     tiles need not divide their dimension (the last tile takes the leftover).
 
@@ -51,51 +120,11 @@ class GPT2Config:
     def __post_init__(self):
         if self.n_inner is None:
             self.n_inner = flops.inner_size(self)
-        for f in ("n_layer", "n_head", "n_embd", "n_positions", "vocab_size", "n_inner"):
-            v = getattr(self, f)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"{f}={v!r} must be a positive integer")
-        if self.n_embd % self.n_head:
-            ok = [h for h in range(1, self.n_embd + 1) if self.n_embd % h == 0]
-            raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}; "
-                             f"n_head must divide n_embd, e.g. one of {ok[:12]}")
+        self._check_shape(("n_layer", "n_head", "n_embd", "n_positions", "vocab_size",
+                           "n_inner"))
         if not self.layer_norm_epsilon > 0:
             raise ValueError(f"layer_norm_epsilon={self.layer_norm_epsilon!r} must be > 0")
-        limits = {"seq_tile": ("n_positions", self.n_positions),
-                  "embd_tile": ("n_embd", self.n_embd),
-                  "inner_tile": ("n_inner", self.n_inner),
-                  "head_tile": ("n_head", self.n_head),
-                  "vocab_tile": ("vocab_size", self.vocab_size)}
-        for f in TILE_FIELDS:
-            v = getattr(self, f)
-            if v is None:
-                continue
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"{f}={v!r} must be a positive integer or None (whole "
-                                 "dimension)")
-            if f in limits and v > limits[f][1]:
-                raise ValueError(f"{f}={v} exceeds {limits[f][0]}={limits[f][1]}: use a tile "
-                                 f"from 1 to {limits[f][1]} (or None for the whole dimension)")
-
-    @property
-    def head_size(self) -> int:
-        return self.n_embd // self.n_head
-
-    def tile(self, name: str, dim: int) -> int:
-        """The tile size for a dimension of size ``dim`` (None → whole)."""
-        t = getattr(self, name)
-        return dim if t is None else min(t, dim)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> GPT2Config:
-        names = {f.name for f in fields(cls)}
-        unknown = set(d) - names
-        if unknown:
-            raise ValueError(f"unknown GPT2Config fields {sorted(unknown)}")
-        return cls(**d)
+        self._check_tiles()
 
     @classmethod
     def from_spec(cls, spec) -> GPT2Config:
@@ -104,38 +133,14 @@ class GPT2Config:
                    n_positions=spec.positions, vocab_size=spec.vocab_size,
                    n_inner=spec.n_inner, **{name: getattr(spec, name) for name in TILE_FIELDS})
 
-    def describe(self):
-        """The model's module tree, without tensors (``LanguageModel.describe``)."""
-        return describe(self)
 
-    def num_params(self, with_positions: bool = False) -> int:
-        """Parameters (the tied head counted once), from the model's tree; without the
-        tables only a lookup reads (the position table) unless ``with_positions``:
-        PaLM's N."""
-        return self.describe().num_params(lookups=with_positions)
-
-    def flops_per_token(self, seq_len: int) -> float:
-        """Training FLOPs per token, summed over the model's layers: 6 per parameter a
-        layer multiplies (the tied head's, not the position table's) and 12·E·T per
-        attention layer — PaLM appendix B's 6·N + 12·L·E·T."""
-        return self.describe().flops_per_token(seq_len)
-
-
-def _check_tiles(cfg, limits: dict) -> None:
-    """Each tiling field of ``cfg`` a positive integer (or None) within its dimension."""
-    for f in TILE_FIELDS:
-        v = getattr(cfg, f)
-        if v is None:
-            continue
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"{f}={v!r} must be a positive integer or None (whole dimension)")
-        if f in limits and v > limits[f][1]:
-            raise ValueError(f"{f}={v} exceeds {limits[f][0]}={limits[f][1]}: use a tile from "
-                             f"1 to {limits[f][1]} (or None for the whole dimension)")
+def llama_inner_size(n_embd: int) -> int:
+    """SwiGLU's hidden width by Llama's rule: 8/3·n_embd rounded up to a multiple of 256."""
+    return max(256, -(-8 * n_embd // 3 // 256) * 256)
 
 
 @dataclass
-class LlamaConfig:
+class LlamaConfig(ModelConfig):
     """Sizes of a Llama and its tiling (the fields of Hugging Face's LlamaConfig under
     GPT2Config's names: n_kv_head is num_key_value_heads, n_inner intermediate_size). A tile
     of None is the whole dimension; ``head_tile`` counts query heads and must hold whole
@@ -164,16 +169,9 @@ class LlamaConfig:
         if self.n_kv_head is None:
             self.n_kv_head = self.n_head
         if self.n_inner is None and isinstance(self.n_embd, int):
-            self.n_inner = -(-8 * self.n_embd // 3 // 256) * 256 or 256
-        for f in ("n_layer", "n_head", "n_kv_head", "n_embd", "n_positions", "vocab_size",
-                  "n_inner"):
-            v = getattr(self, f)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"{f}={v!r} must be a positive integer")
-        if self.n_embd % self.n_head:
-            ok = [h for h in range(1, self.n_embd + 1) if self.n_embd % h == 0]
-            raise ValueError(f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}; "
-                             f"n_head must divide n_embd, e.g. one of {ok[:12]}")
+            self.n_inner = llama_inner_size(self.n_embd)
+        self._check_shape(("n_layer", "n_head", "n_kv_head", "n_embd", "n_positions",
+                           "vocab_size", "n_inner"))
         if self.n_head % self.n_kv_head:
             ok = [h for h in range(1, self.n_head + 1) if self.n_head % h == 0]
             raise ValueError(f"n_head={self.n_head} is not a multiple of n_kv_head="
@@ -188,54 +186,30 @@ class LlamaConfig:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
                     or v <= 0:
                 raise ValueError(f"{f}={v!r} must be a finite number > 0")
-        _check_tiles(self, {"seq_tile": ("n_positions", self.n_positions),
-                            "embd_tile": ("n_embd", self.n_embd),
-                            "inner_tile": ("n_inner", self.n_inner),
-                            "head_tile": ("n_head", self.n_head),
-                            "vocab_tile": ("vocab_size", self.vocab_size)})
+        self._check_tiles()
         group = self.n_head // self.n_kv_head
         if self.head_tile is not None and self.head_tile % group:
             raise ValueError(f"head_tile={self.head_tile} is not a multiple of the query group "
                              f"n_head/n_kv_head={group}: a tile of query heads holds whole "
                              f"groups (use a multiple of {group}, or None)")
 
-    @property
-    def head_size(self) -> int:
-        return self.n_embd // self.n_head
-
-    def tile(self, name: str, dim: int) -> int:
-        """The tile size for a dimension of size ``dim`` (None → whole)."""
-        t = getattr(self, name)
-        return dim if t is None else min(t, dim)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
     @classmethod
-    def from_dict(cls, d: dict) -> LlamaConfig:
-        names = {f.name for f in fields(cls)}
-        unknown = set(d) - names
-        if unknown:
-            raise ValueError(f"unknown LlamaConfig fields {sorted(unknown)}")
-        return cls(**d)
-
-    def _tree(self):
-        """The model's tree (plain data, no extension); imported by name: the model module
-        imports this one"""
-        return importlib.import_module("nntile_lab.nn.llama").Llama.describe(self)
-
-    def num_params(self, with_positions: bool = False) -> int:
-        """Parameters (rotary positions have none)."""
-        return self._tree().num_params()
-
-    def flops_per_token(self, seq_len: int) -> float:
-        """Training FLOPs per token: the layers' sum (6 per parameter a token multiplies by
-        — the embedding lookup excluded — and attention's 12·L·E·T, PaLM appendix B)."""
-        return self._tree().flops_per_token(seq_len)
+    def from_spec(cls, spec) -> LlamaConfig:
+        """The config an ``ExperimentSpec`` with ``model="llama"`` describes."""
+        defaults = {f.name: f.default for f in fields(cls)}
+        return cls(n_layer=spec.n_layer, n_head=spec.n_head, n_kv_head=spec.n_kv_head,
+                   n_embd=spec.n_embd, n_inner=spec.n_inner, vocab_size=spec.vocab_size,
+                   n_positions=spec.positions,
+                   rope_theta=(defaults["rope_theta"] if spec.rope_theta is None
+                               else spec.rope_theta),
+                   rms_norm_eps=(defaults["rms_norm_eps"] if spec.rms_norm_eps is None
+                                 else spec.rms_norm_eps),
+                   **{name: getattr(spec, name) for name in TILE_FIELDS})
 
 
 # ---- the registry: model name → (config class, the model class or "module:Class") ----
-MODELS = {"gpt2": (GPT2Config, "nntile_lab.nn.gpt2:GPT2")}
+MODELS = {"gpt2": (GPT2Config, "nntile_lab.nn.gpt2:GPT2"),
+          "llama": (LlamaConfig, "nntile_lab.nn.llama:Llama")}
 
 
 def register_model(name: str, model_cls) -> None:
@@ -273,6 +247,16 @@ def model_class(name: str):
         return target
     module, cls = target.split(":")
     return getattr(importlib.import_module(module), cls)
+
+
+def model_of_fields(names) -> str | None:
+    """The registered model whose config has exactly the fields ``names`` (a checkpoint's
+    saved config), or None."""
+    names = set(names)
+    for name, (cls, _) in MODELS.items():
+        if {f.name for f in fields(cls)} == names:
+            return name
+    return None
 
 
 def model_name(config) -> str:

@@ -35,8 +35,8 @@ class DecoderLayer(Module):
         self.input_layernorm = RMSNorm(c.n_embd, tile=et, eps=c.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(c.n_embd, tile=et, eps=c.rms_norm_eps)
 
-    def forward(self, x):
-        x = x + self.self_attn(self.input_layernorm(x))
+    def forward(self, x, rope):
+        x = x + self.self_attn(self.input_layernorm(x), rope=rope)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -47,7 +47,7 @@ class Llama(LanguageModel):
     config_class = LlamaConfig
 
     def build(self, c: LlamaConfig) -> None:
-        # one set of rotary tables (positions 0…n_positions−1) for every layer
+        # one set of rotary tables per step, for every layer
         self.rotary = rotary = Rotary(c.head_size, c.rope_theta, c.n_positions)
         self.model = m = Module()
         m.embed_tokens = Embedding(c.vocab_size, c.n_embd, row_tile=c.vocab_tile,
@@ -60,8 +60,11 @@ class Llama(LanguageModel):
     def forward(self, ids, labels):
         m = self.model
         x = m.embed_tokens(ids)                      # (B, T, E)
+        # the rotary tables of positions 0…T−1, once per step: inputs of every layer (their
+        # records hold them for the backward)
+        rope = self.rotary.inputs(ids)
         for layer in m.layers:
-            x = layer(x)
+            x = layer(x, rope=rope)
         return self.lm_head(m.norm(x), labels)       # mean cross-entropy
 
     # ---- Hugging Face's names and layouts ---------------------------------------------
@@ -86,10 +89,6 @@ class Llama(LanguageModel):
                                  "config (n_embd, n_head, n_kv_head, n_inner)")
         return super().from_hf({n: (np.asarray(a).T if _is_projection(n) else a)
                                 for n, a in state.items()})
-
-    def free(self) -> None:
-        self.rotary.free()
-        super().free()
 
 
 def _is_projection(name: str) -> bool:

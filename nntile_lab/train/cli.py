@@ -21,6 +21,7 @@ from nntile_lab.engine import save_record
 from nntile_lab.errors import UsageError
 from nntile_lab.experiment import build as build_spec
 from nntile_lab.experiment import runtime
+from nntile_lab.nn.config import model_of_fields
 from nntile_lab.options import int_range
 from nntile_lab.parallel import traffic as network
 from nntile_lab.parallel.distribution import LAYOUTS, layout, scope
@@ -40,7 +41,8 @@ from nntile_lab.train.trainer import restore_log, train
 
 TRAIN_GROUPS = ("model", "data", "tiles", "runtime", "train", "run")
 # What a checkpoint fixes: the model's shape (its config) and the batch shape (its settings).
-SHAPE_FIELDS = ("n_layer", "n_head", "n_embd", "vocab_size", "n_inner", "n_positions")
+SHAPE_FIELDS = ("n_layer", "n_head", "n_embd", "vocab_size", "n_inner", "n_positions",
+                "n_kv_head", "rope_theta", "rms_norm_eps")
 BATCH_FIELDS = ("seq_len", "batch")
 
 
@@ -125,7 +127,9 @@ def checkpoint_values(resume) -> dict:
         return {}
     saved = read_state(resume)
     cfg, settings = saved.get("config", {}), saved.get("settings", {})
+    model = model_of_fields(cfg)   # which model the saved config is (its fields say)
     return ({k: cfg[k] for k in SHAPE_FIELDS if k in cfg}
+            | ({"model": model} if model else {})
             | {k: settings[k] for k in BATCH_FIELDS if k in settings})
 
 

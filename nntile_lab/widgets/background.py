@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 
 from nntile_lab.interrupts import StopToken, reach_actions_on_interrupt, running_kernel, stoppable
 
@@ -61,9 +62,33 @@ class Background:
     def _main(self, fn, token: StopToken, parent) -> None:
         with kernel_busy(parent), stoppable(token):
             try:
+                let_inputs_arrive()
                 fn()
             except BaseException as exc:   # noqa: BLE001 — said by the widget, never printed
                 self.error = exc
+
+
+SETTLE_S = 0.05
+
+
+def let_inputs_arrive() -> None:
+    """Wait until the kernel's main thread has handled what the browser sent before the
+    click. JupyterLab sends every widget message in order, but ipykernel 7 hands a text
+    box's value to its main thread and (from the second click on) the button's click to a
+    subshell thread: the click can be handled first, and the action would read the box's
+    previous value (seen: a Run after typing 128 over 2.5 still read 2.5). Three turns of
+    the main thread's event loop let the queued updates through (at most a second each: a cell
+    running there holds them, and then nothing can be waited for)."""
+    kernel = running_kernel()
+    loop = getattr(kernel, "io_loop", None)
+    if loop is None or threading.current_thread() is threading.main_thread():
+        return
+    time.sleep(SETTLE_S)
+    for _ in range(3):
+        turned = threading.Event()
+        loop.add_callback(turned.set)
+        if not turned.wait(1.0):
+            return
 
 
 def _parent():

@@ -177,15 +177,19 @@ def _canvas_box(page, widget_cls: str):
     return canvas, box
 
 
+def _swept_widget(page):
+    """03's tile sweep widget, once the notebook's own sweep is done (its last cell prints
+    the best point)."""
+    page.locator(".jp-OutputArea-output pre", has_text="best inner_tile =").wait_for(
+        timeout=NOTEBOOK_RUN_S * 1000)
+    return page.locator(".jp-OutputArea-output", has=page.locator(".nl-sweep-run")).first
+
+
 def test_tile_sweep_widget_in_chromium(tmp_path):
     from playwright.sync_api import expect
     shot = tmp_path / "tile_sweep.png"
     with notebook_page(tmp_path, NOTEBOOK, shot) as page:
-        # the last cell prints the best point once the notebook's own sweep is done
-        page.locator(".jp-OutputArea-output pre", has_text="best inner_tile =").wait_for(
-            timeout=NOTEBOOK_RUN_S * 1000)
-        widget = page.locator(".jp-OutputArea-output", has=page.locator(
-            ".nl-sweep-run")).first
+        widget = _swept_widget(page)
         status = widget.locator(".nl-sweep-status")
         # a point's detail: its Gantt chart and memory plot, live canvases
         widget.locator(".nl-sweep-point select").select_option(index=1)
@@ -331,10 +335,7 @@ def test_tile_sweep_interrupts_and_never_shows_stale_results_in_chromium(tmp_pat
     from playwright.sync_api import expect
     shot = tmp_path / "tile_sweep_interrupts.png"
     with notebook_page(tmp_path, NOTEBOOK, shot) as page:
-        page.locator(".jp-OutputArea-output pre", has_text="best inner_tile =").wait_for(
-            timeout=NOTEBOOK_RUN_S * 1000)
-        widget = page.locator(".jp-OutputArea-output", has=page.locator(
-            ".nl-sweep-run")).first
+        widget = _swept_widget(page)
         status = widget.locator(".nl-sweep-status")
         message = widget.locator(".nl-sweep-message")
         run = widget.locator("button.nl-sweep-run")

@@ -4,10 +4,8 @@ later one, and the same kernel then computes correctly. Every wait has a time li
 import time
 
 import pytest
-from jupyter_client import KernelManager
-from jupyter_client.kernelspec import KernelSpecManager
 
-from tests.jupyter_kernel import KERNEL_NAME, write_kernel_spec
+from tests.jupyter_kernel import execute, running_kernel
 
 SETUP = """
 import numpy as np, nntile_lab as nl
@@ -26,42 +24,8 @@ LOOP = "print('LOOPING', flush=True)\nwhile True:\n    work()\n"
 
 @pytest.fixture
 def kernel(tmp_path):
-    root = write_kernel_spec(tmp_path)
-    km = KernelManager(kernel_name=KERNEL_NAME,
-                       kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(root / "kernels")]))
-    km.start_kernel()
-    kc = km.client()
-    kc.start_channels()
-    try:
-        kc.wait_for_ready(timeout=120)
+    with running_kernel(tmp_path) as (km, kc):
         yield km, kc
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
-
-
-def execute(kc, code, timeout, on_output=None):
-    """Run ``code``; return (reply content, stdout). Fails if no reply within ``timeout``."""
-    msg_id = kc.execute(code)
-    out, end = [], time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            msg = kc.get_iopub_msg(timeout=0.2)
-        except Exception:   # queue.Empty
-            msg = None
-        if msg and msg["parent_header"].get("msg_id") == msg_id:
-            if msg["msg_type"] == "stream":
-                out.append(msg["content"]["text"])
-                if on_output:
-                    on_output("".join(out))
-            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-                # the execute reply: a slow kernel start leaves wait_for_ready's extra
-                # kernel_info replies before it
-                while True:
-                    reply = kc.get_shell_msg(timeout=10)
-                    if reply["parent_header"].get("msg_id") == msg_id:
-                        return reply["content"], "".join(out)
-    raise AssertionError(f"the kernel did not answer within {timeout} s: {''.join(out)!r}")
 
 
 def interrupt_loop(km, kc):

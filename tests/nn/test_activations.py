@@ -43,7 +43,11 @@ def _batch(cfg, B, T, seed=0):
 @settings(max_examples=20, deadline=None)
 @given(configs(), st.sampled_from(MODES))
 def test_planner_counts_what_the_step_keeps(case, precision):
-    name, cfg, B, T, seed = case
+    check_planner_counts(*case, precision)
+
+
+def check_planner_counts(name, cfg, B, T, seed, precision):
+    """The planner's categories against StarPU's accounting of a step of model ``name``."""
     cats = memory.categories(cfg, B, T, precision=precision)
     # no buffer cache: a freed temporary's bytes go back to StarPU's accounting at once
     with nl.Runtime(ncpu=2, buffer_cache_mb=0, hints="none") as rt:

@@ -21,7 +21,11 @@ from tests.nn.test_activations import configs
 @settings(max_examples=12, deadline=None)
 @given(configs(), st.sampled_from(MODES), st.sampled_from(["none", "all"]))
 def test_dry_run_submits_what_a_step_submits(case, precision, hints):
-    name, cfg, B, T, seed = case
+    check_dry_run(*case, precision, hints)
+
+
+def check_dry_run(name, cfg, B, T, seed, precision, hints):
+    """The dry run's tasks, FLOPs and tags against the trace of a real step."""
     ids = np.random.default_rng(seed).integers(0, cfg.vocab_size, (B, T + 1))
     x, y = ids[:, :-1], ids[:, 1:]
     with dry_run(hints=nl.spec.parse_hints(hints)) as dry:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import queue
 import re
 import shutil
 import time
@@ -17,7 +16,14 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 from nntile_lab.jupyter_figure import CSS_DPI, WIDTH
-from tests.jupyter_kernel import KERNEL_NAME, NOTEBOOKS, REPO, write_kernel_spec
+from tests.jupyter_kernel import (
+    KERNEL_NAME,
+    NOTEBOOKS,
+    REPO,
+    execute,
+    running_kernel,
+    write_kernel_spec,
+)
 
 PATHS = sorted(NOTEBOOKS.glob("*.ipynb"))
 CELL_TIMEOUT_S = 600  # a hung cell fails the test instead of the CI run
@@ -145,7 +151,7 @@ KERNEL_CELLS = {
     "picture": "from nntile_lab.plots.sweep import tile_figure\nimport pandas as pd\n"
                "tile_figure(pd.DataFrame())",
     # the library never switches the kernel's backend
-    "backend": "import matplotlib\nimport nntile_lab.figures.draw, nntile_lab.trace.viz\n"
+    "backend": "import matplotlib\nimport nntile_lab.plots.paper, nntile_lab.trace.viz\n"
                "print(dict.__getitem__(matplotlib.rcParams, 'backend'))",
     # a re-run set-up cell: the running runtime stops, a line says so
     "setup": "import nntile_lab as nl\nrt = nl.Runtime(scheduler='eager', ncpu=1)\n"
@@ -191,39 +197,29 @@ def test_in_a_kernel_figures_show_reruns_work_and_interrupts_are_one_line(tmp_pa
     assert "application/vnd.jupyter.widget-view+json" in widget and "image/png" in widget
 
 
-def _execute(kc, code: str, timeout: float, on_output=None) -> dict:
-    """Run ``code`` in the kernel; its reply's content (fails past ``timeout``)."""
-    msg_id, out = kc.execute(code), []
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            msg = kc.get_iopub_msg(timeout=0.2)
-        except queue.Empty:
-            continue
-        if msg["parent_header"].get("msg_id") != msg_id:
-            continue
-        if msg["msg_type"] == "stream" and on_output:
-            out.append(msg["content"]["text"])
-            on_output("".join(out))
-        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-            # the execute reply: a slow kernel start leaves wait_for_ready's extra
-            # kernel_info replies before it
-            while time.monotonic() < end:
-                reply = kc.get_shell_msg(timeout=10)
-                if reply["parent_header"].get("msg_id") == msg_id:
-                    return reply["content"]
-    raise AssertionError(f"no answer within {timeout} s; output so far: {''.join(out)!r}")
+def interrupted(km, kc, code: str, marker: str, within_s: float) -> list[str]:
+    """Run ``code``, interrupt the kernel 0.5 s after it prints ``marker`` (the next
+    point's process is running then); the cell must end in ``Interrupted`` within
+    ``within_s`` of the interrupt, as one line: that line's list."""
+    sent = []
+
+    def on_output(text):
+        if marker in text and not sent:
+            time.sleep(0.5)
+            sent.append(time.monotonic())
+            km.interrupt_kernel()
+    reply, _ = execute(kc, code, timeout=600, on_output=on_output)
+    assert sent, f"{marker!r} was never printed"
+    assert reply["status"] == "error" and reply["ename"] == "Interrupted", reply
+    assert len(reply["traceback"]) == 1, reply["traceback"]
+    assert time.monotonic() - sent[0] < within_s
+    return reply["traceback"]
 
 
-def test_interrupt_kernel_during_a_sweep_ends_in_one_line(tmp_path, kernel_specs):
+def test_interrupt_kernel_during_a_sweep_ends_in_one_line(tmp_path):
     """Jupyter's "interrupt kernel" (SIGINT) while a sweep runs its points in subprocesses:
     the cell ends with one line naming what was kept, not a traceback through subprocess."""
-    km = KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=kernel_specs)
-    km.start_kernel(cwd=str(tmp_path))
-    kc = km.client()
-    kc.start_channels()
-    try:
-        kc.wait_for_ready(timeout=120)
+    with running_kernel(tmp_path / "kernel", cwd=tmp_path) as (km, kc):
         sweep = (
             "from nntile_lab.sweep import run, grid\n"
             "from nntile_lab.spec import ExperimentSpec\n"
@@ -231,59 +227,26 @@ def test_interrupt_kernel_during_a_sweep_ends_in_one_line(tmp_path, kernel_specs
             " batch=2, warmup_steps=1, measure_steps=200)\n"
             f"df = run(grid(base, batch_tile=[1, 2, 3]), {str(tmp_path / 'cache')!r},"
             " progress=False, peak_gflops=1.0, on_point=lambda r: print('POINT', flush=True))\n")
-        sent = []
-
-        def after_first_point(text):
-            if "POINT" in text and not sent:
-                time.sleep(0.5)           # the second point's process is running
-                sent.append(time.monotonic())
-                km.interrupt_kernel()
-        reply = _execute(kc, sweep, timeout=600, on_output=after_first_point)
-        assert sent, "the first point never finished"
-        assert reply["status"] == "error" and reply["ename"] == "Interrupted", reply
-        assert len(reply["traceback"]) == 1, reply["traceback"]
-        assert reply["traceback"][0].startswith(
+        (line,) = interrupted(km, kc, sweep, "POINT", within_s=30)
+        assert line.startswith(
             "Interrupted: sweep stopped after 1 of 3 points; the finished ones are cached")
-        assert time.monotonic() - sent[0] < 30
         # the kernel goes on; the finished point is cached
-        again = _execute(kc, "print(len(list(__import__('pathlib').Path("
+        again, _ = execute(kc, "print(len(list(__import__('pathlib').Path("
                              f"{str(tmp_path / 'cache')!r}).glob('*.json'))))", timeout=60,
                          on_output=lambda t: None)
         assert again["status"] == "ok"
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
 
 
-def test_interrupt_kernel_during_the_paper_figures_ends_in_one_line(tmp_path, kernel_specs):
+def test_interrupt_kernel_during_the_paper_figures_ends_in_one_line(tmp_path):
     """06's measuring cell interrupted (it printed ~40 lines of KeyboardInterrupt through
     subprocess and selectors): one line naming what was recorded."""
-    km = KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=kernel_specs)
-    km.start_kernel(cwd=str(tmp_path))
-    kc = km.client()
-    kc.start_channels()
-    try:
-        kc.wait_for_ready(timeout=120)
+    with running_kernel(tmp_path / "kernel", cwd=tmp_path) as (km, kc):
         figures = (
             "import sys\nfrom dataclasses import replace\n"
             "from nntile_lab.figures import QUICK, run_figures\n"
             "plan = replace(QUICK, layers=(4,), embds=(64, 128, 192),\n"
             "               systems=('nntile_lab', 'torch_fp32'))\n"
             f"run_figures(plan, {str(tmp_path / 'figures')!r}, progress=sys.stdout)\n")
-        sent = []
-
-        def after_first_point(text):
-            if "[1/6" in text and not sent:
-                time.sleep(0.5)           # the second point's process is running
-                sent.append(time.monotonic())
-                km.interrupt_kernel()
-        reply = _execute(kc, figures, timeout=600, on_output=after_first_point)
-        assert sent, "the first point never finished"
-        assert reply["status"] == "error" and reply["ename"] == "Interrupted", reply
-        assert reply["traceback"] == [
+        assert interrupted(km, kc, figures, "[1/6", within_s=10) == [
             f"Interrupted: figures stopped after 1 of 6 points; the measured ones are "
-            f"recorded in {tmp_path / 'figures'}: run it again to resume"], reply["traceback"]
-        assert time.monotonic() - sent[0] < 10
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
+            f"recorded in {tmp_path / 'figures'}: run it again to resume"]

@@ -11,10 +11,8 @@ import queue
 import time
 
 import pytest
-from jupyter_client import KernelManager
-from jupyter_client.kernelspec import KernelSpecManager
 
-from tests.jupyter_kernel import KERNEL_NAME, write_kernel_spec
+from tests.jupyter_kernel import execute, running_kernel
 
 STOP_S = 2.0          # the promise
 START_S = 120         # a point's process under way, on a loaded machine
@@ -32,18 +30,8 @@ print(ts.run_button.model_id, ts.stop_button.model_id, ts.status.model_id)
 
 @pytest.fixture
 def kernel(tmp_path):
-    root = write_kernel_spec(tmp_path)
-    km = KernelManager(kernel_name=KERNEL_NAME,
-                       kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(root / "kernels")]))
-    km.start_kernel(cwd=str(tmp_path))
-    kc = km.client()
-    kc.start_channels()
-    try:
-        kc.wait_for_ready(timeout=120)
+    with running_kernel(tmp_path, cwd=tmp_path) as (km, kc):
         yield km, kc
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
 
 
 def _send(kc, channel, msg_type: str, content: dict, subshell_id=None) -> str:
@@ -64,42 +52,19 @@ def _subshell(kc) -> str:
     raise AssertionError("no create_subshell_reply")
 
 
-def _iopub_until(kc, predicate, timeout: float, seen: list | None = None):
-    """Read IOPub until ``predicate(msg)`` holds; that message (fails past ``timeout``).
-    Every message read is appended to ``seen``."""
+def _iopub_until(kc, predicate, timeout: float, seen: list):
+    """Read IOPub (each message appended to ``seen``) until ``predicate(msg)`` holds;
+    fails past ``timeout``."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         try:
             msg = kc.get_iopub_msg(timeout=0.1)
         except queue.Empty:
             continue
-        if seen is not None:
-            seen.append(msg)
+        seen.append(msg)
         if predicate(msg):
             return msg
     raise AssertionError(f"nothing matched within {timeout} s")
-
-
-def _execute(kc, code: str, timeout: float, subshell_id=None) -> tuple[dict, str]:
-    msg_id = _send(kc, "shell", "execute_request",
-                   {"code": code, "silent": False, "store_history": False,
-                    "user_expressions": {}, "allow_stdin": False, "stop_on_error": True},
-                   subshell_id)
-    out = []
-
-    def done(msg):
-        if msg["parent_header"].get("msg_id") != msg_id:
-            return False
-        if msg["msg_type"] == "stream":
-            out.append(msg["content"]["text"])
-        return msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle"
-    _iopub_until(kc, done, timeout)
-    end = time.monotonic() + 30
-    while time.monotonic() < end:
-        reply = kc.get_shell_msg(timeout=30)
-        if reply["parent_header"].get("msg_id") == msg_id:
-            return reply["content"], "".join(out)
-    raise AssertionError("no execute_reply")
 
 
 def _status_update(comm_id: str, prefix: str):
@@ -112,7 +77,7 @@ def _status_update(comm_id: str, prefix: str):
 
 def test_interrupt_and_stop_end_every_button_started_sweep(kernel, tmp_path):
     km, kc = kernel
-    reply, out = _execute(kc, SETUP.format(cache=str(tmp_path / "cache"), isolate=True),
+    reply, out = execute(kc, SETUP.format(cache=str(tmp_path / "cache"), isolate=True),
                           timeout=180)
     assert reply["status"] == "ok", reply
     run_id, stop_id, status_id = out.split()
@@ -138,7 +103,7 @@ def test_interrupt_and_stop_end_every_button_started_sweep(kernel, tmp_path):
                   == "comm_msg"]
         assert states.count("busy") >= 3, states
         # it ended; nothing of the stopped point was cached; the kernel answers
-        reply, out = _execute(kc, "print(ts.wait(10), len(list(__import__('pathlib').Path("
+        reply, out = execute(kc, "print(ts.wait(10), len(list(__import__('pathlib').Path("
                                   f"{str(tmp_path / 'cache')!r}).glob('*.json'))), "
                                   "type(ts.background.error).__name__)", timeout=60)
         assert reply["status"] == "ok" and out.split() == ["True", "0", "Interrupted"], out
@@ -151,29 +116,74 @@ def test_interrupt_reaches_a_sweep_run_in_a_subshell_thread(kernel, tmp_path, is
     kernel's process (only the main thread's handler can stop them) or each in a child
     (which the interrupt reaches too)."""
     km, kc = kernel
-    reply, out = _execute(kc, SETUP.format(cache=str(tmp_path / "cache"), isolate=isolate),
+    reply, out = execute(kc, SETUP.format(cache=str(tmp_path / "cache"), isolate=isolate),
                           timeout=180)
     assert reply["status"] == "ok", reply
     status_id = out.split()[2]
     subshell = _subshell(kc)
-    msg_id = _send(kc, "shell", "execute_request",
-                   {"code": "ts.run()", "silent": False, "store_history": False,
-                    "user_expressions": {}, "allow_stdin": False, "stop_on_error": True},
-                   subshell)
-    _iopub_until(kc, _status_update(status_id, "running: 0 of 2"), START_S)
-    time.sleep(1.0)
-    asked = time.monotonic()
-    km.interrupt_kernel()
-    _iopub_until(kc, lambda m: m["parent_header"].get("msg_id") == msg_id
-                 and m["msg_type"] == "error", 30)
-    took = time.monotonic() - asked
-    end = time.monotonic() + 30
-    while time.monotonic() < end:
-        reply = kc.get_shell_msg(timeout=30)
-        if reply["parent_header"].get("msg_id") == msg_id:
-            break
-    content = reply["content"]
+    asked = []
+
+    def interrupt_once_running(msg):
+        if not asked and _status_update(status_id, "running: 0 of 2")(msg):
+            time.sleep(1.0)        # the first point is starting or measuring
+            asked.append(time.monotonic())
+            km.interrupt_kernel()
+    content, _ = execute(kc, "ts.run()", START_S, subshell_id=subshell,
+                         on_message=interrupt_once_running)
+    took = time.monotonic() - asked[0]
     assert content["status"] == "error" and content["ename"] == "Interrupted", content
     assert content["traceback"] == ["Interrupted: sweep stopped after 0 of 2 points; the "
                                     "finished ones are cached: run it again to resume"]
     assert took < STOP_S, took
+
+
+def _message_update(comm_id: str, text: str):
+    def match(msg):
+        c = msg["content"]
+        return (msg["msg_type"] == "comm_msg" and c.get("comm_id") == comm_id
+                and text in str(c["data"].get("state", {}).get("value", "")))
+    return match
+
+
+def test_a_click_reads_what_was_typed_before_it(kernel, tmp_path):
+    """The Run button's action reads the boxes as typed before the click: ipykernel 7
+    handles a box's update on its main thread and, from the second click on, the click in
+    a subshell's thread, so the click can come first (seen in JupyterLab: Run after typing
+    128 over 2.5 still read 2.5). Here the main thread is busy (a cell sleeping) when the
+    update arrives, so the click's thread is ahead of it every time: the action must
+    wait for the update (widgets/background.py: let_inputs_arrive)."""
+    km, kc = kernel
+    reply, out = execute(kc, SETUP.format(cache=str(tmp_path / "cache"), isolate=True)
+                         + "print(ts.tiles['batch_tile'].model_id, ts.message.model_id)",
+                         timeout=180)
+    assert reply["status"] == "ok", reply
+    run_id, stop_id, status_id, tile_id, message_id = out.split()
+    subshell = _subshell(kc)
+    click = {"method": "custom", "content": {"event": "click"}}
+    # a first sweep, stopped: ipykernel handles this click on its main thread, the later
+    # ones in the subshell's (the sweep's button updates answer the subshell's click)
+    seen = []
+    _send(kc, "shell", "comm_msg", {"comm_id": run_id, "data": click}, subshell)
+    _iopub_until(kc, _status_update(status_id, "running: 0 of 2"), START_S, seen)
+    _send(kc, "shell", "comm_msg", {"comm_id": stop_id, "data": click}, subshell)
+    _iopub_until(kc, _status_update(status_id, "stopped after 0 of 2 points"), 30, seen)
+    refused, started = (_message_update(message_id, "Error:"),
+                        _status_update(status_id, "running: "))
+    # each value a range refused before any point runs, naming its LOW: which one was read
+    for low in (3, 5, 7, 9):
+        seen = []
+        _send(kc, "shell", "execute_request", {
+            "code": "import time; time.sleep(0.5)", "silent": True, "store_history": False,
+            "user_expressions": {}, "allow_stdin": False, "stop_on_error": False})
+        time.sleep(0.1)                      # the main thread is in the cell's sleep
+        _send(kc, "shell", "comm_msg", {"comm_id": tile_id, "data": {
+            "method": "update", "state": {"value": f"{low}:1:1"}, "buffer_paths": []}})
+        _send(kc, "shell", "comm_msg", {"comm_id": run_id, "data": click}, subshell)
+        msg = _iopub_until(kc, lambda m: refused(m) or started(m), 60, seen)
+        if started(msg):                     # it read the first sweep's tiles: stop it
+            _send(kc, "shell", "comm_msg", {"comm_id": stop_id, "data": click}, subshell)
+            _iopub_until(kc, _status_update(status_id, "stopped after "), 30, seen)
+            raise AssertionError(f"the click read the tiles before {low}:1:1 was typed")
+        said = msg["content"]["data"]["state"]["value"]
+        assert f"batch_tile &#x27;{low}:1:1&#x27;: LOW={low} is above HIGH=1" in said, \
+            (low, said)
