@@ -358,7 +358,11 @@ def generate_cuda_emulation_switch():
         args = ["(cudaStream_t)0"] + [f"({typ})a[{i}]" for i, (typ, _) in enumerate(_args(row))]
         args += [f"({typ} *)p[{i}]" for i, _, typ, _, _ in _buffers(row)]
         cases += f"    case {op_id}: return nl_cu_{row.name}({', '.join(args)});\n"
-    return ('#include "common.cuh"\n\nextern "C" const char *nl_cu_call_op(int op, void **p, '
+    return ('#include "common.cuh"\n\n'
+            "/* how many blocks fill the emulated GPU: below it, a reduction is cut in chunks "
+            "*/\nextern \"C\" void nl_emu_set_enough_blocks(long long blocks)\n"
+            "{\n    nl_cu_enough_blocks = blocks;\n}\n\n"
+            'extern "C" const char *nl_cu_call_op(int op, void **p, '
             "const double *a)\n{\n    switch (op) {\n" + cases
             + '    default: return "no CUDA kernel";\n    }\n}\n')
 

@@ -482,7 +482,7 @@ CODELETS = [
         "gemm",
         Codelet("gemm_bf16_c16", "R:bf16 a, R:bf16 b, W:bf16 c",
                 "i64 batch, i64 m, i64 n, i64 k, i32 trans_a, i32 trans_b, f32 alpha",
-                "2.0*batch*m*n*k"),
+                "2.0*batch*m*n*k", cuda="cublas"),
         Codelet("gemm_c16", "R a, R b, W:bf16 c",
                 "i64 batch, i64 m, i64 n, i64 k, i32 trans_a, i32 trans_b, f32 alpha",
                 "2.0*batch*m*n*k"),
@@ -515,9 +515,9 @@ CODELETS = [
     *family(
         "loss",
         Codelet("cross_entropy_stats_bf16", "R:bf16 x, R:i64 labels, W stats",
-                "i64 n, i64 vt, i64 voff, i64 vocab", "4.0*n*vt"),
+                "i64 n, i64 vt, i64 voff, i64 vocab", "4.0*n*vt", cuda="kernel"),
         Codelet("cross_entropy_backward_bf16", "R:bf16 x, R:i64 labels, R stats, W:bf16 dx",
-                "i64 n, i64 vt, i64 voff, f32 scale", "3.0*n*vt"),
+                "i64 n, i64 vt, i64 voff, f32 scale", "3.0*n*vt", cuda="kernel"),
     ),
     # optimizer steps on n parameters, in place, exactly as torch.optim computes them; the
     # Python side folds the step-dependent scalars in double precision (1 − β,

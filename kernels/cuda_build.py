@@ -225,7 +225,8 @@ def build_emulation(out_dir):
                if os.path.basename(s) != "gemm.cu"] + [switch]
     out = os.path.join(out_dir, "libnl_cuda_emulated.so")
     _run([os.environ.get("CXX", "g++"), "-O1", "-std=c++17", "-shared", "-fPIC", "-Wall",
-          "-Werror", "-DNL_CU_EMULATE", f"-I{CUDA_DIR}", "-x", "c++", *sources, "-o", out])
+          "-Werror", "-pthread", "-DNL_CU_EMULATE", f"-I{CUDA_DIR}", "-x", "c++", *sources,
+          "-o", out])
     return out
 
 

@@ -26,9 +26,9 @@ What the back ends emit:
   C       ``void nl_<name>(args, buffers)``: the loop, into kernels/cpu/formulas.c
   OpenCL  ``__kernel void nl_<name>``: one work item per value, into the program's source
   CUDA    ``nl_cu_<name>(stream, ...)`` and its kernel, one thread per value (grid-stride),
-          per slice entry (a slice reduction, summing along the axis in order), or a block
-          per fiber entry (a fiber reduction: its threads stride over the m·n values, a tree
-          in shared memory adds them), into kernels/cuda/formulas.cu
+          into kernels/cuda/formulas.cu; a reduction as blocks of threads cooperating on a
+          few results, a fixed tree over their lanes, chunks over blocks where the results
+          are few (kernels/cuda/common.cuh, nl_cu_geo)
 The expression is each back end's own compiler's to vectorise or fuse; C keeps the
 statements' order and floating-point types as written, so a formula that spells out what a
 hand-written C kernel computed gives its results bit for bit (scripts/kernel_outputs.py).
@@ -460,57 +460,124 @@ class Kernel:
 
     # ---- CUDA ------------------------------------------------------------------------
     def cuda_source(self):
+        if self.kind in ("slice", "fiber"):
+            return self._cuda_reduction()
         params = ", ".join(self.c_params())
-        flag = (f"    const int overwrite = {self.row.overwrite};\n" if self.uses_overwrite
-                else "")
-        mn = ("    const int64_t mn = m * n;\n"
-              if "mn" in self.indices and self.kind in ("slice", "fiber") else "")
         head = f"/* {self.row.doc} */\n__global__ static void {self.name}_kernel({params})\n{{\n"
         if self.kind == "n":
             count, body = "n", ("    NL_CU_FOR(i, n) {\n"
                                 + self._lines(self.sec["formula"], "i", " " * 8) + "    }\n")
-        elif self.kind == "mkn":
+        else:
             words = self._words("per_slice", "per_fiber", "formula")
             count = "m * k * n"
             body = ("    NL_CU_FOR(id, m * k * n) {\n"
                     + self._value_index("const int64_t", " " * 8, words)
                     + self._lines(self.sec["per_slice"] + self.sec["per_fiber"], "", " " * 8)
                     + self._lines(self.sec["formula"], "id", " " * 8) + "    }\n")
-        elif self.kind == "slice":
-            count = "m * n"
-            walk = ("        for (int64_t j = 0; j < k; j++) {\n"
-                    "            const int64_t id = nl_fiber + j * n;\n")
-            body = ("    NL_CU_FOR(e, m * n) {   /* one thread per fiber, in order along it */\n"
-                    "        const int64_t nl_fiber = e / n * k * n + e % n;\n"
-                    + self._lines(self.sec["per_slice"], "", " " * 8)
-                    + "".join(f"        nl_acc {s} = 0;\n" for s in self.sums) + walk
-                    + self._lines(self.sec["accumulate"], "id", " " * 12) + "        }\n"
-                    + self._lines(self.sec["store"], "", " " * 8)
-                    + (walk + self._lines(self.sec["formula"], "id", " " * 12) + "        }\n"
-                       if self.sec["formula"] else "") + "    }\n")
-        else:
-            # a block per fiber entry j (block-stride over j): its threads stride over the
-            # m·n values, then a tree in shared memory (nl_cu_block_sum) adds their sums
-            count = None
-            acc_e = ("            const int64_t e = nl_t;\n" if "e" in self._words("accumulate")
-                     else "")
-            body = ("    __shared__ double nl_red[NL_CU_THREADS];\n"
-                    "    for (int64_t j = blockIdx.x; j < k; j += gridDim.x) {\n"
-                    + "".join(f"        nl_acc {s} = 0;\n" for s in self.sums)
-                    + "        for (int64_t nl_t = threadIdx.x; nl_t < m * n; "
-                    "nl_t += blockDim.x) {\n" + acc_e
-                    + "            const int64_t id = (nl_t / n * k + j) * n + nl_t % n;\n"
-                    + self._lines(self.sec["accumulate"], "id", " " * 12) + "        }\n"
-                    + "".join(f"        {s} = nl_cu_block_sum(nl_red, {s});\n" for s in self.sums)
-                    + "        if (threadIdx.x == 0) {\n"
-                    + self._lines(self.sec["store"], "", " " * 12) + "        }\n    }\n")
-        launch = (f"    NL_CU_LAUNCH({self.name}_kernel, {count}, stream, "
-                  f"{', '.join(self._names())});\n" if count else
-                  f"    NL_CU_RUN_BLOCKS({self.name}_kernel, k, stream, "
-                  f"{', '.join(self._names())});\n    return nl_cu_launched();\n")
-        return (head + mn + flag + body + "}\n\n"
+        return (head + self._cuda_flag("    ") + body + "}\n\n"
                 f"const char *nl_cu_{self.name}(cudaStream_t stream, {params})\n{{\n"
-                + launch + "}\n")
+                f"    NL_CU_LAUNCH({self.name}_kernel, {count}, stream, "
+                f"{', '.join(self._names())});\n}}\n")
+
+    def _cuda_flag(self, indent):
+        return (f"{indent}const int overwrite = {self.row.overwrite};\n" if self.uses_overwrite
+                else "")
+
+    def _cuda_reduction(self):
+        """A reduction as kernels/cuda/common.cuh's blocks do them (nl_cu_geo): a block's
+        lanes sum a result's values, the tree folds them; then the store (and a slice's
+        formula, over the fiber again, by the same lanes). A row without a formula may be cut
+        in chunks over blocks: then the first kernel writes its chunk's sums to the workspace
+        and ``<name>_finish`` adds them in order and stores."""
+        params = ", ".join(self.c_params())
+        names = ", ".join(self._names())
+        slice_ = self.kind == "slice"
+        ns, sums = len(self.sums), self.sums
+        entry = "e" if slice_ else "j"
+        mn = "    const int64_t mn = m * n;\n" if "mn" in self.indices else ""
+        decls, stores = self._split_store()
+        chunked = not self.sec["formula"]
+        acc_words = self._words("accumulate")
+        if slice_:
+            at = ("        const int64_t nl_fiber = e / n * k * n + e % n;   /* x[i, 0, l] */\n"
+                  + self._lines(self.sec["per_slice"], "", " " * 8))
+            walk = ("        for (int64_t j = nl_s * G.chunk + nl_q; nl_on && j < nl_end; "
+                    "j += G.lanes) {\n            const int64_t id = nl_fiber + j * n;\n")
+        else:
+            at = ""
+            walk = ("        for (int64_t nl_t = nl_s * G.chunk + nl_q; nl_on && nl_t < nl_end; "
+                    "nl_t += G.lanes) {   /* nl_t = i·n + l */\n"
+                    + ("            const int64_t e = nl_t;\n" if "e" in acc_words else "")
+                    + "            const int64_t id = n == 1 ? nl_t * k + j "
+                    ": (nl_t / n * k + j) * n + nl_t % n;\n")
+        red = lambda v: f"nl_red[{v} * NL_CU_RED + nl_q * G.per + nl_r]"   # noqa: E731
+        body = (f"    __shared__ nl_acc nl_red[{ns} * NL_CU_RED];\n"
+                "    const int nl_r = nl_cu_result(G), nl_q = nl_cu_lane(G);\n" + mn
+                + self._cuda_flag("    ")
+                + "    for (int64_t nl_g = blockIdx.x; nl_g < G.groups; nl_g += gridDim.x) {\n"
+                "        const int64_t nl_at = nl_g / G.split * G.per + nl_r, "
+                "nl_s = nl_g % G.split;\n"
+                "        const int nl_on = nl_at < G.entries;\n"
+                f"        const int64_t {entry} = nl_on ? nl_at : 0;   /* past the tile: reads "
+                "entry 0, stores nothing */\n" + at
+                + "".join(f"        nl_acc {v} = 0;\n" for v in sums)
+                + "        const int64_t nl_end = nl_cu_chunk_end(G, nl_s);\n" + walk
+                + self._lines(self.sec["accumulate"], "id", " " * 12) + "        }\n"
+                + "".join(f"        {red(i)} = {v};\n" for i, v in enumerate(sums))
+                + f"        nl_cu_fold<NL_CU_SUM>(nl_red, {ns}, G, nl_q, nl_r);\n"
+                + "".join(f"        {v} = nl_red[{i} * NL_CU_RED + nl_r];\n"
+                          for i, v in enumerate(sums)))
+        finish = (self._lines(decls, "", " " * 12) + "            if (nl_on && nl_q == 0) {\n"
+                  + self._lines(stores, "", " " * 16) + "            }\n")
+        if self.sec["formula"]:
+            finish += ("            for (int64_t j = nl_q; nl_on && j < k; j += G.lanes) {\n"
+                       "                const int64_t id = nl_fiber + j * n;\n"
+                       + self._lines(self.sec["formula"], "id", " " * 16) + "            }\n")
+        if chunked:
+            body += ("        if (G.split > 1) {   /* a chunk's sums, for the finish */\n"
+                     "            if (nl_on && nl_q == 0) {\n"
+                     + "".join(f"                nl_ws[({i} * G.split + nl_s) * G.entries + "
+                               f"{entry}] = {v};\n" for i, v in enumerate(sums))
+                     + "            }\n        } else {\n" + finish + "        }\n")
+        else:
+            body += "        {\n" + finish + "        }\n"
+        body += ("        __syncthreads();   /* nl_red read by all before the next group's "
+                 "sums */\n    }\n")
+        kernel = (f"/* {self.row.doc} */\n__global__ static void {self.name}_kernel(const struct "
+                  f"nl_cu_geo G, nl_acc *nl_ws, {params})\n{{\n"
+                  + ("" if chunked else "    (void)nl_ws;\n") + body + "}\n\n")
+        if slice_:
+            entries, length, contiguous = "m * n", "k", "n == 1"
+        else:
+            entries, length, contiguous = "k", "m * n", "n > 1"
+        host = (f"const char *nl_cu_{self.name}(cudaStream_t stream, {params})\n{{\n"
+                "    nl_acc *nl_ws = NULL;\n"
+                f"    const struct nl_cu_geo G = nl_cu_geometry({entries}, {length}, "
+                f"{contiguous}, {ns}, {'&nl_ws' if chunked else 'NULL'});\n"
+                "    if (G.entries <= 0) return NULL;\n"
+                f"    NL_CU_RUN_COOP({self.name}_kernel, G, stream, G, nl_ws, {names});\n")
+        if not chunked:
+            return kernel + host + "    return nl_cu_launched();\n}\n"
+        # the finish: one thread per result, its chunks' sums added in order, then the store
+        # (with the slice's per_slice locals the store reads)
+        store_words = self._words("store")
+        ps = [st for st in self.sec["per_slice"]
+              if set(_declared(st)) & store_words] if slice_ else []
+        unused = [n for st in ps for n in _declared(st) if n not in store_words]
+        fin = (f"__global__ static void {self.name}_finish(const struct nl_cu_geo G, "
+               f"const nl_acc *nl_ws, {params})\n{{\n" + mn + self._cuda_flag("    ")
+               + f"    NL_CU_FOR({entry}, G.entries) {{\n"
+               + self._lines(ps, "", " " * 8) + "".join(f"        (void){n};\n" for n in unused)
+               + "".join(f"        nl_acc {v} = 0;\n" for v in sums)
+               + "        for (int64_t nl_s = 0; nl_s < G.split; nl_s++) {\n"
+               + "".join(f"            {v} += nl_ws[({i} * G.split + nl_s) * G.entries + "
+                         f"{entry}];\n" for i, v in enumerate(sums))
+               + "        }\n" + self._lines(self.sec["store"], "", " " * 8) + "    }\n}\n\n")
+        return (kernel + fin + host
+                + "    const char *err = nl_cu_launched();\n"
+                "    if (err || G.split == 1) return err;\n"
+                f"    NL_CU_LAUNCH({self.name}_finish, G.entries, stream, G, nl_ws, {names});\n"
+                "}\n")
 
 
 def kernels(rows):

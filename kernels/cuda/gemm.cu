@@ -45,3 +45,21 @@ const char *nl_cu_gemm_bf16(cublasHandle_t handle, int64_t batch, int64_t m, int
         CUBLAS_GEMM_DEFAULT);
     return s == CUBLAS_STATUS_SUCCESS ? NULL : cublasGetStatusString(s);
 }
+
+/* gemm_bf16_c16: bf16 A and B, C = bf16(alpha·op(A)·op(B)) (beta 0: C written unread), the
+ * products summed in float32 (CUBLAS_COMPUTE_32F) and rounded once to bf16 when stored, as
+ * kernels/cpu/gemm_c16.c — the bf16 modes' logits */
+const char *nl_cu_gemm_bf16_c16(cublasHandle_t handle, int64_t batch, int64_t m, int64_t n,
+                                int64_t k, int32_t trans_a, int32_t trans_b, float alpha,
+                                const uint16_t *a, const uint16_t *b, uint16_t *c)
+{
+    NL_GEMM_CHECK_SIZES();
+    const float beta = 0.0f;
+    cublasStatus_t s = cublasGemmStridedBatchedEx(
+        handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+        (int)n, (int)m, (int)k, &alpha, b, CUDA_R_16BF, (int)(trans_b ? k : n),
+        (long long)(k * n), a, CUDA_R_16BF, (int)(trans_a ? m : k), (long long)(m * k), &beta,
+        c, CUDA_R_16BF, (int)n, (long long)(m * n), (int)batch, CUBLAS_COMPUTE_32F,
+        CUBLAS_GEMM_DEFAULT);
+    return s == CUBLAS_STATUS_SUCCESS ? NULL : cublasGetStatusString(s);
+}

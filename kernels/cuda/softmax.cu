@@ -1,34 +1,47 @@
 /* Softmax along one axis of an (m, k, n) tile: the formulas and the split-axis passes of
- * kernels/cpu/softmax.c (read its header comment), one thread per fiber x[i, :, l] (slice
- * entry e = i*n + l), sums in double along j in order. Every pass but softmax_tile is a
- * formula of the codelet table: generated (formulas.cu). */
+ * kernels/cpu/softmax.c (read its header comment). Every pass but softmax_tile is a formula
+ * of the codelet table: generated (formulas.cu). */
 #include "common.cuh"
-
-/* the fiber of slice entry e: its first element, then stride n */
-#define FIBER(e) ((e) / n * k * n + (e) % n)
 
 /* ---- softmax: y = exp(x − max_j x) / Σ_j exp(x − max_j x) ---------------------- */
 
-/* the whole softmax of a fiber: max, y = exp(x − max) while summing, y /= sum */
-__global__ static void softmax_tile(int64_t m, int64_t k, int64_t n, const float *x, float *y)
+/* the whole softmax of a fiber x[i, :, l] (slice entry e = i*n + l), one block's lanes per
+ * fiber (common.cuh): the max, y = exp(x − max) while summing in double, y /= sum. y may
+ * be x: the max's fold waits for every lane's reads before any writes */
+__global__ static void softmax_tile(const struct nl_cu_geo G, int64_t k, int64_t n,
+                                    const float *x, float *y)
 {
-    NL_CU_FOR(e, m * n) {
-        const int64_t f = FIBER(e);
+    __shared__ float mred[NL_CU_RED];
+    __shared__ double sred[NL_CU_RED];
+    const int r = nl_cu_result(G), q = nl_cu_lane(G);
+    for (int64_t g = blockIdx.x; g < G.groups; g += gridDim.x) {
+        const int64_t e = g * G.per + r;
+        const int on = e < G.entries;
+        const int64_t f = on ? e / n * k * n + e % n : 0;
         float mx = -INFINITY;
-        for (int64_t j = 0; j < k; j++) mx = nl_cu_max_nan(mx, x[f + j * n]);
+        for (int64_t j = q; on && j < k; j += G.lanes) mx = nl_cu_max_nan(mx, x[f + j * n]);
+        mred[q * G.per + r] = mx;
+        nl_cu_fold<NL_CU_MAX_NAN>(mred, 1, G, q, r);
+        mx = mred[r];
         double acc = 0;
-        for (int64_t j = 0; j < k; j++) {
-            float v = expf(x[f + j * n] - mx);
+        for (int64_t j = q; on && j < k; j += G.lanes) {
+            const float v = expf(x[f + j * n] - mx);
             y[f + j * n] = v;
             acc += v;
         }
-        const float r = (float)(1.0 / acc);
-        for (int64_t j = 0; j < k; j++) y[f + j * n] *= r;
+        sred[q * G.per + r] = acc;
+        nl_cu_fold<NL_CU_SUM>(sred, 1, G, q, r);
+        const float rs = (float)(1.0 / sred[r]);
+        for (int64_t j = q; on && j < k; j += G.lanes) y[f + j * n] *= rs;
+        __syncthreads();   /* mred, sred read by all before the next group's */
     }
 }
 
 const char *nl_cu_softmax_tile(cudaStream_t stream, int64_t m, int64_t k, int64_t n,
                                const float *x, float *y)
 {
-    NL_CU_LAUNCH(softmax_tile, m * n, stream, m, k, n, x, y);
+    const struct nl_cu_geo G = nl_cu_geometry(m * n, k, n == 1, 1, NULL);
+    if (G.entries <= 0) return NULL;
+    NL_CU_RUN_COOP(softmax_tile, G, stream, G, k, n, x, y);
+    return nl_cu_launched();
 }

@@ -326,11 +326,31 @@ def _kernel_status(page) -> str:
                          ".session.kernel.status")
 
 
+# each input error of issue 33's list, in the tile sweep: (box, typed, said)
+STALE_CASES = [
+    ("n_embd", "0", "n_embd=0"),
+    ("n_layer", "-1", "n_layer=-1"),
+    ("n_head", "3", "is not divisible by n_head=3"),
+    ("batch", "0", "batch=0 must be ≥ 1"),
+    ("inner_tile", "512:128:64", "inner_tile '512:128:64': LOW=512 is above HIGH=128"),
+]
+
+
+def _shows_no_sweep(widget) -> None:
+    """Nothing of an earlier sweep is on screen: no plot, no words for one, no point picker
+    entries, no point's detail."""
+    from playwright.sync_api import expect
+    for gone in (".nl-sweep-plot-canvas", ".nl-sweep-gantt-canvas", ".nl-sweep-plot-words",
+                 ".nl-sweep-point option"):
+        expect(widget.locator(gone)).to_have_count(0)
+
+
 def test_tile_sweep_interrupts_and_never_shows_stale_results_in_chromium(tmp_path):
     """Issue 33: Kernel → Interrupt ends every button-started sweep within 2 s (it was
     ignored from the second click on: ipykernel runs later clicks in a subshell thread),
-    the kernel shows busy while one runs, and an input error clears the previous sweep's
-    plot, status and picker; 2.5 in a number box stays 2.5 and is refused; a range of
+    the kernel shows busy while one runs, and every input error (STALE_CASES, then 2.5 in a
+    number box and empty tile boxes) clears the previous sweep's plot, status, picker and
+    point detail; 2.5 in a number box stays 2.5 and is refused; a range of
     2048 points asks for confirmation; empty tile boxes are named."""
     from playwright.sync_api import expect
     shot = tmp_path / "tile_sweep_interrupts.png"
@@ -342,6 +362,23 @@ def test_tile_sweep_interrupts_and_never_shows_stale_results_in_chromium(tmp_pat
         # the notebook's own sweep left a plot, a status and a picker: each input error
         # below must take them away (they would read as that input's result)
         expect(status).to_contain_text("done: 3 points")
+        for field, text, said in STALE_CASES:
+            # the notebook's sweep again (cached): its plot, picker and a point's detail
+            if not status.inner_text().startswith("done: 3 points"):
+                run.click()
+                expect(status).to_contain_text("done: 3 points", timeout=STEP_S * 1000)
+            widget.locator(".nl-sweep-point select").select_option(index=1)
+            expect(widget.locator(".nl-sweep-gantt-canvas")).to_have_count(1)
+            box = _box(widget, field)
+            old = box.input_value()
+            _set(box, text)
+            run.click()
+            expect(message).to_contain_text(said)
+            expect(status).to_have_text("not run: the values have an error (below)")
+            _shows_no_sweep(widget)
+            _set(box, old)
+        run.click()
+        expect(status).to_contain_text("done: 3 points", timeout=STEP_S * 1000)
         widget.locator(".nl-sweep-point select").select_option(index=1)
         expect(widget.locator(".nl-sweep-gantt-canvas")).to_have_count(1)
         n_embd = _box(widget, "n_embd")
@@ -351,9 +388,7 @@ def test_tile_sweep_interrupts_and_never_shows_stale_results_in_chromium(tmp_pat
                                         "integer")
         expect(n_embd).to_have_value("2.5")                 # not 25
         expect(status).to_have_text("not run: the values have an error (below)")
-        for gone in (".nl-sweep-plot-canvas", ".nl-sweep-gantt-canvas",
-                     ".nl-sweep-plot-words", ".nl-sweep-point option"):
-            expect(widget.locator(gone)).to_have_count(0)
+        _shows_no_sweep(widget)
         _set(n_embd, "128")
         tiles = _box(widget, "inner_tile")
         _set(tiles, "")

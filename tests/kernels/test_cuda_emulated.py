@@ -1,9 +1,12 @@
 """The CUDA kernels' arithmetic without a GPU: kernels/cuda/*.cu compiled for the host (g++
-with kernels/cuda/emulate.h standing in for the CUDA runtime; a launch runs its threads one
-after another on a small grid) and run against the C kernels on the same inputs, for every
-row with cuda="kernel", at the kernel benchmark's cases (nntile_lab.bench.kernels) and, for
-the axis family, a layout with n > 1 too. What this cannot show: races between GPU threads,
-the GPU's expf, cuBLAS (gemm). tests/ops/test_cuda.py runs them on a GPU (marker cuda)."""
+with kernels/cuda/emulate.h standing in for the CUDA runtime; an element-wise launch runs its
+threads one after another on a small grid, a reduction's block as real threads meeting at
+its barriers) and run against the C kernels on the same inputs, for every row with
+cuda="kernel", at the kernel benchmark's cases (nntile_lab.bench.kernels) and, for the axis
+family, a layout with n > 1 too; every reduction both ways: one block per result, and cut
+in chunks over blocks with the second kernel adding them (kernels/cuda/common.cuh). What
+this cannot show: the GPU's expf, cuBLAS (gemm), warp timing (a missing barrier shows as a
+race here often, not always). tests/ops/test_cuda.py runs them on a GPU (marker cuda)."""
 import os
 import sys
 
@@ -33,8 +36,15 @@ PAIRED = {"x": 2, "y": 2, "dy": 2, "dx": 2, "cos_t": 0, "sin_t": 0}
 def emu(tmp_path_factory):
     path = cuda_build.build_emulation(str(tmp_path_factory.mktemp("cuda_emulated")))
     cffi = FFI()
-    cffi.cdef("const char *nl_cu_call_op(int op, void **p, const double *a);")
+    cffi.cdef("const char *nl_cu_call_op(int op, void **p, const double *a);\n"
+              "void nl_emu_set_enough_blocks(long long blocks);")
     return cffi, cffi.dlopen(path)
+
+
+# how many blocks fill the emulated GPU (kernels/cuda/common.cuh): 1, a reduction is never cut
+# in chunks (one block per result); 2⁴⁰, always where its results are few, as on a GPU for a
+# tile with few results (its second kernel adds the chunks)
+GRIDS = {"blocks": 1, "chunks": 1 << 40}
 
 
 def _axis_variant(case: Case, m=3, k=5, n=4) -> Case:
@@ -51,22 +61,36 @@ def _axis_variant(case: Case, m=3, k=5, n=4) -> Case:
     return Case(case.name, dict(case.args, m=m, k=k, n=n), sizes, case.init)
 
 
+def _reduces(name):
+    row = next(r for r in CODELETS if r.name == name)
+    return bool(row.reduce) or name in HAND_REDUCTIONS
+
+
+# the hand-written kernels built on common.cuh's reductions
+HAND_REDUCTIONS = {"max_slice", "sumsq_all", "softmax_tile", "layer_norm_tile",
+                   "cross_entropy_stats", "cross_entropy_stats_bf16", "cross_entropy_loss"}
+
+
 def _cases():
     rows = {r["name"]: r for r in table()}
     out = []
     for case in cases(DIMS):
         if case.name not in KERNEL_ROWS:
             continue
-        out.append(pytest.param(rows[case.name], case, id=case.name))
+        variants = [(case, case.name)]
         if {"m", "k", "n"} <= case.args.keys():
-            out.append(pytest.param(rows[case.name], _axis_variant(case),
-                                    id=f"{case.name}-n4"))
+            variants.append((_axis_variant(case), f"{case.name}-n4"))
+        for c, name in variants:
+            for grid in GRIDS if _reduces(case.name) else ["blocks"]:
+                out.append(pytest.param(rows[case.name], c, grid,
+                                        id=name if grid == "blocks" else f"{name}-{grid}"))
     return out
 
 
-def _call_both(emu, row, case, bufs):
+def _call_both(emu, row, case, bufs, grid="blocks"):
     """The C kernel and the emulated CUDA host function, each on its own copy of bufs."""
     cffi, elib = emu
+    elib.nl_emu_set_enough_blocks(GRIDS[grid])
     args = [float(case.args[name]) for _, name in row["args"]]
     cpu = [b.copy() for b in bufs]
     gpu = [b.copy() for b in bufs]
@@ -82,13 +106,13 @@ def test_every_kernel_row_is_covered():
     assert covered == set(KERNEL_ROWS)
 
 
-@pytest.mark.parametrize("row, case", _cases())
-def test_emulated_cuda_kernel_matches_the_c_kernel(emu, row, case):
+@pytest.mark.parametrize("row, case, grid", _cases())
+def test_emulated_cuda_kernel_matches_the_c_kernel(emu, row, case, grid):
     bufs = _buffers(case, row, np.random.default_rng(7))
     for (mode, dtype, _), b in zip(row["buffers"], bufs):
         if mode != "R" and dtype == "f32" and case.args.get("beta", 1.0) == 0.0:
             b[:] = np.nan   # beta == 0 overwrites an output unread: NaN must not leak
-    cpu, gpu, err = _call_both(emu, row, case, bufs)
+    cpu, gpu, err = _call_both(emu, row, case, bufs, grid)
     assert err is None, err
     for (mode, dtype, name), want, got in zip(row["buffers"], cpu, gpu):
         if mode == "R":

@@ -146,7 +146,10 @@ def test_the_generator_refuses_a_bad_formula_naming_the_row(change, message):
 
 def test_a_reduction_walks_the_tile_as_the_c_kernels_do():
     """Sums along the axis: per-lane partial sums folded across lanes (kernels/cpu/axis.h), one
-    work-group column per slice entry on OpenCL, one thread per fiber on CUDA."""
+    work-group column per slice entry on OpenCL, a block's lanes per slice entry on CUDA
+    (kernels/cuda/common.cuh), chunks over blocks finished by a second kernel where the row
+    writes nothing but its slices; a row that writes the tile after its sums (a formula
+    after the store) never chunked."""
     k = formulas.Kernel(next(r for r in CODELETS if r.name == "layer_norm_invstd"))
     c = k.c_source()
     assert "NL_FOR_GROUPS(m, k, n, layer_norm_invstd_group, m, k, n," in c
@@ -156,7 +159,17 @@ def test_a_reduction_walks_the_tile_as_the_c_kernels_do():
     ocl = k.ocl_source()
     assert "acc = nl_sum_y(nl_red, nl_p, acc);" in ocl
     assert "if (nl_p.on && nl_p.ly == 0) {\n        s[e] = " in ocl
-    assert "NL_CU_LAUNCH(layer_norm_invstd_kernel, m * n," in k.cuda_source()
+    cu = k.cuda_source()
+    assert "nl_cu_geometry(m * n, k, n == 1, 1, &nl_ws);" in cu
+    assert "acc += d * d;" in cu and "nl_cu_fold<NL_CU_SUM>(nl_red, 1, G, nl_q, nl_r);" in cu
+    assert "nl_ws[(0 * G.split + nl_s) * G.entries + e] = acc;" in cu
+    assert "NL_CU_LAUNCH(layer_norm_invstd_finish, G.entries, stream," in cu
+    def cuda(name):
+        return formulas.Kernel(next(r for r in CODELETS if r.name == name)).cuda_source()
+    tile = cuda("softmax_backward_tile")
+    assert "nl_cu_geometry(m * n, k, n == 1, 2, NULL);" in tile and "_finish" not in tile
+    fiber = cuda("sum_fiber")
+    assert "nl_cu_geometry(k, m * n, n > 1, 1, &nl_ws);" in fiber
 
 
 def test_a_formula_reads_its_buffers_at_the_index_of_its_space():

@@ -155,6 +155,36 @@ def test_embedding_and_cross_entropy_on_cuda_match_cpu(gpu, ntok, ttile, vocab, 
         _close(cpu, gpu_, 1e-6, (run.__name__, ntok, tt, vocab, vt))
 
 
+@given(st.integers(1, 40), st.integers(1, 4), st.integers(2, 300), st.integers(1, 300),
+       st.integers(1, 96), st.integers(0, 2**32 - 1))
+def test_the_bf16_head_on_cuda_matches_cpu(gpu, ntok, ttile, vocab, vt, e, seed):
+    """The bf16 modes' head on the GPU: logits = bf16(x·wteᵀ) (gemm_bf16_c16: cuBLAS, float32
+    sums rounded once) and the cross-entropy of bf16 logits (its statistics, the bf16
+    gradient), each against the CPU's. Both products round float32 sums that differ by at
+    most 2·e·2⁻²⁴·Σ|x||w| (their orders differ), so a value may land one bf16 ulp (2⁻⁷ of
+    it) apart; the cross-entropy, fed the same bf16 logits, differs only by expf's ulps and
+    the order of its double sums: the loss to 1e-6, a gradient value by at most its ulp."""
+    from nntile_lab.tensor import BFLOAT16
+    rng = np.random.default_rng(seed)   # the test's own draw: a failure replays
+    ids = rng.integers(0, vocab, (ntok,))
+    x = rng.standard_normal((ntok, e)).astype(BFLOAT16)
+    w = rng.standard_normal((vocab, e)).astype(BFLOAT16)
+    tt, vt = min(ttile, ntok), min(vt, vocab)
+    layout = {"x": (tt, e), "w": (vt, e), "ids": (tt,)}
+    cpu, gpu_ = _on_both(gpu, {"x": x, "w": w}, layout, lambda t: [
+        nl.ops.gemm(t["x"], t["w"], trans_b=True, out_dtype=BFLOAT16)])
+    want, got = (a[0].astype(np.float64) for a in (cpu, gpu_))
+    mag = np.abs(x.astype(np.float64)) @ np.abs(w.astype(np.float64)).T
+    assert (np.abs(got - want) <= 2.0**-7 * np.abs(want) + 2 * e * 2.0**-24 * mag).all()
+    logits = cpu[0]   # the same bf16 logits for both
+    cpu, gpu_ = _on_both(gpu, {"logits": logits, "ids": ids},
+                         {"logits": (tt, vt), "ids": (tt,)},
+                         lambda t: list(nl.ops.cross_entropy(t["logits"], t["ids"], grad=True)))
+    assert abs(float(gpu_[0][0]) - float(cpu[0][0])) <= 1e-6 * abs(float(cpu[0][0]))
+    want, got = cpu[1].astype(np.float64), gpu_[1].astype(np.float64)
+    assert (np.abs(got - want) <= 2.0**-7 * np.abs(want) + 2.0**-133).all()
+
+
 def test_a_bad_token_id_on_cuda_is_a_task_error(gpu):
     ids = nl.from_numpy(np.array([0, 7, 3], np.int64), (3,))
     table = nl.from_numpy(np.ones((5, 2), np.float32), (5, 2))
@@ -211,19 +241,27 @@ def test_tiles_go_to_cupy_and_back_without_a_host_copy(gpu):
         nl.ops.to_bf16(t).to_cupy()
 
 
-def test_gpt2_steps_on_cuda_give_the_cpu_runs_losses(gpu):
+@pytest.mark.parametrize("precision, embd_tile, rtol", [
+    ("fp32", 10, 1e-5),
+    # n_embd in one tile: the bf16 head (bf16 logits, gemm_bf16_c16, the bf16 cross-entropy).
+    # Every GEMM output is rounded to bf16 on both from float32 sums in other orders: a value
+    # straddling a rounding boundary lands one ulp (2⁻⁷) apart; the loss, a mean over tokens
+    # of such values, moves by far less than bf16's unit 2⁻⁸, the bound
+    ("bf16", 24, 2.0**-8)])
+def test_gpt2_steps_on_cuda_give_the_cpu_runs_losses(gpu, precision, embd_tile, rtol):
     """Three AdamW steps of a tiled 1-layer GPT-2 confined to the GPU, then to the CPU: the
-    same losses within float32 tolerance (every op of the step has a CUDA implementation)."""
+    same losses within float32 (bf16) tolerance (every op of the step has a CUDA
+    implementation: on("cuda") would raise for one without)."""
     from nntile_lab.optim import AdamW
     cfg = nl.GPT2Config(n_layer=1, n_head=4, n_embd=24, n_positions=16, vocab_size=97,
-                        n_inner=40, batch_tile=2, seq_tile=5, embd_tile=10, inner_tile=16,
-                        head_tile=3, vocab_tile=30)
+                        n_inner=40, batch_tile=2, seq_tile=5, embd_tile=embd_tile,
+                        inner_tile=16, head_tile=3, vocab_tile=30)
     rng = np.random.default_rng(0)
     ids = rng.integers(0, cfg.vocab_size, (3, 14))
     losses = {}
     for kind in ("cpu", "cuda"):
         with gpu.on(kind):
-            model = nl.GPT2(cfg, seed=1)
+            model = nl.GPT2(cfg, seed=1, precision=precision)
             opt = AdamW(model, lr=1e-2, weight_decay=0.1)
             losses[kind] = []
             for _ in range(3):
@@ -231,4 +269,4 @@ def test_gpt2_steps_on_cuda_give_the_cpu_runs_losses(gpu):
                 opt.step(clip_norm=1.0)
             gpu.wait()
             model.free()
-    np.testing.assert_allclose(losses["cuda"], losses["cpu"], rtol=1e-5)
+    np.testing.assert_allclose(losses["cuda"], losses["cpu"], rtol=rtol)
