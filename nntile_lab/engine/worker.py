@@ -25,23 +25,33 @@ from nntile_lab.engine import measures
 from nntile_lab.engine.facts import cpu_variant, json_safe, versions
 from nntile_lab.engine.memcap import MIB, MemoryCap
 from nntile_lab.orphans import die_with_parent
+from nntile_lab.shutdown import BEFORE_SHUTDOWN
 from nntile_lab.spec import ExperimentSpec
 
 FAULT_ENV = "NNTILE_LAB_POINT_FAULT"
+# an outcome written before StarPU's shutdown, replaced by the final one once the process
+# gets past it; one still there after the process died says where it died
+PROVISIONAL = "provisional"
 
 
 class Context:
     """What a measurement gets besides its spec: ``options`` (part of the point's key),
     ``inputs`` (not), ``trace_dir`` (where to keep a trace, or None), ``cap`` (the
     ``MemoryCap``: ``cap.start()`` once warmed up where the measurement ``starts_cap``,
-    ``cap.check()`` at the end) and ``partial`` (results known so far, kept when the cap
-    ends the run)."""
+    ``cap.check()`` at the end), ``partial`` (results known so far, kept when the cap
+    ends the run) and ``finished(results)``: a measurement that knows its results before
+    its runtime stops says so, and they survive an abort in StarPU's shutdown."""
 
     def __init__(self, options: dict | None = None, inputs: dict | None = None,
                  trace_dir: str | None = None, cap: MemoryCap | None = None):
         self.options, self.inputs = dict(options or {}), dict(inputs or {})
         self.trace_dir, self.cap = trace_dir, cap or MemoryCap(None)
         self.partial: dict = {}
+        self.final: dict | None = None
+
+    def finished(self, results: dict) -> None:
+        """The measurement's whole results, known before its runtime stops."""
+        self.final = dict(results)
 
 
 def resolve(name: str):
@@ -95,6 +105,14 @@ def main(argv: list[str]) -> int:
     ctx = Context(job.get("options"), job.get("inputs"), job.get("trace_dir"), cap)
     if os.environ.get(FAULT_ENV) == "abort":
         os.abort()
+
+    def before_shutdown() -> None:   # (nntile_lab.shutdown: Runtime.stop() calls it)
+        if ctx.final is not None:
+            _write(job["out"], {"status": "fits", "reason": None, "results": ctx.final,
+                                "wall_s": time.perf_counter() - t0, PROVISIONAL: True})
+        if os.environ.get(FAULT_ENV) == "abort-at-shutdown":
+            os.abort()   # fault injection: StarPU 1.3's abort in starpu_shutdown
+    BEFORE_SHUTDOWN.append(before_shutdown)
     try:
         for module in job.get("imports") or ():   # e.g. one that registers a user's model
             importlib.import_module(module)

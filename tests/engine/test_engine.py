@@ -278,3 +278,19 @@ def test_a_sweep_through_the_engine_measures_what_the_old_code_measured(tmp_path
             if cat == "activations":
                 continue
             assert row[f"mem_{cat.replace(' ', '_')}_mb"] == pytest.approx(mb), cat
+
+
+def test_an_abort_in_starpus_shutdown_keeps_the_results_and_says_so(monkeypatch):
+    """A device-capped figure point aborted in starpu_shutdown (StarPU 1.3) after measuring:
+    its result was lost as a bare "killed by SIGABRT". The point writes what it measured
+    before StarPU stops (engine.worker, nntile_lab.shutdown), and the record keeps it with
+    where the process died."""
+    rec = run_point(point("gemm_then_stop"))
+    assert rec["status"] == "fits" and rec["reason"] is None
+    assert rec["results"] == {"value": 64.0, "after_stop": True}      # the final outcome
+    monkeypatch.setenv("NNTILE_LAB_POINT_FAULT", "abort-at-shutdown")
+    rec = run_point(point("gemm_then_stop"))
+    assert rec["status"] == "fits" and rec["results"] == {"value": 64.0}
+    assert rec["reason"].startswith("StarPU aborted while shutting down, after the "
+                                    "measurement (killed by SIGABRT")
+    assert "the results were taken before it" in rec["reason"]
