@@ -2,11 +2,12 @@
 ``engine.runner``; not a command of its own).
 
 It reads the job (``Point.job()`` plus ``trace_dir`` and ``out``), dies with its parent
-(``nntile_lab.orphans``), runs the measurement under the point's memory cap and writes the
-outcome — ``{"status", "reason", "results", "wall_s", "env"}`` — to ``out`` atomically, then
-exits 0. Over the cap, the watchdog writes an "oom" outcome and ends the process at once. A
-StarPU abort or the kernel's OOM killer ends it without an outcome: the parent reads that
-from the exit status. ``execute`` is the same run in the caller's process (``isolate=False``).
+(``nntile_lab.orphans``), imports the point's ``imports``, runs the measurement under the
+point's memory cap and writes the outcome (``{"status", "reason", "results", "wall_s",
+"env"}``) to ``out`` atomically, then exits 0. Over the cap, the watchdog writes an "oom"
+outcome and ends the process at once. A StarPU abort or the kernel's OOM killer ends it
+without an outcome: the parent reads that from the exit status. ``execute`` is the same run
+in the caller's process (``isolate=False``).
 
 ``NNTILE_LAB_POINT_FAULT=abort`` makes the worker abort before measuring (fault injection:
 the tests check that a crashing point becomes an "error" record and the study goes on).
@@ -113,8 +114,10 @@ def main(argv: list[str]) -> int:
             os.abort()   # fault injection: StarPU 1.3's abort in starpu_shutdown
     BEFORE_SHUTDOWN.append(before_shutdown)
     try:
+        for module in job.get("imports") or ():   # e.g. one that registers a user's model
+            importlib.import_module(module)
         spec = None if job.get("spec") is None else ExperimentSpec.from_dict(job["spec"])
-    except (TypeError, ValueError) as exc:   # a spec of another version of the library
+    except (ImportError, TypeError, ValueError) as exc:   # a spec of another version
         _write(job["out"], {"status": "error", "reason": f"{type(exc).__name__}: {exc}",
                             "results": {}, "wall_s": 0.0})
         return 0

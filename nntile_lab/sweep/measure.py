@@ -39,7 +39,14 @@ MiB = float(1 << 20)
 def measure_point(spec: ExperimentSpec, ctx) -> dict:
     """The engine's measurement ``train-trace`` (``engine.measures``): ``measure`` with
     the point's sgemm peak (``ctx.inputs``) and trace folder; its results go to
-    ``ctx.finished`` before the runtime stops (kept through an abort in StarPU's shutdown)."""
+    ``ctx.finished`` before the runtime stops (kept through an abort in StarPU's shutdown).
+    With the input ``calibrate`` StarPU records every task's time in its per-codelet models
+    (``STARPU_CALIBRATE=1``, read when the runtime starts; saved on disk at its end):
+    ``tune``'s points feed the models the next tunes start from (``perfmodels.history``).
+    Every runtime calibrates anyway (conf.calibrate = 1 in ``kernels/runtime/init.c``); the
+    input says it where tune relies on it."""
+    if ctx.inputs.get("calibrate"):
+        os.environ["STARPU_CALIBRATE"] = "1"   # this process measures one point only
     return measure(spec, peak_gflops=ctx.inputs.get("peak_gflops"), trace_dir=ctx.trace_dir,
                    finished=ctx.finished)
 

@@ -39,6 +39,12 @@ def allocate(spec, ctx) -> dict:
     return {"touched_mb": a.nbytes / 2**20}
 
 
+def imported(spec, ctx) -> dict:
+    """Whether the point's process has loaded tests.engine.registers (``Point.imports``)."""
+    import sys
+    return {"loaded": int("tests.engine.registers" in sys.modules)}
+
+
 def gemm_then_stop(spec, ctx) -> dict:
     """A StarPU run that knows its result before its runtime stops (ctx.finished), as a
     figure point does; NNTILE_LAB_POINT_FAULT=abort-at-shutdown then aborts in the stop."""

@@ -62,6 +62,15 @@ def test_a_point_runs_in_its_own_process_and_returns_a_whole_record():
     assert here["status"] == "fits" and here["results"]["pid"] == os.getpid()
 
 
+def test_a_point_imports_its_modules_before_reading_its_spec():
+    p = replace(point("imported"), imports=("tests.engine.registers",))
+    assert p.key() == point("imported").key()     # not part of what is measured
+    assert run_point(p)["results"] == {"loaded": 1}
+    assert run_point(point("imported"))["results"] == {"loaded": 0}
+    bad = run_point(replace(point("imported"), imports=("tests.engine.nosuch",)))
+    assert bad["status"] == "error" and "No module named 'tests.engine.nosuch'" in bad["reason"]
+
+
 @pytest.mark.parametrize("isolate", [True, False])
 def test_failure_classes(isolate):
     rec = run_point(point("fail"), isolate=isolate)

@@ -63,6 +63,9 @@ COMMANDS = {
     "bench kernels": ([], [("nntile_lab.bench.kernels", "run")]),
     "bench trace-overhead": ([], [("nntile_lab.trace.overhead", "measure")]),
     "bench submit-cost": ([], [("nntile_lab.bench.submit_cost", "measure")]),
+    "bench tune": ([], [("nntile_lab.bench.tune", "run")]),
+    "tune": (["--cache", "/tmp/nl-fuzz-cache", "--out", "/tmp/nl-fuzz-tune"],
+             [("nntile_lab.tune", "tune")]),
 }
 
 
