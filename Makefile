@@ -1,7 +1,7 @@
 # The README's two commands: `make run` (main job) and `make test`.
 PY := .venv/bin/python
 
-.PHONY: run test setup setup-test lint bench lab strip figures docs wheel
+.PHONY: run test test-fast test-release setup setup-test lint bench lab strip figures docs wheel
 # The main job: train, trace two steps, sweep four tilings (~1 min, cached after the first
 # run), all into one run directory.
 RUN_DIR := runs/$(shell date +%Y%m%d-%H%M%S)
@@ -19,6 +19,15 @@ run:
 test:
 	scripts/setup.sh test
 	$(PY) -m pytest -q
+
+# the tests without those marked slow (a minute or more each): a few minutes on two cores
+test-fast:
+	scripts/setup.sh test
+	$(PY) -m pytest -q -m "not slow and not cuda and not long"
+
+# before a release: `make test` N times (default 5) on a fresh clone (scripts/test_repeatedly.sh)
+test-release:
+	scripts/test_repeatedly.sh -n $(or $(N),5)
 
 lint:
 	.venv/bin/ruff check .

@@ -18,6 +18,7 @@ _NAMES = {
     **dict.fromkeys(("TensorTraits", "TiledTensor", "empty", "empty_like", "from_numpy",
                      "from_cupy"), "nntile_lab.tensor"),
     "full": "nntile_lab.ops.create", "zeros": "nntile_lab.ops.create",
+    "tune": None, "TuneResult": "nntile_lab.tune",
 }
 
 __all__ = sorted(_NAMES)

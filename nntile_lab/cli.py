@@ -36,6 +36,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "nntile_lab.sweep.cli": ("sweep",),
     "nntile_lab.bench.cli": ("bench",),
     "nntile_lab.figures.cli": ("figures",),
+    "nntile_lab.tune.cli": ("tune",),
     "nntile_lab.proxies.cli": ("proxy", "collectives", "_replay-rank", "_collectives-rank"),
 }
 

@@ -33,6 +33,10 @@ def os_error_message(exc: OSError) -> str:
     path = exc.filename
     what, fix = _WHAT.get(exc.errno, (f"cannot be used ({(exc.strerror or str(exc)).lower()})",
                                       "check the path and the disk"))
+    if exc.errno == errno.EEXIST and path is not None and os.path.isfile(path):
+        # mkdir on a file's path (a cache or trace folder given as a file): "already exists:
+        # remove it" would send the user to delete their file
+        what, fix = "is a file where a folder is needed", "give a folder's path"
     if path is None:
         return f"a file operation failed: {exc.strerror or exc}; check the paths and the disk"
     where = f"{path}" + (f" (moving to {exc.filename2})" if exc.filename2 else "")

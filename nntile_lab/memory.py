@@ -48,6 +48,7 @@ Besides StarPU's tiles the process holds the interpreter and libraries
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -301,6 +302,57 @@ def largest_device_task(cfg, batch: int, seq_len: int, precision: str = "fp32",
     return tasks[name], name
 
 
+# ---- the machine's RAM: a cap even when none is given ----------------------------------
+def machine_ram_bytes() -> int | None:
+    """The RAM this process may use: the machine's physical memory, or its cgroup's limit
+    (a container, a Slurm job) where that is lower; None where neither can be read."""
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        ram = None
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as f:
+                limit = int(f.read().strip())   # "max": no limit (ValueError)
+        except (OSError, ValueError):
+            continue
+        ram = limit if ram is None else min(ram, limit)
+    return ram
+
+
+def within_machine(plan: MemoryPlan) -> MemoryPlan:
+    """``plan`` with the machine's RAM as a cap: a run whose process would need more RAM
+    than the machine has cannot run, cap or no cap (a 1.5 TB model "fit" with no cap given,
+    and a widget would have started it). Out of core the disk's free space is checked
+    already (``_disk_problem``)."""
+    ram = machine_ram_bytes()
+    if plan.verdict == "cannot_run" or ram is None or plan.rss_bytes <= ram:
+        return plan
+    base = process_base_bytes()
+    room = max(16, (ram - base) // MIB * 3 // 4)   # leave the rest of the machine a quarter
+    need, have = plan.rss_bytes / 2**30, ram / 2**30
+    if plan.memory_limit_mb is None:
+        how = (f"train out of core (--memory-limit-mb {room} --ooc-dir DIR: tiles beyond the "
+               "cap go to disk), or a smaller model")
+    else:
+        how = f"lower --memory-limit-mb to {room} or less" + (
+            "" if plan.details.get("ooc_dir") else " and give --ooc-dir DIR (a disk node)")
+    return _cannot(plan, f"the run needs {need:.1f} GiB of RAM (the step's "
+                   f"{plan.peak_bytes / 2**30:.1f} GiB of tiles"
+                   + (f" under the {plan.memory_limit_mb} MiB cap" if plan.memory_limit_mb
+                      else "") + f", and the process) but this machine has {have:.1f} GiB: "
+                   + how)
+
+
+def _on_this_machine(fn):
+    """``estimate``'s verdict also against the machine's RAM (``within_machine``)."""
+    @functools.wraps(fn)
+    def estimate_here(*args, **kwargs) -> MemoryPlan:
+        return within_machine(fn(*args, **kwargs))
+    return estimate_here
+
+
+@_on_this_machine
 def estimate(spec, batch: int | None = None, seq_len: int | None = None, *,
              optimizer: str | None = None, memory_limit_mb: int | None = None,
              ooc_dir: str | None = None, ooc_size_mb: int | None = None,
@@ -430,6 +482,9 @@ def _cannot(plan: MemoryPlan, reason: str) -> MemoryPlan:
 
 def _disk_problem(ooc_dir: str, need: int) -> str:
     """Why ``ooc_dir`` cannot hold ``need`` bytes of evicted tiles ('' if it can)."""
+    if os.path.exists(ooc_dir) and not os.path.isdir(ooc_dir):
+        return (f"--ooc-dir {ooc_dir} is a file, not a directory: give a directory for the "
+                "disk node's files (it is created if missing)")
     try:
         os.makedirs(ooc_dir, exist_ok=True)
         with tempfile.TemporaryFile(dir=ooc_dir):

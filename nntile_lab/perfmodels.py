@@ -7,8 +7,9 @@ model-driven policies place a task where the model predicts it ends first; on un
 workers their decisions are only as good as these means. Models are kept in
 ``$STARPU_HOME/.starpu/sampling/codelets`` between runs; StarPU takes about ten samples per
 (op, footprint, arch) before it trusts one, or every sample under ``STARPU_CALIBRATE=1``.
-Policies that do not use the models (eager, lws, ...) record nothing unless
-``STARPU_CALIBRATE=1`` is set (checked with StarPU 1.3.10).
+Policies that do not use the models (eager, lws, ...) record nothing unless calibrating
+(checked with StarPU 1.3.10) — and every runtime of ours calibrates (``kernels/runtime/
+init.c`` sets conf.calibrate = 1: StarPU's negative-duration abort), so every run records.
 
 ``entries()``           the live models' entries (a runtime running, its tasks done): op,
                         arch ("cpu", "opencl", ...), devid, footprint, size_bytes, mean_us,
@@ -19,16 +20,26 @@ Policies that do not use the models (eager, lws, ...) record nothing unless
 ``calibrate(spec)``     a few training steps of ``spec`` under dmda with
                         ``STARPU_CALIBRATE=1``, then ``entries()``: models for each arch
                         before a scheduler comparison.
+``history()``           the models StarPU saved on disk (every earlier run on this
+                        machine), read without StarPU: the same columns plus ``flops``
+                        (``tune`` prices candidates' tasks with them before measuring any).
 """
 from __future__ import annotations
 
+import math
 import os
+import socket
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 ENTRY_COLUMNS = ["op", "arch", "devid", "footprint", "size_bytes", "mean_us", "std_us",
                  "nsample"]
+# StarPU's device types in its model files (CPU - 0, CUDA - 1, OPENCL - 2)
+FILE_ARCH = {0: "cpu", 1: "cuda", 2: "opencl"}
+# the codelets' model symbols are "nl_<op>" (kernels/codegen.py)
+SYMBOL_PREFIX = "nl_"
 
 
 def _kinds() -> dict[int, str]:
@@ -109,3 +120,73 @@ def calibrate(spec, steps: int = 3) -> pd.DataFrame:
             os.environ.pop("STARPU_CALIBRATE", None)
         else:
             os.environ["STARPU_CALIBRATE"] = saved
+
+
+def model_dir() -> Path:
+    """Where StarPU keeps the codelets' models: ``$STARPU_PERF_MODEL_DIR`` or
+    ``$STARPU_HOME/.starpu/sampling`` (default home: ``~``), ``codelets/45`` in it (the
+    file format of StarPU 1.3)."""
+    base = os.environ.get("STARPU_PERF_MODEL_DIR")
+    if base is None:
+        home = os.environ.get("STARPU_HOME") or os.path.expanduser("~")
+        base = os.path.join(home, ".starpu", "sampling")
+    return Path(base) / "codelets" / "45"
+
+
+def history(directory=None, hostname: str | None = None) -> pd.DataFrame:
+    """Every entry of the history models StarPU saved for this host's codelets
+    (``nl_<op>.<host>``; host: ``$STARPU_HOSTNAME`` or this machine's name), one row per
+    (op, arch, device, footprint) with samples: ``ENTRY_COLUMNS`` and ``flops`` (NaN where
+    the tasks carried none). A file that cannot be parsed is left out."""
+    directory = Path(directory) if directory is not None else model_dir()
+    host = hostname or os.environ.get("STARPU_HOSTNAME") or socket.gethostname()
+    rows = []
+    for path in sorted(directory.glob(f"{SYMBOL_PREFIX}*.{host}")):
+        op = path.name[len(SYMBOL_PREFIX):-len(host) - 1]
+        try:
+            rows += [{"op": op, **e} for e in _parse(path.read_text())]
+        except (OSError, ValueError, IndexError):
+            continue        # a file StarPU was writing, or of another version
+    cols = [*ENTRY_COLUMNS, "flops"]
+    out = pd.DataFrame(rows, columns=cols)
+    return out[out["nsample"] > 0].reset_index(drop=True) if len(out) else out
+
+
+def _parse(text: str) -> list[dict]:
+    """The single-device entries of one model file (StarPU 1.3, version 45)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    out: list[dict] = []
+    devices, arch, devid, i = 0, None, 0, 0
+
+    def value_after(k: int) -> str:   # the first line after k that is not a comment
+        k += 1
+        while lines[k].startswith("#"):
+            k += 1
+        return lines[k]
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("# number of types devices"):
+            devices = int(value_after(i))
+        elif line.startswith("# device type"):
+            arch = FILE_ARCH.get(int(value_after(i)), "other")
+        elif line.startswith("# device id"):
+            devid = int(value_after(i))
+        elif line.startswith("# number of entries"):
+            n = int(value_after(i))
+            while not lines[i].startswith("# hash"):
+                i += 1
+            for entry in lines[i + 1:i + 1 + n]:
+                h, size, flops, mean, dev, _, _, count = entry.split()[:8]
+                if devices == 1:
+                    out.append({"arch": arch, "devid": devid, "footprint": int(h, 16),
+                                "size_bytes": int(size), "flops": _float(flops),
+                                "mean_us": float(mean), "std_us": float(dev),
+                                "nsample": int(count)})
+            i += n
+        i += 1
+    return out
+
+
+def _float(text: str) -> float:
+    v = float(text)
+    return v if math.isfinite(v) else math.nan

@@ -28,12 +28,32 @@ N, TILE = 2048, 512
 TRIALS, ROUNDS, PAUSE_S = 2, 3, 0.25
 
 
+# bytes per n² of the measurement's tensors: a, b, c in float32 and a, b in bf16
+BYTES_PER_N2 = 3 * 4 + 2 * 2
+
+
+def fitting_size(n: int, limit_mb: int | None) -> int:
+    """``n``, or under a RAM limit the largest power of two (at least 128) whose tensors
+    take at most a quarter of it: the product must run in RAM, not through a disk node
+    (``--precision auto`` under a 16–40 MiB cap measured the disk, or ran out of memory)."""
+    if limit_mb is None:
+        return n
+    fit = 128
+    while fit * 2 <= n and BYTES_PER_N2 * (fit * 2) ** 2 <= limit_mb * (1 << 20) // 4:
+        fit *= 2
+    return min(n, fit)
+
+
 def measure(n: int = N, tile: int = TILE, trials: int = TRIALS, rounds: int = ROUNDS,
             pause_s: float = PAUSE_S) -> dict:
     """GFLOP/s of the tiled bf16 and fp32 products (best and median), their ratio, and
-    how they were measured. Uses the running Runtime, or starts one on every core."""
+    how they were measured. Uses the running Runtime (a smaller product under its RAM
+    limit: ``fitting_size``), or starts one on every core."""
     if n < 1 or not 1 <= tile <= n:
         raise ValueError(f"n={n}, tile={tile}: need 1 <= tile <= n")
+    if Runtime.active is not None:
+        n = fitting_size(n, Runtime.active.memory_limit_mb)
+        tile = min(tile, n)
     own = Runtime.active is None
     with (Runtime() if own else contextlib.nullcontext(Runtime.active)) as rt:
         rng = np.random.default_rng(0)

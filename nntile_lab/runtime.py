@@ -11,6 +11,7 @@ from nntile_lab._lib import ffi, lib
 from nntile_lab.errors import UsageError
 from nntile_lab.interrupts import check_stop, deferred_interrupts
 from nntile_lab.parallel.mpi import attach
+from nntile_lab.shutdown import run_hooks as run_shutdown_hooks
 from nntile_lab.spec import DEFAULTS, parse_hints  # the runtime's defaults are the spec's (one set)
 from nntile_lab.watchdog import Watchdog
 
@@ -215,6 +216,9 @@ class Runtime:
                              "for one kind of accelerator; give OpenCL or CUDA workers, not "
                              "both, or use dmda, dmdas, eager or lws")
         _check_ncuda(ncuda)
+        if nopencl and scheduler in CPU_AND_CUDA_ONLY:
+            raise ValueError(f"scheduler={scheduler!r} with nopencl={nopencl}: "
+                             f"{CPU_AND_CUDA_ONLY[scheduler]}")
         if buffer_cache_mb is not None and (not isinstance(buffer_cache_mb, int)
                                             or isinstance(buffer_cache_mb, bool)
                                             or buffer_cache_mb < 0):
@@ -347,6 +351,7 @@ class Runtime:
                 if mpi is not None:
                     mpi.shutdown()
                     self.mpi = None
+                run_shutdown_hooks()   # what must survive an abort in starpu_shutdown
                 lib.nl_fini()   # the OpenCL programs, then StarPU
                 lib.nl_buffer_cache(0)   # the kept buffers go back to the system
             finally:
@@ -712,6 +717,16 @@ def _check_ooc_dir(path: str) -> None:
 # StarPU reads its memory limits (STARPU_LIMIT_*_MEM, MiB) as a C int: 2**32 + 16 wrapped
 # to a 16 MiB cap. The largest it takes (2 PiB) is far above any machine's memory.
 MAX_MIB = 2**31 - 1
+
+
+# Policies that never hand a task to an OpenCL worker: a task placed there
+# (rt.on("opencl"), or an op only the device runs) waits forever
+CPU_AND_CUDA_ONLY = {
+    "modular-gemm": "StarPU's modular-gemm schedules onto CPU and CUDA workers only: a task "
+                    "placed on the OpenCL device (rt.on('opencl')) would wait forever (a "
+                    "GEMM under on('opencl', fallback='cpu') hung); use dmda, dmdas, "
+                    "heteroprio, eager or lws with OpenCL workers",
+}
 
 
 def _is_mib(value) -> bool:

@@ -271,6 +271,12 @@ class ExperimentSpec:
                              "whole step (--memory-limit-mb above `nntile-lab plan`'s peak) "
                              "so that RAM is the device's overflow, or train out of core "
                              "without --nopencl")
+        if self.nopencl and self.scheduler == "modular-gemm":
+            # the runtime's reason (nntile_lab.runtime.CPU_AND_CUDA_ONLY), in the spec's words
+            raise ValueError(f"scheduler='modular-gemm' (--scheduler) with nopencl="
+                             f"{self.nopencl} (--nopencl): modular-gemm schedules onto CPU "
+                             "and CUDA workers only, so a task placed on the OpenCL device "
+                             "waits forever; use dmda, dmdas, heteroprio, eager or lws")
         if self.opencl_memory_limit_mb is not None and not self.nopencl:
             raise ValueError(f"opencl_memory_limit_mb={self.opencl_memory_limit_mb} "
                              "(--opencl-memory-limit-mb) needs OpenCL workers: --nopencl N")

@@ -1,6 +1,20 @@
-"""Hypothesis strategies for shapes and tilings, leftovers and size-1 tiles included."""
+"""Hypothesis strategies for shapes and tilings, leftovers and size-1 tiles included, and
+the seed of a test's random values.
+
+Every random input of a property test comes from its own draw: the shapes and scalars from
+these strategies, the arrays from ``np.random.default_rng(seed)`` with ``seed`` drawn by
+``seeds()``. Never from a module-level generator: its state depends on which examples ran
+before (in this file, this process), so hypothesis's replay of a failure draws other
+arrays — the failure is reported "flaky" and cannot be reproduced or shrunk
+(tests/test_determinism.py checks that no test module holds one).
+"""
 import numpy as np
 from hypothesis import strategies as st
+
+
+def seeds():
+    """The seed of a property test's numpy generator: ``rng = np.random.default_rng(seed)``."""
+    return st.integers(0, 2**32 - 1)
 
 
 @st.composite
@@ -38,10 +52,21 @@ def gemm_layouts(case):
     return (layout("bkm" if ta else "bmk"), layout("bnk" if tb else "bkn"), layout("bmn"))
 
 
+def gemm_ulps(case) -> float:
+    """Roundings a ``gemm_case`` may take: γ_k of the k-dims' product (the dot's length),
+    plus the α scaling, the tiles' partial sums added in float32 (one per k tile) and β·C."""
+    from tests.tolerance import dot_ulps
+    dims, tiles, _, _ = case
+    k = int(np.prod(dims["k"]))
+    k_tiles = int(np.prod([-(-s // t) for s, t in zip(dims["k"], tiles["k"])]))
+    return dot_ulps(k) + k_tiles + 2
+
+
 def gemm_reference(case, a, b, c0, alpha, beta):
     """(want, magnitude) in float64 of a ``gemm_case``'s α·op(a)·op(b) + β·c0, each group of
     dims flattened to (batch, m, k) @ (batch, k, n); magnitude is the sum of the terms'
-    absolute values (for ``cond_err``). β = 0 ignores c0, NaN included (BLAS's rule)."""
+    absolute values (``tests.tolerance.assert_close``'s magnitude). β = 0 ignores c0, NaN
+    included (BLAS's rule)."""
     dims, _, ta, tb = case
     bsz, m, n, k = (int(np.prod(dims[g])) for g in "bmnk")
     a2 = a.astype(np.float64).reshape((bsz, k, m) if ta else (bsz, m, k))

@@ -176,3 +176,71 @@ def test_bytes_per_precision():
     with pytest.raises(ValueError, match=r"precision='fp8' is unknown; valid ones: fp32, bf16, "
                                          r"bf16-storage, auto"):
         memory.estimate(cfg, batch=2, seq_len=32, precision="fp8")
+
+
+def test_the_machines_ram_is_a_cap_even_when_none_is_given(monkeypatch, tmp_path, capsys):
+    """n_embd=65536 with no cap (3 TB of tiles) was planned "fits": a widget would have
+    started it. The machine's RAM (or its cgroup's limit) is a cap; so is the disk's free
+    space out of core (checked there already)."""
+    huge = ExperimentSpec(n_embd=65536, n_head=64)
+    plan = memory.estimate(huge)                     # this machine: far below 3 TB
+    assert plan.verdict == "cannot_run" and "GiB of RAM" in plan.reason
+    assert "but this machine has" in plan.reason and "--ooc-dir" in plan.reason
+    assert cli.main(["plan", "--n-embd", "65536", "--n-head", "64"]) == 1
+    assert "this machine has" in capsys.readouterr().out
+    with pytest.raises(memory.MemoryPlanError, match="this machine has"):
+        memory.check(huge)
+    # a small machine, faked: the main job's 700 MiB do not fit in 512 MiB of RAM, out of
+    # core under a cap that fits they do, and a cap above the machine's RAM is refused
+    monkeypatch.setattr(memory, "machine_ram_bytes", lambda: 512 << 20)
+    main = ExperimentSpec()
+    assert memory.estimate(main).verdict == "cannot_run"
+    ooc = main.replace(memory_limit_mb=128, ooc_dir=str(tmp_path), ooc_size_mb=4096)
+    assert memory.estimate(ooc).verdict == "fits_with_disk"
+    big_cap = ooc.replace(memory_limit_mb=100_000)
+    assert memory.estimate(big_cap).verdict == "cannot_run"
+    assert "lower --memory-limit-mb to" in memory.estimate(big_cap).reason
+    monkeypatch.setattr(memory, "machine_ram_bytes", lambda: None)   # unknown: no check
+    assert memory.estimate(main).verdict == "fits"
+
+
+def test_machine_ram_reads_the_cgroup_limit(monkeypatch):
+    real = memory.machine_ram_bytes()
+    assert real is None or real > 256 << 20
+    import builtins
+    opened = builtins.open
+
+    def fake_open(path, *a, **k):
+        if str(path) == "/sys/fs/cgroup/memory.max":
+            import io
+            return io.StringIO(str(300 << 20))
+        return opened(path, *a, **k)
+    monkeypatch.setattr(builtins, "open", fake_open)
+    assert memory.machine_ram_bytes() == 300 << 20
+
+
+def test_a_file_as_the_ooc_dir_is_named_as_a_file(tmp_path):
+    """plan --ooc-dir <a file> said "not writable (File exists)"."""
+    f = tmp_path / "a_file"
+    f.write_text("x")
+    plan = memory.estimate(ExperimentSpec(memory_limit_mb=100, ooc_dir=str(f)))
+    assert plan.verdict == "cannot_run"
+    assert plan.reason == (f"--ooc-dir {f} is a file, not a directory: give a directory for "
+                           "the disk node's files (it is created if missing)")
+
+
+def test_plan_of_auto_sizes_the_mode_a_run_takes_here(monkeypatch, capsys):
+    """plan --precision auto sized fp32 (63.9 MiB) where auto picks bf16 (57.5 MiB): it
+    chooses as train does (the measured GEMM peaks) and sizes that mode."""
+    from nntile_lab import experiment
+    for mode in ("bf16", "fp32", "bf16-storage"):
+        monkeypatch.setattr(experiment, "choose_precision",
+                            lambda spec, mode=mode: (mode, f"measured: {mode}"))
+        assert cli.main(["plan", "--precision", "auto", "--json"]) == 0
+        got = json.loads(capsys.readouterr().out)
+        want = memory.estimate(ExperimentSpec(precision=mode))
+        assert got["peak_bytes"] == want.peak_bytes and got["details"]["precision"] == mode
+        assert got["details"]["precision_auto"] == {"mode": mode, "why": f"measured: {mode}"}
+    assert cli.main(["plan", "--precision", "auto"]) == 0
+    assert capsys.readouterr().out.startswith("precision auto -> bf16-storage on this machine: "
+                                              "measured: bf16-storage")

@@ -1,5 +1,7 @@
 """What the performance models learned (``nntile_lab.perfmodels``): live entries per op
 and arch agree with the tasks' own traced times; ``per_arch`` compares like with like."""
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -75,3 +77,26 @@ def test_calibrate_refuses_zero_steps():
     from nntile_lab.spec import ExperimentSpec
     with pytest.raises(ValueError, match="steps=0 must be ≥ 1"):
         perfmodels.calibrate(ExperimentSpec(), steps=0)
+
+
+# a model file as StarPU 1.3 writes it (format 45): an OpenCL and a CPU combination
+MODEL_FILE = (Path(__file__).parent / "starpu_model_v45.txt").read_text()
+
+
+def test_history_reads_the_models_starpu_saved_without_starpu(tmp_path):
+    """StarPU 1.3's model files (format 45): one row per entry of a single-device arch, with
+    the FLOPs the tasks carried (NaN where none); other hosts' files and broken ones are
+    left out."""
+    (tmp_path / "nl_gemm.box").write_text(MODEL_FILE)
+    (tmp_path / "nl_gemm.other").write_text(MODEL_FILE)
+    (tmp_path / "nl_fill.box").write_text(MODEL_FILE[:300])      # cut short
+    h = perfmodels.history(tmp_path, hostname="box")
+    assert list(h["op"].unique()) == ["gemm"] and len(h) == 3
+    cpu = h[h["arch"] == "cpu"].sort_values("size_bytes")
+    assert list(cpu["size_bytes"]) == [81920, 327680] and list(cpu["nsample"]) == [5, 569]
+    assert cpu["mean_us"].iloc[0] == pytest.approx(17.1296)
+    assert cpu["flops"].iloc[0] == 1048576 and cpu["flops"].isna().iloc[1]
+    assert cpu["footprint"].iloc[0] == 0x3506941a
+    ocl = h[h["arch"] == "opencl"].iloc[0]
+    assert (ocl["size_bytes"], ocl["nsample"], ocl["flops"]) == (327680, 237, 8388608)
+    assert perfmodels.history(tmp_path / "none", hostname="box").empty

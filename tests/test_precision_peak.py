@@ -39,3 +39,21 @@ def test_peak_precision_bf16_prints_both(fake_peak, monkeypatch, capsys):  # noq
 def test_bf16_peak_refuses_bad_sizes():
     with pytest.raises(ValueError, match="n=512, tile=1024: need 1 <= tile <= n"):
         precision_peak.measure(n=512, tile=1024)
+
+
+def test_under_a_ram_cap_the_product_fits_in_a_quarter_of_it():
+    """--precision auto measures the GEMM peaks in the run's own runtime: under a 32 MiB cap
+    its 2048² product (64 MiB of tensors) ran out of memory, and out of core it measured
+    the disk. Now a product that fits a quarter of the cap."""
+    import nntile_lab as nl
+    assert precision_peak.fitting_size(2048, None) == 2048
+    assert precision_peak.fitting_size(2048, 32) == 512            # 4 MiB ≤ 8 MiB
+    assert precision_peak.fitting_size(2048, 16) == 512            # 4 MiB: exactly a quarter
+    assert precision_peak.fitting_size(2048, 8) == 256
+    assert precision_peak.fitting_size(2048, 100_000) == 2048
+    if nl.Runtime.active is not None:
+        nl.Runtime.active.stop()
+    with nl.Runtime(ncpu=1, memory_limit_mb=32):
+        res = precision_peak.measure(trials=1, rounds=1, pause_s=0.0)
+    assert res["bf16_gflops"] > 0 and res["fp32_gflops"] > 0
+    assert res["method"].startswith("tiled 512³ product")

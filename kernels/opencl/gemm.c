@@ -8,6 +8,11 @@
 
 #include <clblast_c.h>
 
+void nl_ocl_gemm_forget(void)
+{
+    CLBlastClearCache();   /* its programs and binaries: nothing reuses them after shutdown */
+}
+
 void nl_ocl_gemm(int64_t batch, int64_t m, int64_t n, int64_t k, int32_t trans_a,
                  int32_t trans_b, float alpha, float beta, cl_mem a, cl_mem b, cl_mem c)
 {

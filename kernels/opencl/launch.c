@@ -30,6 +30,7 @@ int nl_ocl_load(const char *source)
 
 void nl_ocl_unload(void)
 {
+    nl_ocl_gemm_forget();
     if (!loaded) return;
     starpu_opencl_unload_opencl(&program);
     loaded = 0;

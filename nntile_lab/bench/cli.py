@@ -14,8 +14,9 @@ import sys
 
 from nntile_lab.bench import depth, kernels, memory, schedulers, submit_cost, train
 from nntile_lab.bench import generate as gen_bench
+from nntile_lab.bench import tune as tune_bench
 from nntile_lab.engine import json_safe, save_record
-from nntile_lab.errors import UsageError
+from nntile_lab.errors import UsageError, writable_dir
 from nntile_lab.options import float_range, int_list, int_range, refuse_given
 from nntile_lab.sample.cli import GEN_TILES
 from nntile_lab.spec import (
@@ -230,6 +231,21 @@ def register_cli(subparsers) -> None:
     s.add_argument("--repeats", type=int_range(), default=7)
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.set_defaults(func=_submit_cost)
+
+    tu = bsub.add_parser("tune", help="tune against the exhaustive sweep of the same grid, "
+                         "both measured in one run, on five settings",
+                         description=tune_bench.__doc__.split("\n\n")[0])
+    tu.add_argument("--settings", metavar="LIST", default=None,
+                    help="comma list of settings (default all: "
+                    + ", ".join(tune_bench.NAMES) + ")")
+    tu.add_argument("--share", type=float_range(0, 1, lo_open=True), default=tune_bench.SHARE,
+                    help="tune's budget as a share of the sweep's wall time "
+                    "(default %(default)s)")
+    tu.add_argument("--out", metavar="DIR", help="write bench_tune.md and bench_tune.json here")
+    tu.add_argument("--smoke", action="store_true", help="each setting on a tiny model and a "
+                    "2×2 grid: the code path in minutes, no result")
+    tu.add_argument("--json", action="store_true", help="print one JSON object")
+    tu.set_defaults(func=_tune)
 
 
 def _gemm(args) -> int:
@@ -577,3 +593,26 @@ def _submit_cost(args) -> int:
           f"submit: median {r['median_us']:.2f} µs/task, min {r['min_us']:.2f} "
           f"({r['repeats']} x {r['tasks']} tasks, StarPU-MPI built in: {r['mpi_built']})")
     return 0
+
+
+def _tune(args) -> int:
+    names = None
+    if args.settings is not None:
+        names = [n.strip() for n in args.settings.split(",") if n.strip()]
+        bad = [n for n in names if n not in tune_bench.NAMES]
+        if not names or bad:
+            raise UsageError(f"--settings {args.settings!r}: give a comma list of: "
+                             f"{', '.join(tune_bench.NAMES)}")
+    if args.out:
+        writable_dir(args.out, "--out")
+    res = tune_bench.run(names, args.share,
+                         progress=lambda m: print(m, file=sys.stderr, flush=True),
+                         smoke=args.smoke)
+    paths = tune_bench.write(res, args.out) if args.out else {}
+    if args.json:
+        print(json.dumps(json_safe(res | {"files": paths}), default=str))
+    else:
+        print(tune_bench.table(res))
+        if paths:
+            print(f"wrote {', '.join(paths.values())}")
+    return 0 if any("ratio" in r for r in res["rows"]) else 1

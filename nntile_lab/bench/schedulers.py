@@ -120,6 +120,11 @@ def points(base: ExperimentSpec, schedulers=None, repeats: int = 3,
            ooc_fraction: float | None = 0.5, ooc_dir: str | None = None) -> list:
     """Every point of the comparison (see the module docstring)."""
     schedulers = default_schedulers(base) if schedulers is None else schedulers
+    if isinstance(schedulers, str):   # one name, not its letters ("unknown scheduler 'e'")
+        schedulers = (schedulers,)
+    if not all(isinstance(s, str) for s in schedulers):
+        raise TypeError(f"schedulers={schedulers!r}: give policy names, a list of str (or one "
+                        "str), e.g. ['lws', 'dmda']")
     if repeats < 1:
         raise ValueError(f"repeats={repeats!r} must be ≥ 1")
     check_ooc_on_opencl(base, ooc_fraction)

@@ -16,7 +16,12 @@ from pathlib import Path
 import numpy as np
 
 from nntile_lab.data.store import write_dataset
-from nntile_lab.data.textfiles import collect_text_files, iter_text_blocks
+from nntile_lab.data.textfiles import (
+    collect_text_files,
+    iter_text_blocks,
+    not_utf8_hint,
+    utf8_problem,
+)
 from nntile_lab.data.tokenizer import EOT_ID, encode_stream
 
 _EOT = np.array([EOT_ID], dtype=np.uint16)
@@ -53,9 +58,13 @@ def prepare(
     files = [f for f in files if not f.resolve().is_relative_to(out)]
     if not files:
         wanted = "" if extensions is None else f" with extensions {sorted(extensions)}"
+        # a skipped file that is text in another encoding (no NUL byte) is named, with the fix
+        other = [(f, p) for f in skipped if (p := utf8_problem(f)) != "binary"]
         raise ValueError(
-            f"no text files{wanted} found in {[str(i) for i in inputs]} "
-            f"({len(skipped)} non-text file(s) skipped)"
+            f"no UTF-8 text files{wanted} found in {[str(i) for i in inputs]} "
+            f"({len(skipped)} other file(s) skipped"
+            + (f"; {len(other)} of them look like text in another encoding: "
+               f"{not_utf8_hint(*other[0])})" if other else ")")
         )
     tokens = encode_files(files)
     n_val = round(len(tokens) * val_fraction)

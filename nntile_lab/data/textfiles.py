@@ -19,16 +19,29 @@ _BLOCK_CHARS = 1 << 20
 
 def is_text_file(path: Path) -> bool:
     """True if the first block of ``path`` has no NUL byte and decodes as UTF-8."""
+    return utf8_problem(path) is None
+
+
+def utf8_problem(path: Path) -> str | None:
+    """Why ``path`` is not UTF-8 text (from its first block), or None: "binary" (a NUL
+    byte), else where its first invalid byte is (text in another encoding, often)."""
     with open(path, "rb") as f:
         head = f.read(_SNIFF_BYTES)
     if b"\0" in head:
-        return False
+        return "binary"
     try:
         # A short head is the whole file: then a cut-off character is an error too.
         codecs.getincrementaldecoder("utf-8")().decode(head, final=len(head) < _SNIFF_BYTES)
-    except UnicodeDecodeError:
-        return False
-    return True
+    except UnicodeDecodeError as e:
+        return f"byte 0x{head[e.start]:02x} at offset {e.start} is not UTF-8"
+    return None
+
+
+def not_utf8_hint(path: Path, problem: str) -> str:
+    """The sentence for a file that is text in another encoding, with the fix."""
+    return (f"{path} is text but not UTF-8 ({problem}; Latin-1 or Windows-1252, perhaps): "
+            f"convert it, e.g. `iconv -f latin1 -t utf-8 {path} > {path}.utf8`, and prepare "
+            "that (its bytes are stored as they are, so they must be UTF-8)")
 
 
 def _norm_ext(ext: str) -> str:
@@ -50,8 +63,11 @@ def collect_text_files(
     for item in inputs:
         path = Path(item)
         if path.is_file():
-            if not is_text_file(path):
-                raise ValueError(f"input {path} is not a UTF-8 text file")
+            problem = utf8_problem(path)
+            if problem == "binary":
+                raise ValueError(f"input {path} is not a text file (it has NUL bytes)")
+            if problem:
+                raise ValueError(f"input {not_utf8_hint(path, problem)}")
             files.append(path)
         elif path.is_dir():
             for f in sorted(_walk(path), key=lambda p: p.relative_to(path).as_posix()):

@@ -5,7 +5,9 @@ the kind, the measurement and its options, the spec, the memory cap, and the mac
 ISA, cores; ``facts.machine_id``). The time limit is not in it: it decides only whether a
 point finishes (a point that timed out runs again under a longer limit: ``runner``).
 ``inputs`` are values the measurement uses that do not change what is measured (the sgemm
-peak an MFU divides by): not part of the key either.
+peak an MFU divides by): not part of the key either; nor are ``imports``, modules the point's
+process imports before it reads the spec (one that registers a user's model, so that the spec
+naming it is valid there too).
 """
 from __future__ import annotations
 
@@ -50,6 +52,7 @@ class Point:
     caps: Caps = Caps()
     kind: str = "point"
     inputs: dict = field(default_factory=dict)
+    imports: tuple = ()
 
     def __post_init__(self):
         measures.get(self.measure)   # an unknown measurement: ValueError now, not in a child
@@ -70,5 +73,6 @@ class Point:
     def job(self) -> dict:
         """What the point's process needs, as JSON."""
         return json_safe({"measure": self.measure, "options": self.options,
-                          "inputs": self.inputs, "caps": self.caps.to_dict(),
+                          "inputs": self.inputs, "imports": list(self.imports),
+                          "caps": self.caps.to_dict(),
                           "spec": None if self.spec is None else self.spec.to_dict()})

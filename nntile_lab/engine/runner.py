@@ -37,7 +37,7 @@ from nntile_lab.engine.facts import PACKAGE, environment
 from nntile_lab.engine.point import Point
 from nntile_lab.engine.record import make_record
 from nntile_lab.engine.store import Store
-from nntile_lab.engine.worker import Context, execute
+from nntile_lab.engine.worker import PROVISIONAL, Context, execute
 from nntile_lab.interrupts import Interrupted, Stopped, check_stop, stoppable
 from nntile_lab.orphans import child_env
 
@@ -101,7 +101,13 @@ def _in_child(point: Point, trace_dir, stop) -> dict:
                 _kill(proc)
                 raise
             if out.exists():
-                return json.loads(out.read_text())
+                outcome = json.loads(out.read_text())
+                if outcome.pop(PROVISIONAL, False):   # written, then the process died
+                    outcome["reason"] = (
+                        "StarPU aborted while shutting down, after the measurement ("
+                        f"{_signal_text(proc.returncode)}; a StarPU 1.3 bug: "
+                        "docs/reliability.md): the results were taken before it")
+                return outcome
             log.seek(0)
             tail = " | ".join(log.read().strip().splitlines()[-4:])
         return {"status": "error", "results": {}, "wall_s": time.perf_counter() - t0,

@@ -51,10 +51,12 @@ def _tiny(spec):
                         head_tile=1, inner_tile=256, vocab_tile=256)
 
 
-def _nntile(spec, cap, traffic: dict | None = None) -> tuple[list, dict]:
+def _nntile(spec, cap, traffic: dict | None = None, finish=None) -> tuple[list, dict]:
     """The trainer's step on ``spec`` (``experiment``: model, optimizer, schedule, clipping).
     With OpenCL workers each op runs on the device where it has an OpenCL implementation,
-    and ``traffic`` gets the bytes and transfers per bus per measured step."""
+    and ``traffic`` gets the bytes and transfers per bus per measured step. ``finish(times,
+    static)`` is called before the runtime stops (the point's results, kept should StarPU
+    abort in its shutdown)."""
     # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab.trace.recorder import tensor_bytes
     device = bool(spec.nopencl)   # StarPU counts bus transfers only while profiling
@@ -83,6 +85,8 @@ def _nntile(spec, cap, traffic: dict | None = None) -> tuple[list, dict]:
         static = {"parameters": tensor_bytes(weights),
                   "gradients": tensor_bytes(model.grads.values()),
                   "optimizer state": tensor_bytes(state)}
+        if finish is not None:
+            finish(times, static)
         return times, static
 
 
@@ -145,8 +149,24 @@ def measure_point(spec, ctx) -> dict:
     if not is_nntile(system):
         result["torch_mode"] = "compiled" if compiled else "eager"
     ctx.partial.update(result)   # what an "oom" record keeps
+
+    def whole(times, static) -> dict:
+        peak = cap.check()   # over between two samples: over is over (MemoryError)
+        med = statistics.median(times)
+        return result | {
+            "gflops": flops / med / 1e9, "step_time_s": med,
+            "step_time_spread_s": max(times) - min(times), "step_times_s": times,
+            "tokens_per_s": spec.tokens_per_step() / med, "peak_mb": peak / MIB,
+            # what the run held above its start beyond the three static categories:
+            # activations, temporaries and the allocator's slack, measured the same way
+            # for both systems
+            "memory": static | {"activations": max(0, peak - sum(static.values()))}}
+
+    def finish(times, static) -> None:   # before StarPU stops: kept through an abort there
+        ctx.finished(whole(times, static))
+
     if system == "nntile_lab_device":   # the cap is the device's (in the spec); RAM measured
-        times, static = _nntile(spec, cap, result)
+        times, static = _nntile(spec, cap, result, finish)
     elif is_nntile(system):
         with tempfile.TemporaryDirectory(prefix="nntile_lab_ooc_") as d:
             if out_of_core:   # StarPU's tiles get a share of the cap; the rest is for what
@@ -158,15 +178,7 @@ def measure_point(spec, ctx) -> dict:
                                     ooc_dir=d)
                 result["spec"] = spec.to_dict() | {"ooc_dir": "(a temporary directory)"}
                 ctx.partial.update(result)
-            times, static = _nntile(spec, cap)
+            times, static = _nntile(spec, cap, finish=finish)
     else:
         times, static = _torch(spec, cap, PRECISION[system], compiled)
-    peak = cap.check()   # over between two samples: over is over (MemoryError)
-    med = statistics.median(times)
-    return result | {
-        "gflops": flops / med / 1e9, "step_time_s": med,
-        "step_time_spread_s": max(times) - min(times), "step_times_s": times,
-        "tokens_per_s": spec.tokens_per_step() / med, "peak_mb": peak / MIB,
-        # what the run held above its start beyond the three static categories: activations,
-        # temporaries and the allocator's slack, measured the same way for both systems
-        "memory": static | {"activations": max(0, peak - sum(static.values()))}}
+    return whole(times, static)

@@ -4,7 +4,9 @@ Figures that display themselves in Jupyter, no pyplot state).
 ``varied(df)``          the spec fields that take more than one value in the sweep.
 ``best(df, by)``        the row with the highest ``by`` among points without an error.
 ``tile_figure(df)``     one varied axis: GFLOP/s (with min–max spread) and step time
-                        against it, one line per combination of the other varied fields;
+                        against it, one line per combination of the other varied fields
+                        (with a ``predicted_gflops`` column: each point's prediction
+                        beside it, hollow markers — the tile widget's);
                         two numeric axes and nothing else varied: a GFLOP/s heatmap.
                         The best point is marked with a star; failed points show as 0
                         (the paper's convention) with an ×; when no point ran the
@@ -92,6 +94,7 @@ def _lines(fig, df, x, rest):
     order, pos = _positions(df[x].tolist())
     groups = df.groupby([_text(df[r]) for r in rest], sort=False) if rest else [("", df)]
     failed_label = "failed (0)"
+    predicted_label = "predicted (before measuring)"
     for _, g in groups:
         label = _label(g.iloc[0], rest) if rest else None   # one line: nothing to tell apart
         good = ok_rows(g)
@@ -100,6 +103,11 @@ def _lines(fig, df, x, rest):
         lo = gf - good["gflops_min"].astype(float).to_numpy()
         hi = good["gflops_max"].astype(float).to_numpy() - gf
         line = ax.errorbar(xs, gf, yerr=[lo, hi], marker="o", capsize=3, label=label)
+        if "predicted_gflops" in good and good["predicted_gflops"].notna().any():
+            pred = good["predicted_gflops"].astype(float).to_numpy()
+            ax.plot(xs, pred, ls=":", marker="o", mfc="none", color=line[0].get_color(),
+                    label=predicted_label)
+            predicted_label = None
         bx.plot(xs, good["step_time_s"].astype(float) * 1e3, marker="o",
                 color=line[0].get_color(), label=label)
         bad = g[~g.index.isin(good.index)]

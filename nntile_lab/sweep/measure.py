@@ -38,22 +38,45 @@ MiB = float(1 << 20)
 
 def measure_point(spec: ExperimentSpec, ctx) -> dict:
     """The engine's measurement ``train-trace`` (``engine.measures``): ``measure`` with
-    the point's sgemm peak (``ctx.inputs``) and trace folder."""
-    return measure(spec, peak_gflops=ctx.inputs.get("peak_gflops"), trace_dir=ctx.trace_dir)
+    the point's sgemm peak (``ctx.inputs``) and trace folder; its results go to
+    ``ctx.finished`` before the runtime stops (kept through an abort in StarPU's shutdown).
+    With the input ``calibrate`` StarPU records every task's time in its per-codelet models
+    (``STARPU_CALIBRATE=1``, read when the runtime starts; saved on disk at its end):
+    ``tune``'s points feed the models the next tunes start from (``perfmodels.history``).
+    Every runtime calibrates anyway (conf.calibrate = 1 in ``kernels/runtime/init.c``); the
+    input says it where tune relies on it."""
+    if ctx.inputs.get("calibrate"):
+        os.environ["STARPU_CALIBRATE"] = "1"   # this process measures one point only
+    return measure(spec, peak_gflops=ctx.inputs.get("peak_gflops"), trace_dir=ctx.trace_dir,
+                   finished=ctx.finished)
 
 
 def measure(spec: ExperimentSpec, *, peak_gflops: float | None = None,
-            trace_dir: str | None = None) -> dict:
+            trace_dir: str | None = None, finished=None) -> dict:
     """Run one point here and return its numbers (see the module docstring). With
-    ``trace_dir`` the trace's tables are saved there (``Trace.load`` reads them)."""
+    ``trace_dir`` the trace's tables are saved there (``Trace.load`` reads them). The
+    numbers are taken once the trace stops, before the runtime does, and given to
+    ``finished(results)`` there if given (``point_wall_s`` then grows by the shutdown)."""
     # loads the compiled extension: importing this module must not (--help, readers)
     from nntile_lab.trace import training
 
     reset_peak_rss()
     t0 = time.perf_counter()
-    tr, memory, tokens = training.run_for_trace(spec, spec.measure_steps, data="random",
-                                                warmup_steps=spec.warmup_steps)
-    wall = time.perf_counter() - t0
+    taken: dict = {}
+
+    def take(tr, memory) -> None:   # before StarPU stops
+        taken.update(_numbers(spec, tr, memory, time.perf_counter() - t0, peak_gflops,
+                              trace_dir))
+        if finished is not None:
+            finished(taken)
+
+    training.run_for_trace(spec, spec.measure_steps, data="random",
+                           warmup_steps=spec.warmup_steps, before_stop=take)
+    return taken | {"point_wall_s": time.perf_counter() - t0}
+
+
+def _numbers(spec: ExperimentSpec, tr, memory, wall: float, peak_gflops, trace_dir) -> dict:
+    tokens = spec.tokens_per_step()
     if memory and not tr.static_memory:
         tr.static_memory = {k: v for k, v in memory.items() if k != "activations"}
     if trace_dir is not None:

@@ -30,6 +30,7 @@ from nntile_lab import sgemm_peak
 from nntile_lab import spec as specs
 from nntile_lab.data.bins import atomic_write_bytes
 from nntile_lab.engine import save_record
+from nntile_lab.errors import writable_dir
 from nntile_lab.options import OneLineParser, int_range
 from nntile_lab.spec import DEFAULTS
 from nntile_lab.trace import metrics, placement, viz
@@ -144,6 +145,7 @@ def _trace(args) -> int:
     from nntile_lab.runtime import check_scheduler  # the compiled extension, as below
     check_scheduler(spec.scheduler)   # a usage error before any work (exit 2)
     steps = spec.measure_steps if args.steps is None else args.steps
+    writable_dir(args.out, "--out")   # before the training: never a trace lost at the end
     tr, memory, tokens_per_step = run_training(spec, data, steps, args.bound)
     if memory and not tr.static_memory:
         tr.static_memory = {k: v for k, v in memory.items() if k != "activations"}

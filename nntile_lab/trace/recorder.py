@@ -44,8 +44,8 @@ outlives the runtime. Times are µs since ``start()``.
               about ten runs of each (op, tile size) before the bound exists; until
               then ``bound_us`` is None and the note says why.
 
-``mark_step(tokens)`` closes a training step; tasks are assigned to the step in
-which they were submitted. ``memory_by_category(model, optimizer)`` splits
+``mark_step(tokens)`` closes a training step once its tasks are done; tasks are
+assigned to the step in which they were submitted. ``memory_by_category(model, optimizer)`` splits
 memory into parameters, gradients, optimizer state and activations (the rest of
 what StarPU holds at its peak).
 """
@@ -171,9 +171,14 @@ class Trace:
         return self
 
     def mark_step(self, tokens: int | None = None) -> None:
-        """End of a training step (``tokens``: tokens it processed, for tokens/s)."""
+        """End of a training step (``tokens``: tokens it processed, for tokens/s). Waits
+        for the tasks submitted so far: the step ends when its last task does (the
+        optimizer's tasks run after ``forward_backward`` returns; a mark taken before them
+        cut them out of the step's time and out of ``viz.gantt(tr, step=...)``)."""
         if not self.running:
             raise RuntimeError("mark_step() needs a running trace: call start() first")
+        if self.runtime.alive:
+            wait_interruptibly(lib.nl_wait_all)   # Ctrl-C still works here
         self._marks.append((lib.starpu_timing_now() - self.t0, tokens))
 
     def stop(self) -> Trace:

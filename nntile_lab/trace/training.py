@@ -8,10 +8,12 @@ from nntile_lab.trace.recorder import Trace
 
 
 def run_for_trace(spec: ExperimentSpec, steps: int, data=None, warmup_steps: int = 1,
-                  profiling: bool = True, bound: bool = False):
+                  profiling: bool = True, bound: bool = False, before_stop=None):
     """``steps`` training steps of ``spec`` under a Trace, after ``warmup_steps`` untraced
     ones. Returns ``(stopped trace, memory by category, tokens per step)``.
-    ``data="random"`` draws random tokens instead of reading a dataset."""
+    ``data="random"`` draws random tokens instead of reading a dataset. ``before_stop(tr,
+    memory)`` runs once the trace is stopped and before the runtime stops (StarPU 1.3 may
+    abort in its shutdown: what it keeps survives that)."""
     batches = RandomTokens(spec.vocab_size) if data == "random" else train_split(data)
     tokens = spec.tokens_per_step()
     with runtime(spec, profiling=profiling) as rt:
@@ -25,4 +27,6 @@ def run_for_trace(spec: ExperimentSpec, steps: int, data=None, warmup_steps: int
             tr.mark_step(tokens)
         memory = tr.memory_by_category(model, optimizer)
         tr.stop()
+        if before_stop is not None:
+            before_stop(tr, memory)
     return tr, memory, tokens

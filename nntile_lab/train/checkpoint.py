@@ -11,9 +11,10 @@ renamed to ``checkpoint.old``, the new one to ``checkpoint``, and ``checkpoint.o
 removed.  A crash can only leave the latest good checkpoint in ``checkpoint`` or (between
 the two renames) in ``checkpoint.old``, and ``find_checkpoint`` looks in that order.
 
-Verification: ``manifest.json``, written last, holds each file's size and SHA-256; every
-load checks them, so a truncated, emptied, deleted or altered file is a ``CheckpointError``
-naming the file (and the last good checkpoint, if any), never a raw numpy/JSON error.
+Verification: ``manifest.json``, written last, holds each file's size and SHA-256 (and its
+own checksum); every load checks them, so a truncated, emptied, deleted or altered file is a
+``CheckpointError`` naming the file (and the last good checkpoint, if any), never a raw
+numpy/JSON error.
 Temporary directories of a killed write are removed by the next save (or ``clean_stale``).
 Ctrl-C during a save is held back until the save is done.
 """
@@ -136,6 +137,11 @@ def _digest(path: Path) -> dict:
     return {"bytes": path.stat().st_size, "sha256": h.hexdigest()}
 
 
+def _files_digest(files) -> str:
+    """SHA-256 of a manifest's file list, as written (sorted keys)."""
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
+
+
 def _last_good(run_dir: Path, bad: Path) -> str:
     """A sentence naming the newest intact checkpoint of ``run_dir`` other than ``bad``."""
     for cand in (run_dir / CHECKPOINT_DIR, run_dir / f"{CHECKPOINT_DIR}.old"):
@@ -166,6 +172,11 @@ def verify(where: str | os.PathLike, names=_FILES) -> dict:
                        "was deleted)") from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise _damaged(where, _MANIFEST, f"is unreadable ({exc})") from None
+    # the manifest's own checksum (manifests written before it have none): an altered
+    # manifest is named as such, not as the file whose SHA-256 in it was changed
+    if "sha256" in manifest and manifest["sha256"] != _files_digest(files):
+        raise _damaged(where, _MANIFEST, "does not match its own checksum (altered after it "
+                       "was saved)")
     for name in names:
         want = files.get(name) if isinstance(files, dict) else None
         if not isinstance(want, dict):
@@ -273,8 +284,9 @@ def save_checkpoint(out_dir: str | os.PathLike, model_state: dict, optimizer_sta
             atomic_write_text(writing, json.dumps(
                 {"format": FORMAT_VERSION, **state, "optimizer": skeleton}, allow_nan=False))
             writing = tmp / _MANIFEST     # last: its presence means the rest is whole
+            files = {n: _digest(tmp / n) for n in _FILES}
             atomic_write_text(writing, json.dumps(
-                {"format": FORMAT_VERSION, "files": {n: _digest(tmp / n) for n in _FILES}}))
+                {"format": FORMAT_VERSION, "files": files, "sha256": _files_digest(files)}))
             writing = final
             _fsync_dir(tmp)
             if final.exists():

@@ -119,8 +119,8 @@ class _Run:
                           f"tokens, the data now has {train_tokens}: batches will differ "
                           f"from the original run's", stacklevel=3)
         changed = [f"{k} {ckpt.state['settings'][k]} -> {self.settings[k]}"
-                   for k in ("batch", "seq_len", "grad_accum")
-                   if ckpt.state["settings"][k] != self.settings[k]]
+                   for k in ("batch", "seq_len", "grad_accum", "precision")
+                   if ckpt.state["settings"].get(k, self.settings[k]) != self.settings[k]]
         if changed:
             warnings.warn(f"resuming {ckpt.path} with changed settings ({', '.join(changed)}): "
                           f"the run continues, but not as the original would have",
@@ -221,6 +221,8 @@ def train(model, optimizer, data_dir, *, steps: int, batch: int, seq_len: int,
     run = _Run(model, optimizer, out_dir, seed, {
         "batch": batch, "seq_len": seq_len, "grad_accum": grad_accum, "seed": seed,
         "clip_norm": clip_norm, "flops_per_token": fpt,
+        # the mode it trains in (auto resolved): `train --resume` continues in it
+        "precision": getattr(model, "precision", "fp32"),
         "schedule": schedule_record(lr_at)})   # a resumed run keeps it (train/resume.py)
     if resume is not None:
         run.resume(resume, len(train_bin))

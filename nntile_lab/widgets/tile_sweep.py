@@ -10,25 +10,35 @@ sweep empties the picker and that detail first (never a previous point under a n
 Plots are live ipympl canvases (zoom, pan; the Gantt chart names the task under the cursor).
 Messages use the fields' names (``inner_tile``), not the CLI's flags.
 
+Each measured point shows its predicted GFLOP/s beside it (hollow markers): the prediction
+``nntile_lab.tune`` makes for it from the points measured before it (its per-codelet models
+learn from each point's trace). "Find the best tiles" runs ``tune`` instead, within the
+budget box's time: the tile boxes given are its grid (empty ones the tuner's to choose), the
+plot shows measured against predicted as it runs, and it ends with the chosen tiling, its
+GFLOP/s and the command line that trains with it.
+
 The Run button runs the sweep in a thread of its own; Stop or Kernel → Interrupt end it
 within a second or two (widgets/background.py). An input error empties what showed the
 previous sweep; number boxes refuse what is not a whole number; more than 500 points wait
 for the "Run all N points" button (docs/jupyter.md, "The contract").
 
 A thin view: ``points()``, ``run()``, ``start()``/``stop()`` and ``show_point(i)`` are the
-callbacks, plain methods that tests call without a browser. DOM classes: nl-sweep-run,
--stop, -confirm, -status, -message, -plot, -point, -detail, -gantt, -memory (each plot's
-canvas: <class>-canvas; a sentence in a plot's place: <class>-words).
+callbacks, plain methods that tests call without a browser (``find_best()`` and
+``start_tune()``: the tune button's). DOM classes: nl-sweep-run, -stop, -confirm, -tune,
+-budget, -status, -message, -plot, -point, -detail, -gantt, -memory (each plot's canvas:
+<class>-canvas; a sentence in a plot's place: <class>-words).
 """
 from __future__ import annotations
 
 import os
+import threading
 
 import ipywidgets as w
 
+from nntile_lab.interrupts import stoppable
 from nntile_lab.plots.sweep import best, tile_figure
-from nntile_lab.spec import TILE_FIELDS, ExperimentSpec
-from nntile_lab.sweep import grid, parse_axes
+from nntile_lab.spec import TILE_FIELDS, ExperimentSpec, field_names
+from nntile_lab.sweep import grid, parse_axes, run
 from nntile_lab.widgets.common import (
     PlotArea,
     SweepView,
@@ -37,6 +47,7 @@ from nntile_lab.widgets.common import (
     check_count,
     error_html,
     int_box,
+    notice_html,
     read_int,
 )
 
@@ -81,8 +92,18 @@ class TileSweep(SweepView):
         model_box = w.VBox([w.HTML("<b>model</b>"), *self.model.values()])
         tile_box = w.VBox([w.HTML("<b>tile sizes</b> (a,b,c or low:high:step; empty = "
                                   "default)"), *self.tiles.values()])
+        self.budget = w.Text(value="3m", description="budget", layout=w.Layout(width="190px"),
+                             tooltip="the tune's wall time: seconds, or 90s, 3m, 1h")
+        self.budget.add_class("nl-sweep-budget")
+        self.tune_button = w.Button(description="Find the best tiles", icon="magic",
+                                    tooltip="tune: predict every tiling, measure the best "
+                                            "predicted, within the budget")
+        self.tune_button.add_class("nl-sweep-tune")
+        self.tune_button.on_click(lambda _: self.start_tune())
+        self.tuned = None
         run_box = w.VBox([w.HTML("<b>runtime</b>"), self.scheduler, self.ncpu,
-                          w.HBox([self.run_button, self.stop_button]), self.status])
+                          w.HBox([self.run_button, self.stop_button]),
+                          w.HBox([self.tune_button, self.budget]), self.status])
         self.view = w.VBox([w.HBox([model_box, tile_box, run_box]), self.message,
                             self.confirm_button, self.plot.box, self.point, self.detail])
         if not known:
@@ -90,13 +111,18 @@ class TileSweep(SweepView):
                 f"unknown scheduler {self.base.scheduler!r}; valid ones: {', '.join(names)} "
                 f"(the sweep uses {self.scheduler.value!r}: pick another in the list)")
 
-    def points(self, confirmed: bool = False) -> list:
-        """The grid the controls describe (ValueError with the bad value and the fix; more
-        than ``sweep.size.MAX_POINTS`` points: ``TooBig`` unless ``confirmed``)."""
+    def _base_and_axes(self):
+        """The spec the model and runtime controls give, and the tile boxes' values."""
         model = {f: read_int(c) for f, c in self.model.items()}
         ncpu = read_int(self.ncpu, 1, self.max_workers)
         base = self.base.replace(**model, scheduler=self.scheduler.value, ncpu=ncpu)
         axes = parse_axes({f: c.value for f, c in self.tiles.items() if c.value.strip()})
+        return base, axes
+
+    def points(self, confirmed: bool = False) -> list:
+        """The grid the controls describe (ValueError with the bad value and the fix; more
+        than ``sweep.size.MAX_POINTS`` points: ``TooBig`` unless ``confirmed``)."""
+        base, axes = self._base_and_axes()
         if not axes:
             raise ValueError("no tile sizes to vary: every tile box is empty; enter values "
                              "in one, e.g. inner_tile 256,512,1024")
@@ -142,6 +168,113 @@ class TileSweep(SweepView):
             return
         x = self._axes[0] if self._axes else None
         self.plot.show(tile_figure(df, x=x, title="Tile sweep"))
+
+    # ---- predicted beside measured -------------------------------------------------
+    def _measure(self, pts):
+        """The sweep (``sweep.run``), each point's prediction made before it counts."""
+        self.predictor = None
+        return run(pts, self.cache_dir, isolate=self.isolate, progress=False,
+                   on_point=self._predicted, peak_gflops=self.peak_gflops)
+
+    def _predicted(self, row: dict) -> None:
+        """A measured point: what ``tune`` predicted for it from the points before, then
+        what it learns from its trace. A prediction that fails never ends the sweep."""
+        row["predicted_gflops"] = None
+        if row["status"] == "fits":
+            try:
+                row["predicted_gflops"] = self._predict_and_learn(row)
+            except Exception as exc:   # said once, under the plot; the sweep goes on
+                self.prediction_error = f"{type(exc).__name__}: {exc}"
+        self._on_point(row)
+
+    def _predict_and_learn(self, row: dict) -> float:
+        # the predictor's dry runs and the trace reader: loaded where a sweep runs
+        from nntile_lab import sgemm_peak
+        from nntile_lab.trace import Trace
+        from nntile_lab.tune.predict import Predictor, workers_of
+        spec = ExperimentSpec.from_dict({f: row[f] for f in field_names()})
+        if self.predictor is None:
+            peak = self.peak_gflops or sgemm_peak.gflops()
+            self.predictor = Predictor(peak / max(1, workers_of(spec)))
+        pred = self.predictor.predict(spec)
+        tasks = Trace.load(row["trace_dir"]).tasks if row["trace_dir"] else None
+        if tasks is not None:
+            self.predictor.learn(spec, tasks, row["step_time_s"])
+        return spec.flops_per_step() / pred.step_s / 1e9
+
+    def _notes(self) -> list[str]:
+        err = getattr(self, "prediction_error", None)
+        return [f"no predictions beside the points: {err}"] if err else []
+
+    # ---- Find the best tiles -------------------------------------------------------
+    def start_tune(self) -> bool:
+        """The tune button: ``find_best()`` in the background (False if one runs)."""
+        return self.background.start(self.find_best)
+
+    def find_best(self):
+        """Tune the tiles the controls leave open (the tile boxes given are its grid)
+        within the budget box's time; the ``TuneResult``, or None when the input is bad
+        (the message says why). Stop, or Kernel → Interrupt, ends it keeping the measured
+        points."""
+        if threading.current_thread() is self.background.thread:
+            return self._find_best()
+        if self.running:
+            raise RuntimeError("an action of this widget is running: stop() it or wait() "
+                               "for it first")
+        with stoppable() as token:
+            self.background.token = token     # the Stop button stops this run too
+            return self._find_best()
+
+    def _find_best(self):
+        # the tuner loads the measuring stack: where it is used
+        from nntile_lab.plots.tune import figure
+        from nntile_lab.tune import tune
+        self.message.value = ""
+        try:
+            base, axes = self._base_and_axes()
+        except ValueError as exc:
+            self._forget()
+            self.status.value = "not run: the values have an error (below)"
+            self.message.value = error_html(str(exc))
+            return None
+        self._started()
+        self.status.value = f"tuning within {self.budget.value.strip()}"
+        self.run_button.disabled = self.tune_button.disabled = True
+        self.stop_button.disabled = False
+
+        def show(table):
+            axes_shown = [a for a in TILE_FIELDS if table[a].nunique() > 1]
+            self.plot.show(figure(table, axes_shown, title="Find the best tiles: measured "
+                                  "against predicted"))
+            n = int(table["measured_step_s"].notna().sum())
+            self.status.value = f"tuning: {n} points measured"
+        try:
+            res = tune(base, self.budget.value.strip(), axes=axes, cache_dir=self.cache_dir,
+                       progress=False, isolate=self.isolate, peak_gflops=self.peak_gflops,
+                       on_point=show)
+        except KeyboardInterrupt:
+            self.status.value = ("stopped: the measured points are kept (Find the best "
+                                 "tiles resumes from them)")
+            raise
+        except ValueError as exc:       # UsageError: the budget, nothing fits, nothing to vary
+            self.plot.say("no plot: nothing was measured (the reason is above)")
+            self.status.value = "not run"
+            self.message.value = error_html(str(exc))
+            return None
+        except Exception as exc:
+            self.message.value = error_html(f"{type(exc).__name__}: {exc}")
+            self.status.value = "failed"
+            return None
+        finally:
+            self.run_button.disabled = self.tune_button.disabled = False
+            self.stop_button.disabled = True
+        self.tuned = res
+        if res.best is not None:
+            show(res.table)
+        self.message.value = notice_html([res.report(), *res.messages])
+        self.status.value = ("done: " + (res.report().splitlines()[0] if res.best is not None
+                                         else "no candidate was measured"))
+        return res
 
     def _forget(self) -> None:
         super()._forget()

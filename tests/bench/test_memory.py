@@ -94,6 +94,7 @@ SMALL = dict(vocab_size=8192, vocab_tile=2048, n_layer=2, seq_len=64, batch=4, b
              warmup_steps=1, measure_steps=1)
 
 
+@pytest.mark.slow
 def test_device_rows_show_the_capped_device_spilling_to_ram():
     res = memory.run_device(16, (4,), widths=(128, 256), progress=lambda m: None,
                             **SMALL)

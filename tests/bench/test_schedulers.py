@@ -181,6 +181,14 @@ def test_on_opencl_workers_the_comparison_runs_in_memory_and_says_so(monkeypatch
     assert module.points(base, repeats=1, ooc_fraction=None)
 
 
+def test_one_scheduler_given_as_a_string_is_one_policy_not_its_letters():
+    """points(base, "eager") swept 'e', 'a', 'g', … ("unknown scheduler 'e'" five times)."""
+    pts = schedulers.points(TINY_SPEC, "eager", repeats=1, ooc_fraction=None)
+    assert {p.scheduler for p in pts} == {"eager"} and len(pts) == 2   # priorities off, on
+    with pytest.raises(TypeError, match=r"schedulers=\[1, 2\]: give policy names"):
+        schedulers.points(TINY_SPEC, [1, 2], repeats=1, ooc_fraction=None)
+
+
 def test_placement_panel_labels_every_series_and_centres_its_ticks():
     """Issue 33 (notebook 10): the placement panel had scheduler names off their bars, an
     unlabelled dash series and diamonds (a share of tasks on the faster kind) under an axis

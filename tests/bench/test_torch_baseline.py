@@ -84,6 +84,7 @@ def test_bf16_only_with_hardware(monkeypatch):
         torch_baseline.measure(CFG, 2, 16, bf16=True, steps=1)
 
 
+@pytest.mark.slow
 def test_measure_compiled_computes_the_same_loss():
     """torch.compile'd step: same first loss as eager, compile time reported apart."""
     eager = torch_baseline.measure(CFG, 2, 16, steps=1, warmup=0)

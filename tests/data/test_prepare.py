@@ -109,11 +109,18 @@ def test_input_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="missing.txt"):
         prepare([tmp_path / "missing.txt"], tmp_path / "out")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ValueError, match="no text files found in .*empty"):
+    with pytest.raises(ValueError, match=r"no UTF-8 text files found in .*empty.*\(0 other"):
         prepare([tmp_path / "empty"], tmp_path / "out")
-    (tmp_path / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
-    with pytest.raises(ValueError, match="latin1.txt is not a UTF-8 text file"):
-        prepare([tmp_path / "latin1.txt"], tmp_path / "out")
+    # text in another encoding is named as such, with the fix (it was "no text files")
+    (tmp_path / "latin").mkdir()
+    (tmp_path / "latin" / "latin1.txt").write_bytes("caf\xe9 cr\xe8me".encode("latin-1"))
+    for path in (tmp_path / "latin" / "latin1.txt", tmp_path / "latin"):
+        with pytest.raises(ValueError, match=r"latin1.txt is text but not UTF-8 \(byte 0xe9 at "
+                                             r"offset 3 is not UTF-8.*iconv -f latin1 -t utf-8"):
+            prepare([path], tmp_path / "out")
+    (tmp_path / "binary.bin").write_bytes(b"\x00\x01\x02")
+    with pytest.raises(ValueError, match="binary.bin is not a text file \\(it has NUL bytes\\)"):
+        prepare([tmp_path / "binary.bin"], tmp_path / "out")
     (tmp_path / "tiny.txt").write_text("hi")
     with pytest.raises(ValueError, match="val split would hold 0 token"):
         prepare([tmp_path / "tiny.txt"], tmp_path / "out")

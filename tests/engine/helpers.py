@@ -37,3 +37,20 @@ def allocate(spec, ctx) -> dict:
     a = np.ones(ctx.options["mib"] * 2**20 // 8)
     time.sleep(1.0)
     return {"touched_mb": a.nbytes / 2**20}
+
+
+def imported(spec, ctx) -> dict:
+    """Whether the point's process has loaded tests.engine.registers (``Point.imports``)."""
+    import sys
+    return {"loaded": int("tests.engine.registers" in sys.modules)}
+
+
+def gemm_then_stop(spec, ctx) -> dict:
+    """A StarPU run that knows its result before its runtime stops (ctx.finished), as a
+    figure point does; NNTILE_LAB_POINT_FAULT=abort-at-shutdown then aborts in the stop."""
+    import nntile_lab as nl
+    with nl.Runtime(ncpu=1):
+        a = nl.full((64, 64), 1.0, (32, 32))
+        value = float(nl.ops.gemm(a, a).to_numpy()[0, 0])
+        ctx.finished({"value": value})
+    return {"value": value, "after_stop": True}

@@ -62,6 +62,15 @@ def test_a_point_runs_in_its_own_process_and_returns_a_whole_record():
     assert here["status"] == "fits" and here["results"]["pid"] == os.getpid()
 
 
+def test_a_point_imports_its_modules_before_reading_its_spec():
+    p = replace(point("imported"), imports=("tests.engine.registers",))
+    assert p.key() == point("imported").key()     # not part of what is measured
+    assert run_point(p)["results"] == {"loaded": 1}
+    assert run_point(point("imported"))["results"] == {"loaded": 0}
+    bad = run_point(replace(point("imported"), imports=("tests.engine.nosuch",)))
+    assert bad["status"] == "error" and "No module named 'tests.engine.nosuch'" in bad["reason"]
+
+
 @pytest.mark.parametrize("isolate", [True, False])
 def test_failure_classes(isolate):
     rec = run_point(point("fail"), isolate=isolate)
@@ -269,3 +278,33 @@ def test_a_sweep_through_the_engine_measures_what_the_old_code_measured(tmp_path
             if cat == "activations":
                 continue
             assert row[f"mem_{cat.replace(' ', '_')}_mb"] == pytest.approx(mb), cat
+
+
+def test_an_abort_in_starpus_shutdown_keeps_the_results_and_says_so(monkeypatch):
+    """A device-capped figure point aborted in starpu_shutdown (StarPU 1.3) after measuring:
+    its result was lost as a bare "killed by SIGABRT". The point writes what it measured
+    before StarPU stops (engine.worker, nntile_lab.shutdown), and the record keeps it with
+    where the process died."""
+    rec = run_point(point("gemm_then_stop"))
+    assert rec["status"] == "fits" and rec["reason"] is None
+    assert rec["results"] == {"value": 64.0, "after_stop": True}      # the final outcome
+    monkeypatch.setenv("NNTILE_LAB_POINT_FAULT", "abort-at-shutdown")
+    rec = run_point(point("gemm_then_stop"))
+    assert rec["status"] == "fits" and rec["results"] == {"value": 64.0}
+    assert rec["reason"].startswith("StarPU aborted while shutting down, after the "
+                                    "measurement (killed by SIGABRT")
+    assert "the results were taken before it" in rec["reason"]
+
+
+def test_a_sweep_point_aborted_in_starpus_shutdown_keeps_what_it_measured(monkeypatch):
+    """The sweep's train-trace point takes its numbers once its trace stops, before its
+    runtime does (ctx.finished): StarPU 1.3's abort in starpu_shutdown no longer loses them."""
+    from nntile_lab.sweep.run import sweep_point
+    monkeypatch.setenv("NNTILE_LAB_POINT_FAULT", "abort-at-shutdown")
+    rec = run_point(sweep_point(replace(SPEC, measure_steps=1), peak_gflops=100.0))
+    assert rec["status"] == "fits" and rec["reason"].startswith(
+        "StarPU aborted while shutting down, after the measurement (killed by SIGABRT")
+    got = rec["results"]
+    assert got["measured_steps"] == 1 and got["gflops"] > 0 and got["tasks_per_step"] > 0
+    assert got["mfu"] == pytest.approx(got["gflops"] / 100.0)
+    assert 0 < got["point_wall_s"] < rec["wall_s"]

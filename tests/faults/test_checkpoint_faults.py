@@ -14,12 +14,12 @@ from nntile_lab.train import checkpoint as ck
 from nntile_lab.train.checkpoint import CheckpointError, load_checkpoint, read_state
 
 FILES = ("model.npz", "optimizer.npz", "state.json", "manifest.json")
-RNG = np.random.default_rng(3)
 
 
 def save(out, step):
-    model = {"w": RNG.standard_normal((64, 32)).astype(np.float32)}
-    opt = {"step": step, "m": {"w": RNG.standard_normal((64, 32)).astype(np.float32)}}
+    rng = np.random.default_rng(step)   # each step its own values
+    model = {"w": rng.standard_normal((64, 32)).astype(np.float32)}
+    opt = {"step": step, "m": {"w": rng.standard_normal((64, 32)).astype(np.float32)}}
     return ck.save_checkpoint(out, model, opt, {"step": step, "config": {"n_layer": 1}})
 
 
@@ -160,3 +160,17 @@ def test_ctrl_c_during_a_save_lands_after_it(tmp_path, monkeypatch):
         save(tmp_path, 2)
     assert load_checkpoint(tmp_path).state["step"] == 2   # whole and verified
     assert sorted(os.listdir(tmp_path)) == ["checkpoint"]
+
+
+def test_an_altered_digest_in_the_manifest_names_the_manifest(tmp_path):
+    """One changed character of a file's SHA-256 in manifest.json blamed that file (the
+    altered byte of the test above fell there once its values stopped depending on the
+    tests that ran before): the manifest's own checksum names the manifest."""
+    save(tmp_path, 2)
+    path = tmp_path / "checkpoint" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    digest = manifest["files"]["optimizer.npz"]["sha256"]
+    manifest["files"]["optimizer.npz"]["sha256"] = ("0" if digest[0] != "0" else "1") + digest[1:]
+    path.write_text(json.dumps(manifest))
+    with pytest.raises(CheckpointError, match=r"manifest.json does not match its own checksum"):
+        load_checkpoint(tmp_path)

@@ -30,7 +30,7 @@ GOOD = {"gflops": 1.5, "step_time_s": 0.1, "tokens_per_s": 320.0, "peak_gflops":
 def fake_measure(monkeypatch):
     calls = []
 
-    def measure(spec, peak_gflops=None, trace_dir=None):
+    def measure(spec, peak_gflops=None, trace_dir=None, finished=None):
         calls.append(spec.key())
         return dict(GOOD, peak_gflops=peak_gflops)
     monkeypatch.setattr(sweep_measure, "measure", measure)

@@ -34,9 +34,10 @@ def tagged(tag):
     return found
 
 
-def kill_at_random(argv, moment_range, tmp_path):
-    """Start ``nntile-lab argv``; once a point's child runs, SIGKILL the parent at a random
-    moment; return the seconds it ran and the processes of the run still alive 5 s later."""
+def kill_at_random(argv, moment_range, tmp_path, seed: int):
+    """Start ``nntile-lab argv``; once a point's child runs, SIGKILL the parent at a moment
+    drawn from ``seed`` (each parametrised run its own, the same on every run); return the
+    seconds it ran and the processes of the run still alive 5 s later."""
     tag = uuid.uuid4().hex
     env = dict(os.environ, NL_KILL_TEST=tag, PYTHONPATH=str(ROOT))
     parent = subprocess.Popen([sys.executable, "-m", "nntile_lab.cli", *argv], cwd=ROOT,
@@ -48,7 +49,7 @@ def kill_at_random(argv, moment_range, tmp_path):
             assert parent.poll() is None, "the run ended before a point started"
             assert time.monotonic() < end, "no point process within 90 s"
             time.sleep(0.05)
-        moment = random.uniform(*moment_range)
+        moment = random.Random(seed).uniform(*moment_range)
         time.sleep(moment)
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait(timeout=10)
@@ -69,7 +70,7 @@ def test_killing_a_sweep_leaves_no_orphan_and_only_whole_records(tmp_path, run):
     cache = tmp_path / "cache"
     moment, left = kill_at_random(["sweep", *TINY, "--measure-steps", "300,301,302",
                                    "--cache", str(cache), "--no-progress"], (0.0, 3.0),
-                                  tmp_path)
+                                  tmp_path, seed=run)
     assert not left, f"killed {moment:.2f} s into a point: {len(left)} processes left"
     for path in cache.glob("*.json"):
         read_record(path)   # whole and valid, or RecordError
@@ -81,7 +82,8 @@ def test_killing_a_figures_run_leaves_no_orphan_and_only_whole_records(tmp_path,
     # points of tens of seconds: a child left running would outlive the 5 s check
     moment, left = kill_at_random(["figures", "--smoke", "--layers", "2", "--embds", "512",
                                    "--batch", "4", "--seq-len", "128", "--no-bf16", "--ncpu",
-                                   "1", "--out", str(out)], (0.0, 4.0), tmp_path)
+                                   "1", "--out", str(out)], (0.0, 4.0), tmp_path,
+                                  seed=10 + run)
     assert not left, f"killed {moment:.2f} s into a point: {len(left)} processes left"
     for path in (out / "records").glob("*.json"):
         check_record(read_record(path), path)

@@ -135,3 +135,19 @@ def test_an_opencl_cap_below_16_is_a_usage_error_naming_its_option(capsys):
     assert rc == 2
     assert ("opencl_memory_limit_mb=8 (--opencl-memory-limit-mb) must be ≥ 16 (MiB)"
             in err), err
+
+
+def test_a_file_where_a_folder_is_expected_is_named_so(tmp_path, capsys, monkeypatch):
+    """A file as a cache or trace folder said "already exists: remove it" (the user's file);
+    trace found it out only after its training."""
+    f = tmp_path / "a_file"
+    f.write_text("x")
+    try:
+        (f).mkdir()
+    except FileExistsError as exc:
+        assert os_error_message(exc) == f"{f} is a file where a folder is needed: give a " \
+                                        "folder's path"
+    from nntile_lab.trace import cli as trace_cli
+    monkeypatch.setattr(trace_cli, "run_training", lambda *a, **k: pytest.fail("trained"))
+    rc, err = main(capsys, "trace", "--out", str(f), "--steps", "1", "--", "--n-layer", "1")
+    assert rc == 2 and f"--out {f} is a file, not a folder" in err

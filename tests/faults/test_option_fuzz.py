@@ -67,6 +67,9 @@ COMMANDS = {
     # every option is checked before the weights are read
     "sample": (["--from", "/nonexistent/nl-fuzz-run"], [("nntile_lab.sample.cli",
                                                          "read_weights")]),
+    "bench tune": ([], [("nntile_lab.bench.tune", "run")]),
+    "tune": (["--cache", "/tmp/nl-fuzz-cache", "--out", "/tmp/nl-fuzz-tune"],
+             [("nntile_lab.tune", "tune")]),
 }
 
 

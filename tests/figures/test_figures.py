@@ -154,6 +154,7 @@ def test_nntile_beyond_the_cap_runs_out_of_core_under_it():
     assert run_point(replace(plan, ooc=False), "nntile_lab", 4, 192)["status"] == "does_not_fit"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("system", ["nntile_lab", "torch_fp32", "nntile_lab_bf16"])
 def test_one_tiny_real_point(system):
     from nntile_lab.figures.family import PRECISION, series_spec

@@ -24,6 +24,7 @@ def _exported(so):
     return {line.split()[-1] for line in out.splitlines() if " T nl_cu_" in line}
 
 
+@pytest.mark.slow
 def test_every_cuda_source_compiles_and_links_with_cublas(tmp_path):
     # one architecture here (the build's default has two): the same source, half the time
     done = subprocess.run([sys.executable, os.path.join(KERNELS, "cuda_build.py"),

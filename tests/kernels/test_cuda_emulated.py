@@ -16,7 +16,7 @@ from cffi import FFI
 
 from nntile_lab._lib import ffi, lib
 from nntile_lab.bench.kernels import Case, _buffers, cases, table
-from tests.conftest import rel_err
+from tests.tolerance import assert_close
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "kernels"))
 import cuda_build  # noqa: E402
@@ -118,10 +118,15 @@ def test_emulated_cuda_kernel_matches_the_c_kernel(emu, row, case, grid):
         if mode == "R":
             np.testing.assert_array_equal(got, want, err_msg=f"{case.name}: input {name}")
         elif dtype == "f32":
-            assert np.array_equal(np.isnan(got), np.isnan(want)), (case.name, name)
             # the same formulas: apart only where the exp differs (the CPU's own nl_expf,
-            # the host's expf standing in for CUDA's) and by FMA contraction
-            assert rel_err(np.nan_to_num(got), np.nan_to_num(want)) <= 1e-6, (case.name, name)
+            # the host's expf standing in for CUDA's) and by FMA contraction, each a few
+            # ulps of the terms; the inputs are the benchmark's standard-normal draws, so
+            # the terms are of the output's scale: its RMS stands for them (no row's
+            # formula is written twice here: codelets.py has every row)
+            finite = np.nan_to_num(want[np.isfinite(want)].astype(np.float64))
+            scale = float(np.sqrt((finite ** 2).mean())) if finite.size else 0.0
+            assert_close(got, want, abs(want.astype(np.float64)) + scale, ulps=16,
+                         what=(case.name, name))
         else:
             np.testing.assert_array_equal(got.view(np.uint16) if dtype == "bf16" else got,
                                           want.view(np.uint16) if dtype == "bf16" else want,

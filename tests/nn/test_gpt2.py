@@ -7,7 +7,8 @@ import pytest
 import nntile_lab as nl
 from nntile_lab.nn.state import init_state_dict
 from nntile_lab.optim import AdamW
-from tests.conftest import rel_err, require
+from tests.conftest import require
+from tests.tolerance import rel_err
 
 torch = require("torch")
 from nntile_lab.reference.torch_gpt2 import TorchGPT2  # noqa: E402
@@ -110,6 +111,7 @@ def test_one_adamw_step_equals_torch(rt1):
     model.free()
 
 
+@pytest.mark.slow
 def test_fifty_steps_track_torch(rt1):
     cfg = dataclasses.replace(BASE, n_layer=2, **TILINGS["one_head_tiles"])
     model = nl.GPT2(cfg, seed=6)

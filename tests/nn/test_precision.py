@@ -18,7 +18,8 @@ import pytest
 import nntile_lab as nl
 from nntile_lab.optim import AdamW
 from nntile_lab.trace import Trace
-from tests.conftest import rel_err, require
+from tests.conftest import require
+from tests.tolerance import rel_err
 
 torch = require("torch")
 from nntile_lab.reference.torch_gpt2 import TorchGPT2  # noqa: E402

@@ -90,6 +90,7 @@ def shows_something(cell) -> bool:
     return any(m in o.get("data", {}) for o in cell.outputs for m in SHOWN)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
 def test_notebook_runs_in_a_kernel(path, tmp_path, kernel_specs):
     """Every cell runs; every cell tagged ``figure`` shows a picture or a widget; the notebook
@@ -216,6 +217,7 @@ def interrupted(km, kc, code: str, marker: str, within_s: float) -> list[str]:
     return reply["traceback"]
 
 
+@pytest.mark.slow
 def test_interrupt_kernel_during_a_sweep_ends_in_one_line(tmp_path):
     """Jupyter's "interrupt kernel" (SIGINT) while a sweep runs its points in subprocesses:
     the cell ends with one line naming what was kept, not a traceback through subprocess."""

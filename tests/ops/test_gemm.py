@@ -5,26 +5,25 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import nntile_lab as nl
-from tests.conftest import cond_err
-from tests.strategies import gemm_case, gemm_layouts, gemm_reference
-
-RNG = np.random.default_rng(1)
+from tests.strategies import gemm_case, gemm_layouts, gemm_reference, gemm_ulps, seeds
+from tests.tolerance import U32, U_BF16, assert_close
 
 
-@given(gemm_case(), st.sampled_from([1.0, -0.5]), st.sampled_from([0.0, 1.0, 0.25]))
-def test_gemm_matches_numpy(rt, case, alpha, beta):
+@given(gemm_case(), st.sampled_from([1.0, -0.5]), st.sampled_from([0.0, 1.0, 0.25]), seeds())
+def test_gemm_matches_numpy(rt, case, alpha, beta, seed):
+    rng = np.random.default_rng(seed)
     dims, tiles, ta, tb = case
     (a_shape, a_tiles), (b_shape, b_tiles), (c_shape, c_tiles) = gemm_layouts(case)
-    a = RNG.standard_normal(a_shape).astype(np.float32)
-    b = RNG.standard_normal(b_shape).astype(np.float32)
-    c0 = RNG.standard_normal(c_shape).astype(np.float32)
+    a = rng.standard_normal(a_shape).astype(np.float32)
+    b = rng.standard_normal(b_shape).astype(np.float32)
+    c0 = rng.standard_normal(c_shape).astype(np.float32)
     nb, nk = len(dims["b"]), len(dims["k"])
     want, magnitude = gemm_reference(case, a, b, c0, alpha, beta)
     out = nl.from_numpy(c0, c_tiles) if beta else None
     got = nl.ops.gemm(nl.from_numpy(a, a_tiles), nl.from_numpy(b, b_tiles), trans_a=ta,
                       trans_b=tb, alpha=alpha, beta=beta, out=out, ndim=nk, batch_ndim=nb)
     assert got.shape == c_shape and got.tile_shape == c_tiles
-    assert cond_err(got.to_numpy(), want, magnitude) <= 1e-5
+    assert_close(got.to_numpy(), want, magnitude, ulps=gemm_ulps(case), what=case)
 
 
 def test_gemm_rejects_mismatch(rt1):
@@ -45,18 +44,19 @@ def test_gemm_rejects_mismatch(rt1):
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
-@given(gemm_case(), st.sampled_from([1.0, -0.5]), st.booleans())
-def test_gemm_with_bf16_c_rounds_float32_sums_once(rt, case, alpha, bf16_ab):
+@given(gemm_case(), st.sampled_from([1.0, -0.5]), st.booleans(), seeds())
+def test_gemm_with_bf16_c_rounds_float32_sums_once(rt, case, alpha, bf16_ab, seed):
     """c = bf16(α·op(a)·op(b)), the contracted dims in one tile: from bf16 a and b
     (gemm_bf16_c16, oneDNN writes the bf16 c) or float32 ones (gemm_c16). Against float64
-    products of the same operand values: float32 accumulation (1e-5 of the magnitude)
+    products of the same operand values: float32 accumulation (γ_k of the magnitude)
     plus one rounding to nearest, at most 2^-8 of each value (half a bf16 ulp)."""
+    rng = np.random.default_rng(seed)
     dims, tiles, ta, tb = case
     tiles = {**tiles, "k": list(dims["k"])}            # one k tile: c is written once
     case = dims, tiles, ta, tb
     (a_shape, a_tiles), (b_shape, b_tiles), (c_shape, c_tiles) = gemm_layouts(case)
-    a = RNG.standard_normal(a_shape).astype(np.float32)
-    b = RNG.standard_normal(b_shape).astype(np.float32)
+    a = rng.standard_normal(a_shape).astype(np.float32)
+    b = rng.standard_normal(b_shape).astype(np.float32)
     if bf16_ab:
         a, b = a.astype(BF16), b.astype(BF16)
     nb, nk = len(dims["b"]), len(dims["k"])
@@ -66,7 +66,10 @@ def test_gemm_with_bf16_c_rounds_float32_sums_once(rt, case, alpha, bf16_ab):
     assert got.dtype == BF16 and got.shape == c_shape and got.tile_shape == c_tiles
     got = got.to_numpy().astype(np.float64)
     want, magnitude = gemm_reference(case, a, b, np.zeros(c_shape, np.float32), alpha, 0.0)
-    assert np.all(np.abs(got - want) <= 2.0 ** -8 * np.abs(want) + 2e-5 * magnitude.max())
+    # one bf16 rounding of each value (in bf16 units), plus the float32 sums' γ_k of the
+    # magnitude (in float32 units, converted)
+    assert_close(got, want, abs(want) + gemm_ulps(case) * (U32 / U_BF16) * magnitude,
+                 ulps=1, unit=U_BF16, what=case)
     # the same float32 sums as the float32-output product, rounded once (gemm_c16 runs
     # the very sgemm call: bit-identical)
     c32 = nl.ops.gemm(ta_, tb_, trans_a=ta, trans_b=tb, alpha=alpha, ndim=nk,
@@ -94,15 +97,16 @@ def test_gemm_with_bf16_c_refuses_what_it_cannot_store(rt1):
     assert c16.to_numpy().astype(np.float32).max() == 0.0
 
 
-@given(gemm_case(), st.sampled_from([1.0, -0.5]), st.sampled_from([0.0, 1.0, 0.25]))
-def test_gemm_of_bf16_a_and_float32_b(rt, case, alpha, beta):
+@given(gemm_case(), st.sampled_from([1.0, -0.5]), st.sampled_from([0.0, 1.0, 0.25]), seeds())
+def test_gemm_of_bf16_a_and_float32_b(rt, case, alpha, beta, seed):
     """bf16 a, float32 b and c (gemm_a16: a widened inside the task, then sgemm): the
     float32 product of a's exact float32 values, bit for bit, over any tiling."""
+    rng = np.random.default_rng(seed)
     dims, tiles, ta, tb = case
     (a_shape, a_tiles), (b_shape, b_tiles), (c_shape, c_tiles) = gemm_layouts(case)
-    a = RNG.standard_normal(a_shape).astype(BF16)
-    b = RNG.standard_normal(b_shape).astype(np.float32)
-    c0 = RNG.standard_normal(c_shape).astype(np.float32)
+    a = rng.standard_normal(a_shape).astype(BF16)
+    b = rng.standard_normal(b_shape).astype(np.float32)
+    c0 = rng.standard_normal(c_shape).astype(np.float32)
     nb, nk = len(dims["b"]), len(dims["k"])
     kw = dict(trans_a=ta, trans_b=tb, alpha=alpha, beta=beta, ndim=nk, batch_ndim=nb)
     got = nl.ops.gemm(nl.from_numpy(a, a_tiles), nl.from_numpy(b, b_tiles),
@@ -110,7 +114,7 @@ def test_gemm_of_bf16_a_and_float32_b(rt, case, alpha, beta):
     assert got.dtype == np.float32 and got.tile_shape == c_tiles
     got = got.to_numpy()
     want, magnitude = gemm_reference(case, a, b, c0, alpha, beta)
-    assert cond_err(got, want, magnitude) <= 1e-5
+    assert_close(got, want, magnitude, ulps=gemm_ulps(case), what=case)
     same = nl.ops.gemm(nl.from_numpy(a.astype(np.float32), a_tiles), nl.from_numpy(b, b_tiles),
                        out=nl.from_numpy(c0, c_tiles) if beta else None, **kw).to_numpy()
     assert np.array_equal(got, same)

@@ -5,13 +5,11 @@ from hypothesis import strategies as st
 
 import nntile_lab as nl
 from nntile_lab.ops import layout
-from tests.strategies import shape_and_tiles, tile_for
-
-RNG = np.random.default_rng(0)
+from tests.strategies import seeds, shape_and_tiles, tile_for
 
 
-def rand(shape):
-    return RNG.standard_normal(shape).astype(np.float32)
+def rand(rng, shape):
+    return rng.standard_normal(shape).astype(np.float32)
 
 
 @st.composite
@@ -33,10 +31,10 @@ class CountingLib:
         return self.lib.nl_submit_mask_causal(*args)
 
 
-@given(mask_case(), st.sampled_from([float("-inf"), -1e4, 2.5]))
-def test_mask_causal(rt, case, value):
+@given(mask_case(), st.sampled_from([float("-inf"), -1e4, 2.5]), seeds())
+def test_mask_causal(rt, case, value, seed):
     shape, tiles = case
-    x = rand(shape)
+    x = rand(np.random.default_rng(seed), shape)
     tx = nl.from_numpy(x, tiles)
     assert nl.ops.mask_causal(tx, value) is tx
     t = shape[-1]
@@ -63,17 +61,17 @@ def permute_case(draw):
     return shape, tiles, tuple(draw(st.permutations(range(ndim))))
 
 
-@given(permute_case())
-def test_permute(rt, case):
+@given(permute_case(), seeds())
+def test_permute(rt, case, seed):
     shape, tiles, perm = case
-    x = rand(shape)
+    x = rand(np.random.default_rng(seed), shape)
     got = nl.ops.permute(nl.from_numpy(x, tiles), perm)
     assert got.tile_shape == tuple(tiles[d] for d in perm)
     assert np.array_equal(got.to_numpy(), np.transpose(x, perm))
 
 
 def test_permute_into_out_and_back(rt1):
-    x = rand((3, 5, 4))
+    x = rand(np.random.default_rng(0), (3, 5, 4))
     tx = nl.from_numpy(x, (2, 3, 4))
     out = nl.empty((4, 3, 5), (4, 2, 3))
     assert nl.ops.permute(tx, (2, 0, 1), out) is out

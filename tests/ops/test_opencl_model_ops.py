@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 
 import nntile_lab as nl
 from nntile_lab._lib import ffi, lib
-from tests.conftest import cond_err, rel_err
-from tests.strategies import shape_and_tiles, tile_for
+from tests.ops.test_loss import check_loss, loss_ulps, reference
+from tests.strategies import seeds, shape_and_tiles, tile_for
+from tests.tolerance import assert_close
 
-RNG = np.random.default_rng(182)
 ROWS = [ffi.string(lib.nl_op_name(i)).decode() for i in range(lib.nl_op_count())]
 MODEL_ROWS = ("embedding", "embedding_backward", "cross_entropy_stats", "cross_entropy_merge",
               "cross_entropy_loss", "cross_entropy_backward", "mask_causal", "permute",
@@ -56,16 +56,17 @@ def lookup_case(draw):
     return shape, tiles, vocab, tile_for(draw, vocab), emb, tile_for(draw, emb), same
 
 
-def _ids(case):
+def _ids(rng, case):
     shape, _, vocab, _, _, _, same = case
-    return (np.full(shape, RNG.integers(0, vocab)) if same
-            else RNG.integers(0, vocab, shape)).astype(np.int64)
+    return (np.full(shape, rng.integers(0, vocab)) if same
+            else rng.integers(0, vocab, shape)).astype(np.int64)
 
 
-@given(lookup_case())
-def test_embedding_on_opencl_matches_numpy(ocl, case):
+@given(lookup_case(), seeds())
+def test_embedding_on_opencl_matches_numpy(ocl, case, seed):
     shape, tiles, vocab, vt, emb, et, _ = case
-    ids, table = _ids(case), RNG.standard_normal((vocab, emb)).astype(np.float32)
+    rng = np.random.default_rng(seed)
+    ids, table = _ids(rng, case), rng.standard_normal((vocab, emb)).astype(np.float32)
     # into an existing out full of NaN: every row overwritten, whatever the vocab tiling
     cpu, dev = _on_both(
         ocl, lambda: (nl.from_numpy(ids, tiles), nl.from_numpy(table, (vt, et)),
@@ -74,14 +75,15 @@ def test_embedding_on_opencl_matches_numpy(ocl, case):
     assert np.array_equal(dev[0], table[ids]) and np.array_equal(cpu[0], dev[0])
 
 
-@given(lookup_case())
-def test_embedding_backward_on_opencl_loses_no_update(ocl, case):
+@given(lookup_case(), seeds())
+def test_embedding_backward_on_opencl_loses_no_update(ocl, case, seed):
     """Repeated ids add every token's row: the float64 scatter-add within float32
     rounding, and bit for bit the CPU's (the device adds in the CPU's order)."""
     shape, tiles, vocab, vt, emb, et, _ = case
-    ids = _ids(case)
-    dout = RNG.standard_normal(shape + (emb,)).astype(np.float32)
-    prior = RNG.standard_normal((vocab, emb)).astype(np.float32)
+    rng = np.random.default_rng(seed)
+    ids = _ids(rng, case)
+    dout = rng.standard_normal(shape + (emb,)).astype(np.float32)
+    prior = rng.standard_normal((vocab, emb)).astype(np.float32)
     cpu, dev = _on_both(
         ocl, lambda: (nl.from_numpy(ids, tiles), nl.from_numpy(dout, tiles + (et,)),
                       nl.from_numpy(prior, (vt, et))),
@@ -91,7 +93,7 @@ def test_embedding_backward_on_opencl_loses_no_update(ocl, case):
     magnitude = np.abs(prior).astype(np.float64)
     np.add.at(magnitude, ids.reshape(-1), np.abs(dout.reshape(-1, emb)).astype(np.float64))
     # n float32 additions into one row: each rounds by ≤ 2^-24 of the running magnitude
-    assert cond_err(dev[0], want, magnitude) <= ids.size * 2.0 ** -24
+    assert_close(dev[0], want, magnitude, ulps=ids.size + 1, what=case)
     assert np.array_equal(dev[0], cpu[0])
 
 
@@ -120,71 +122,58 @@ def loss_case(draw):
     return shape, tiles, vocab, tile_for(draw, vocab)
 
 
-def _reference(logits, labels, grad_scale):
-    """The mean loss and its scaled gradient in float64 (NumPy), and the gradient's
-    magnitude (the terms behind each entry)."""
-    x = logits.astype(np.float64).reshape(-1, logits.shape[-1])
-    lab = labels.reshape(-1)
-    m = x.max(axis=1, keepdims=True)
-    p = np.exp(x - m)
-    s = p.sum(axis=1, keepdims=True)
-    p /= s
-    losses = (m[:, 0] + np.log(s[:, 0])) - x[np.arange(len(lab)), lab]
-    onehot = np.zeros_like(p)
-    onehot[np.arange(len(lab)), lab] = 1.0
-    scale = grad_scale / len(lab)
-    grad = (scale * (p - onehot)).reshape(logits.shape)
-    return losses.mean(), grad, (scale * (p + onehot)).reshape(logits.shape)
-
-
 def _cross_entropy(logits, labels, grad_scale):
     loss, d = nl.ops.cross_entropy(logits, labels, grad=True, grad_scale=grad_scale)
     return [loss, d]
 
 
-@given(loss_case(), st.floats(0.1, 4), st.sampled_from([0.0, 1000.0]))
-def test_cross_entropy_on_opencl_matches_cpu_and_float64(ocl, case, grad_scale, shift):
+@given(loss_case(), st.floats(0.1, 4), st.sampled_from([0.0, 1000.0]), seeds())
+def test_cross_entropy_on_opencl_matches_cpu_and_float64(ocl, case, grad_scale, shift, seed):
     shape, tiles, vocab, vt = case
-    logits = (3 * RNG.standard_normal(shape + (vocab,)) + shift).astype(np.float32)
-    labels = RNG.integers(0, vocab, shape)
+    rng = np.random.default_rng(seed)
+    logits = (3 * rng.standard_normal(shape + (vocab,)) + shift).astype(np.float32)
+    labels = rng.integers(0, vocab, shape)
     cpu, dev = _on_both(ocl, lambda: (nl.from_numpy(logits, tiles + (vt,)),
                                       nl.from_numpy(labels, tiles)),
                         lambda x, la: _cross_entropy(x, la, grad_scale))
-    want, dwant, magnitude = _reference(logits, labels, grad_scale)
-    # float32 exp (≤ 4 ulp in OpenCL) and log: a few 1e-7 of the loss's terms (m, log s
-    # and the picked logit, each up to |shift| + 15 here)
-    terms = abs(shift) + np.abs(logits - shift).max() + np.log(vocab) + 1
-    assert abs(dev[0][0] - want) <= 1e-6 * terms, (dev[0], want)
-    assert abs(dev[0][0] - cpu[0][0]) <= 1e-6 * terms
-    assert cond_err(dev[1], dwant, magnitude) <= 1e-6
-    assert cond_err(dev[1], cpu[1], magnitude) <= 1e-6
+    # each against float64 (tests/ops/test_loss.py: the loss's and gradient's magnitudes;
+    # OpenCL's exp is ≤ 3 ulps, within the same roundings' room)
+    for got in (cpu, dev):
+        check_loss(got[0], got[1], logits, labels, grad_scale, shape, tiles, vt, vocab)
 
 
-@given(st.integers(1, 60), st.integers(1, 4), st.integers(2, 30))
-def test_cross_entropy_near_zero_keeps_its_digits_on_opencl(ocl, ntokens, nsplit, vocab):
+@given(st.integers(1, 60), st.integers(1, 4), st.integers(2, 30), seeds())
+def test_cross_entropy_near_zero_keeps_its_digits_on_opencl(ocl, ntokens, nsplit, vocab,
+                                                             seed):
     """One logit 12 above the rest: the loss is ~1e-5 per token, log s with s = 1 + 6e-6·V.
     A float32 s would keep 2 digits of it; the float-float sum keeps float32's relative
     precision (and so does the label's gradient entry, p − 1)."""
-    labels = RNG.integers(0, vocab, (ntokens,))
-    logits = RNG.uniform(-0.5, 0.5, (ntokens, vocab)).astype(np.float32)
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, vocab, (ntokens,))
+    logits = rng.uniform(-0.5, 0.5, (ntokens, vocab)).astype(np.float32)
     logits[np.arange(ntokens), labels] += 12.0
     vt = -(-vocab // nsplit)
     cpu, dev = _on_both(ocl, lambda: (nl.from_numpy(logits, (7, vt)),
                                       nl.from_numpy(labels, (7,))),
                         lambda x, la: _cross_entropy(x, la, 1.0))
-    want, dwant, _ = _reference(logits, labels, 1.0)
-    assert rel_err(dev[0], [want]) <= 1e-5, (dev[0], want)
-    assert rel_err(dev[0], cpu[0]) <= 1e-5
+    # the loss's magnitude here is the loss itself (the label is the row's max): so its
+    # digits are float32's relative ones
+    for got in (cpu, dev):
+        check_loss(got[0], got[1], logits, labels, 1.0, (ntokens,), (7,), vt, vocab)
+    _, dwant = reference(logits, labels, 1.0)
     picked = (np.arange(ntokens), labels)
-    assert rel_err(dev[1][picked], dwant[picked]) <= 1e-5
+    ulps = loss_ulps((ntokens,), (7,), vt, vocab)
+    for got in (cpu, dev):   # p − 1, relative to itself
+        assert_close(got[1][picked], dwant[picked], ulps=ulps, what="p − 1")
 
 
-@given(loss_case(), st.floats(0.1, 4))
-def test_cross_entropy_gradient_over_the_logits_on_opencl(ocl, case, grad_scale):
+@given(loss_case(), st.floats(0.1, 4), seeds())
+def test_cross_entropy_gradient_over_the_logits_on_opencl(ocl, case, grad_scale, seed):
     """``out=logits`` on the device: the same bits as a separate gradient there."""
     shape, tiles, vocab, vt = case
-    logits = (3 * RNG.standard_normal(shape + (vocab,))).astype(np.float32)
-    labels = RNG.integers(0, vocab, shape)
+    rng = np.random.default_rng(seed)
+    logits = (3 * rng.standard_normal(shape + (vocab,))).astype(np.float32)
+    labels = rng.integers(0, vocab, shape)
     tl = nl.from_numpy(labels, tiles)
     with ocl.on("opencl"):
         loss, dsep = _cross_entropy(nl.from_numpy(logits, tiles + (vt,)), tl, grad_scale)
@@ -204,7 +193,7 @@ def test_an_out_of_range_label_on_opencl_is_the_cpu_error(ocl, bad):
             nl.ops.cross_entropy(logits, labels, grad=True)[0].to_numpy()
         good = nl.from_numpy(np.array([[0, 1, 2], [3, 4, 6]]), (1, 2))
         loss, _ = nl.ops.cross_entropy(logits, good)
-        assert rel_err(loss.to_numpy(), [np.log(7)]) <= 1e-6
+        assert_close(loss.to_numpy(), [np.log(7)], ulps=8, what="uniform logits")
 
 
 # ---- layout: causal mask and permute ---------------------------------------------------
@@ -217,10 +206,10 @@ def mask_case(draw):
     return lead + (t, t), lead_tiles + (tile_for(draw, t), tile_for(draw, t))
 
 
-@given(mask_case(), st.sampled_from([float("-inf"), -1e4, 2.5]))
-def test_mask_causal_on_opencl_matches_numpy(ocl, case, value):
+@given(mask_case(), st.sampled_from([float("-inf"), -1e4, 2.5]), seeds())
+def test_mask_causal_on_opencl_matches_numpy(ocl, case, value, seed):
     shape, tiles = case
-    x = RNG.standard_normal(shape).astype(np.float32)
+    x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
     def masked(t, i):   # a tile with a column right of a row: it gets a task
         (row0, col0), n = t.traits.tile_offsets[i][-2:], t.traits.tile_shapes[i][-1]
@@ -233,11 +222,11 @@ def test_mask_causal_on_opencl_matches_numpy(ocl, case, value):
     assert np.array_equal(dev[0], want) and np.array_equal(cpu[0], dev[0])
 
 
-@given(shape_and_tiles(max_ndim=6, max_dim=5), st.data())
-def test_permute_on_opencl_matches_numpy(ocl, case, data):
+@given(shape_and_tiles(max_ndim=6, max_dim=5), st.data(), seeds())
+def test_permute_on_opencl_matches_numpy(ocl, case, data, seed):
     shape, tiles = case
     perm = data.draw(st.permutations(range(len(shape))))
-    x = RNG.standard_normal(shape).astype(np.float32)
+    x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
     cpu, dev = _on_both(ocl, lambda: (nl.from_numpy(x, tiles),),
                         lambda t: [nl.ops.permute(t, perm)])
     assert np.array_equal(dev[0], np.transpose(x, perm)) and np.array_equal(cpu[0], dev[0])
@@ -245,25 +234,25 @@ def test_permute_on_opencl_matches_numpy(ocl, case, data):
 
 # ---- bf16 conversions ------------------------------------------------------------------
 
-def _bf16_inputs(shape) -> np.ndarray:
+def _bf16_inputs(rng, shape) -> np.ndarray:
     """float32 over bf16's whole range: wide magnitudes, exact ties (low half 0x8000),
     subnormals, the largest floats (which round to ±inf), ±0, ±inf and NaNs."""
     n = int(np.prod(shape))
-    x = (RNG.standard_normal(n) * 10.0 ** RNG.uniform(-40, 38, n)).astype(np.float32)
+    x = (rng.standard_normal(n) * 10.0 ** rng.uniform(-40, 38, n)).astype(np.float32)
     u = x.view(np.uint32)
-    kind = RNG.integers(0, 7, n)
+    kind = rng.integers(0, 7, n)
     u[kind == 1] = (u[kind == 1] & 0xFFFF0000) | 0x8000
-    u[kind == 2] = RNG.integers(0, 0x10000, (kind == 2).sum())
-    x[kind == 3] = np.float32(3.4e38) * RNG.choice([-1, 1], (kind == 3).sum())
-    x[kind == 4] = RNG.choice([0.0, -0.0, np.inf, -np.inf], (kind == 4).sum())
-    u[kind == 5] = RNG.choice([0x7FC00000, 0xFF800001, 0x7F80FFFF], (kind == 5).sum())
+    u[kind == 2] = rng.integers(0, 0x10000, (kind == 2).sum())
+    x[kind == 3] = np.float32(3.4e38) * rng.choice([-1, 1], (kind == 3).sum())
+    x[kind == 4] = rng.choice([0.0, -0.0, np.inf, -np.inf], (kind == 4).sum())
+    u[kind == 5] = rng.choice([0x7FC00000, 0xFF800001, 0x7F80FFFF], (kind == 5).sum())
     return x.reshape(shape)
 
 
-@given(shape_and_tiles(max_dim=7))
-def test_bf16_conversions_on_opencl_are_the_cpus_bits(ocl, case):
+@given(shape_and_tiles(max_dim=7), seeds())
+def test_bf16_conversions_on_opencl_are_the_cpus_bits(ocl, case, seed):
     shape, tiles = case
-    x = _bf16_inputs(shape)
+    x = _bf16_inputs(np.random.default_rng(seed), shape)
     cpu, dev = _on_both(ocl, lambda: (nl.from_numpy(x, tiles),),
                         lambda t: [nl.ops.to_bf16(t)])
     bits = dev[0].view(np.uint16)

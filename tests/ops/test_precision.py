@@ -15,14 +15,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import nntile_lab as nl
-from tests.conftest import cond_err
-from tests.strategies import gemm_case, gemm_layouts, shape_and_tiles
+from tests.ops.elementwise_ref import gelu, gelu_derivative
+from tests.strategies import (
+    gemm_case,
+    gemm_layouts,
+    gemm_reference,
+    gemm_ulps,
+    seeds,
+    shape_and_tiles,
+)
+from tests.tolerance import U32, U_BF16, assert_close, dot_ulps
 
 ROOT = Path(__file__).resolve().parents[2]
 BF16 = np.dtype(ml_dtypes.bfloat16)
-RNG = np.random.default_rng(22)
-# bf16 keeps 8 significant bits: rounding to nearest moves a value by at most 2^-8 of it
-UNIT = 2.0 ** -8
 
 
 def _bits(x: np.ndarray) -> np.ndarray:
@@ -46,24 +51,24 @@ def _rne_reference(x: np.ndarray) -> np.ndarray:
     return np.where(pick_up, up, down).astype(np.uint16)
 
 
-def _values(shape) -> np.ndarray:
+def _values(rng, shape) -> np.ndarray:
     """float32 over bf16's whole range: wide magnitudes, exact ties (low half 0x8000, odd
     and even), subnormals, the largest finite floats (which round to ±inf), ±0."""
     n = int(np.prod(shape))
-    x = (RNG.standard_normal(n) * 10.0 ** RNG.uniform(-40, 38, n)).astype(np.float32)
+    x = (rng.standard_normal(n) * 10.0 ** rng.uniform(-40, 38, n)).astype(np.float32)
     u = x.view(np.uint32)
-    kind = RNG.integers(0, 6, n)
+    kind = rng.integers(0, 6, n)
     u[kind == 1] = (u[kind == 1] & 0xFFFF0000) | 0x8000            # a tie
-    u[kind == 2] = RNG.integers(0, 0x10000, (kind == 2).sum())       # +subnormal/tiny
-    x[kind == 3] = np.float32(3.4e38) * RNG.choice([-1, 1], (kind == 3).sum())
-    x[kind == 4] = RNG.choice([0.0, -0.0, 1.0, -2.5], (kind == 4).sum())
+    u[kind == 2] = rng.integers(0, 0x10000, (kind == 2).sum())       # +subnormal/tiny
+    x[kind == 3] = np.float32(3.4e38) * rng.choice([-1, 1], (kind == 3).sum())
+    x[kind == 4] = rng.choice([0.0, -0.0, 1.0, -2.5], (kind == 4).sum())
     return x.reshape(shape)
 
 
-@given(shape_and_tiles())
-def test_to_bf16_rounds_to_nearest_even(rt, st_):
+@given(shape_and_tiles(), seeds())
+def test_to_bf16_rounds_to_nearest_even(rt, st_, seed):
     shape, tiles = st_
-    x = _values(shape)
+    x = _values(np.random.default_rng(seed), shape)
     got = nl.ops.to_bf16(nl.from_numpy(x, tiles)).to_numpy()
     assert got.dtype == BF16 and got.shape == shape
     want = _rne_reference(x.ravel()).reshape(shape)
@@ -71,10 +76,10 @@ def test_to_bf16_rounds_to_nearest_even(rt, st_):
     assert np.array_equal(_bits(got), _bits(x.astype(BF16)))       # as ml_dtypes/PyTorch
 
 
-@given(shape_and_tiles())
-def test_bf16_round_trip_is_exact(rt, st_):
+@given(shape_and_tiles(), seeds())
+def test_bf16_round_trip_is_exact(rt, st_, seed):
     shape, tiles = st_
-    b = _values(shape).astype(BF16)
+    b = _values(np.random.default_rng(seed), shape).astype(BF16)
     back = nl.ops.to_f32(nl.from_numpy(b, tiles)).to_numpy()
     assert back.dtype == np.float32
     assert np.array_equal(back.view(np.uint32), b.astype(np.float32).view(np.uint32))
@@ -96,25 +101,21 @@ def test_to_bf16_special_values(rt1):
     assert got[9] == np.float32(2.0 ** -133)                       # subnormal, exact
 
 
-@given(gemm_case(), st.sampled_from([1.0, -0.5]), st.sampled_from([0.0, 1.0, 0.25]))
-def test_gemm_bf16_matches_float64(rt, case, alpha, beta):
+@given(gemm_case(), st.sampled_from([1.0, -0.5]), st.sampled_from([0.0, 1.0, 0.25]), seeds())
+def test_gemm_bf16_matches_float64(rt, case, alpha, beta, seed):
     """bf16 a and b, float32 c: against float64 products of the same bf16 values the only
-    error is float32 accumulation (so gemm's own 1e-5); against the float32 values they
+    error is float32 accumulation (gemm's own γ_k); against the float32 values they
     were rounded from, two roundings of at most 2^-8 each per product."""
+    rng = np.random.default_rng(seed)
     dims, tiles, ta, tb = case
     (a_shape, a_tiles), (b_shape, b_tiles), (c_shape, c_tiles) = gemm_layouts(case)
-    a32 = RNG.standard_normal(a_shape).astype(np.float32)
-    b32 = RNG.standard_normal(b_shape).astype(np.float32)
-    c0 = RNG.standard_normal(c_shape).astype(np.float32)
+    a32 = rng.standard_normal(a_shape).astype(np.float32)
+    b32 = rng.standard_normal(b_shape).astype(np.float32)
+    c0 = rng.standard_normal(c_shape).astype(np.float32)
     nb, nk = len(dims["b"]), len(dims["k"])
-    bsz, m, n, k = (int(np.prod(dims[g])) for g in "bmnk")
 
     def reference(a, b):
-        a2 = a.astype(np.float64).reshape((bsz, k, m) if ta else (bsz, m, k))
-        b2 = b.astype(np.float64).reshape((bsz, n, k) if tb else (bsz, k, n))
-        opa, opb = (a2.transpose(0, 2, 1) if ta else a2), (b2.transpose(0, 2, 1) if tb else b2)
-        want = alpha * np.matmul(opa, opb).reshape(c_shape) + beta * c0
-        return want, abs(alpha) * np.matmul(abs(opa), abs(opb)).reshape(c_shape) + abs(beta * c0)
+        return gemm_reference(case, a, b, c0, alpha, beta)
 
     ta_bf = nl.ops.to_bf16(nl.from_numpy(a32, a_tiles))
     tb_bf = nl.ops.to_bf16(nl.from_numpy(b32, b_tiles))
@@ -124,9 +125,11 @@ def test_gemm_bf16_matches_float64(rt, case, alpha, beta):
     assert got.dtype == np.float32 and got.shape == c_shape and got.tile_shape == c_tiles
     got = got.to_numpy()
     want, magnitude = reference(ta_bf.to_numpy(), tb_bf.to_numpy())
-    assert cond_err(got, want, magnitude) <= 1e-5
+    assert_close(got, want, magnitude, ulps=gemm_ulps(case), what=case)
+    # from the float32 operands: each product's two bf16 roundings, in bf16 units
     want32, magnitude32 = reference(a32, b32)
-    assert cond_err(got, want32, magnitude32) <= 2 * UNIT + UNIT ** 2 + 1e-5
+    assert_close(got, want32, magnitude32, ulps=2 + U_BF16 + gemm_ulps(case) * U32 / U_BF16,
+                 unit=U_BF16, what=case)
 
 
 def test_bf16_rejects_mixed_and_unsupported(rt1):
@@ -164,7 +167,7 @@ opa = a.astype(np.float64).transpose(0, 2, 1)
 opb = b.astype(np.float64).transpose(0, 2, 1)
 want = 0.5 * np.matmul(opa, opb) - c0
 mag = 0.5 * np.matmul(abs(opa), abs(opb)) + abs(c0)
-print(float(np.linalg.norm(got - want) / np.linalg.norm(mag)))
+print(float((abs(got - want) / (mag * 2.0**-24)).max()))   # ulps of the magnitude
 """
 
 
@@ -178,7 +181,8 @@ def test_gemm_bf16_without_avx512_bf16_falls_back_to_sgemm():
     assert run.returncode == 0, run.stderr[-2000:]
     assert "matmul" not in run.stdout, "oneDNN ran a matmul under AVX2: the test no longer " \
         "exercises the fallback"
-    assert float(run.stdout.strip().splitlines()[-1]) <= 1e-5
+    # γ_k of k = 70 (tests.tolerance.dot_ulps), 3 k tiles, α and β
+    assert float(run.stdout.strip().splitlines()[-1]) <= dot_ulps(70) + 3 + 2
 
 
 @pytest.mark.parametrize("march,reg", [("x86-64-v3", "ymm"), ("x86-64-v4", "zmm")])
@@ -199,53 +203,43 @@ def test_conversions_are_vectorised(march, reg):
         assert len(re.findall(rf"%{reg}", body)) >= 8, f"{fn} is not vectorised for {march}"
 
 
-def _gelu64(x):
-    x = x.astype(np.float64)
-    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
-
-
-def _gelu64_derivative(x):
-    x = x.astype(np.float64)
-    u = np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)
-    t = np.tanh(u)
-    return 0.5 * (1 + t) + 0.5 * x * (1 - t**2) * np.sqrt(2 / np.pi) * (1 + 3 * 0.044715 * x**2)
-
-
-@given(shape_and_tiles())
-def test_gelu_bf16_keeps_its_input_and_rounds_its_output(rt, st_):
+@given(shape_and_tiles(), seeds())
+def test_gelu_bf16_keeps_its_input_and_rounds_its_output(rt, st_, seed):
     """The fused forward: the input's bf16 copy bit for bit as to_bf16 makes it, and GELU
-    within one bf16 rounding (2⁻⁸ of the value) plus float32's own GELU error (1e-5,
-    test_elementwise) of float64's."""
+    within one bf16 rounding (2⁻⁸ of the value) plus float32's own GELU error
+    (tests/ops/elementwise_ref.py's ulps of its magnitude) of float64's."""
     shape, tiles = st_
-    # |x| ≤ 5 as in test_elementwise (beyond, GELU's tail is ill-conditioned in float32);
     # ±0 and exact ties of the input's rounding included
-    x = np.clip(RNG.standard_normal(shape) * 2, -5, 5).astype(np.float32)
+    x = (np.random.default_rng(seed).standard_normal(shape) * 2).astype(np.float32)
     u = x.reshape(-1).view(np.uint32)
     u[::5] = (u[::5] & 0xFFFF0000) | 0x8000
     x.reshape(-1)[::7] = 0.0
     xk, out = nl.ops.gelu_bf16(nl.from_numpy(x, tiles))
     assert xk.dtype == out.dtype == BF16 and xk.tile_shape == out.tile_shape == tiles
     assert np.array_equal(_bits(xk.to_numpy()), _rne_reference(x.ravel()).reshape(shape))
-    want = _gelu64(x)
-    got = out.to_numpy().astype(np.float64)
-    assert np.all(np.abs(got - want) <= (UNIT + 1e-5) * np.abs(want) + 1e-30)
+    want, mag = gelu(x)
+    assert_close(out.to_numpy(), want, abs(want) + 12 * (U32 / U_BF16) * mag, ulps=1,
+                 unit=U_BF16, what="gelu_bf16")
 
 
-@given(shape_and_tiles(), st.sampled_from([0.0, 1.0, -0.5]))
-def test_gelu_backward_bf16_reads_bf16_input(rt, st_, beta):
-    """dx = dy·gelu'(x) + β·dx from a bf16 x: float32's accuracy (1e-5) against float64 of
+@given(shape_and_tiles(), st.sampled_from([0.0, 1.0, -0.5]), seeds())
+def test_gelu_backward_bf16_reads_bf16_input(rt, st_, beta, seed):
+    """dx = dy·gelu'(x) + β·dx from a bf16 x: float32's accuracy against float64 of
     the same bf16 values: the widening is exact, no rounding is added."""
     shape, tiles = st_
-    x = np.clip(RNG.standard_normal(shape) * 2, -5, 5).astype(BF16)
-    dy = RNG.standard_normal(shape).astype(np.float32)
-    dx0 = RNG.standard_normal(shape).astype(np.float32)
-    g = dy * _gelu64_derivative(x.astype(np.float32))
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(shape) * 2).astype(BF16)
+    dy = rng.standard_normal(shape).astype(np.float32)
+    dx0 = rng.standard_normal(shape).astype(np.float32)
+    d, dmag = gelu_derivative(x.astype(np.float32))
+    g, gmag = dy * d, abs(dy) * dmag
     tdx = nl.from_numpy(dx0, tiles)
     nl.ops.gelu_backward_bf16(nl.from_numpy(x, tiles), nl.from_numpy(dy, tiles), tdx, beta=beta)
-    want = g + np.float32(beta) * dx0
-    assert cond_err(tdx.to_numpy(), want, abs(g) + abs(np.float32(beta) * dx0)) <= 1e-5
+    b32 = np.float32(beta)
+    assert_close(tdx.to_numpy(), g + b32 * dx0, gmag + abs(b32 * dx0), ulps=16, what="β")
     new = nl.ops.gelu_backward_bf16(nl.from_numpy(x, tiles), nl.from_numpy(dy, tiles))
-    assert new.dtype == np.float32 and cond_err(new.to_numpy(), g, abs(g)) <= 1e-5
+    assert new.dtype == np.float32
+    assert_close(new.to_numpy(), g, gmag, ulps=16, what="new dx")
 
 
 def test_gelu_bf16_ops_refuse_wrong_dtypes(rt1):

@@ -6,9 +6,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import nntile_lab as nl
-from tests.conftest import rel_err
+from tests.strategies import seeds
+from tests.tolerance import assert_close
 
-RNG = np.random.default_rng(0)
 SCALARS = st.floats(-3, 3).filter(lambda a: a == 0 or abs(a) > 1e-3)
 MAX_DIM = {1: 13, 2: 13, 3: 8, 4: 6}
 MAX_TILES = 150  # keeps an example's task count (and the file's runtime) small
@@ -41,8 +41,8 @@ def axis_case(draw):
     return tuple(shape), tuple(tiles), axis
 
 
-def rand(shape):
-    return RNG.standard_normal(shape).astype(np.float32)
+def rand(rng, shape):
+    return rng.standard_normal(shape).astype(np.float32)
 
 
 def drop(t, axis):
@@ -50,13 +50,17 @@ def drop(t, axis):
     return t[:axis] + t[axis + 1:]
 
 
-def sum_err(got, want, magnitude) -> float:
-    """‖got − want‖ / ‖magnitude‖, where ``magnitude`` is the sum with every term
-    made positive. Partial sums are float32 between tiles, so a sum carries an
-    error relative to Σ|terms|: a sum that cancels to nearly 0 (a slice of two
-    values, say) has no small error relative to itself in any float32 code."""
-    mag = np.linalg.norm(np.asarray(magnitude, np.float64))
-    return float(np.linalg.norm(np.asarray(got, np.float64) - want) / (mag if mag else 1.0))
+def n_tiles(shape, tiles, axes) -> int:
+    """Tiles along ``axes``: the float32 partial results a sum over them adds up."""
+    return math.prod(-(-shape[d] // tiles[d]) for d in axes)
+
+
+def sum_ulps(shape, tiles, axes) -> float:
+    """The roundings of a sum over ``axes`` (each tile sums in double and rounds once; the
+    partial sums add in float32, one rounding each), and α, β: relative to Σ|terms|.
+    A sum that cancels to nearly 0 (a slice of two values, say) has no small error
+    relative to itself in any float32 code."""
+    return 4 + n_tiles(shape, tiles, axes)
 
 
 def fiber_sum(x, axis):
@@ -64,66 +68,86 @@ def fiber_sum(x, axis):
     return x.astype(np.float64).sum(axis=tuple(d for d in range(x.ndim) if d != axis % x.ndim))
 
 
-@given(axis_case(), SCALARS, SCALARS)
-def test_slice_reductions(rt, case, alpha, beta):
+def f32(v) -> np.float64:
+    """A scalar as the kernels take it (a C float)."""
+    return np.float64(np.float32(v))
+
+
+@given(axis_case(), SCALARS, SCALARS, seeds())
+def test_slice_reductions(rt, case, alpha, beta, seed):
     shape, tiles, axis = case
+    rng = np.random.default_rng(seed)
+    alpha, beta = f32(alpha), f32(beta)
     sshape, stiles = drop(shape, axis), drop(tiles, axis)
-    x, b, s0 = rand(shape), rand(shape), rand(sshape)
+    x, b, s0 = rand(rng, shape), rand(rng, shape), rand(rng, sshape)
     tx, x64, ax = nl.from_numpy(x, tiles), x.astype(np.float64), abs(x.astype(np.float64))
+    ulps = sum_ulps(shape, tiles, [axis % len(shape)])
     got = nl.ops.sum_slice(tx, axis).to_numpy()
-    assert sum_err(got, x64.sum(axis), ax.sum(axis)) <= 1e-5
+    assert_close(got, x64.sum(axis), ax.sum(axis), ulps=ulps, what="sum_slice")
     out = nl.ops.sum_slice(tx, axis, nl.from_numpy(s0, stiles), alpha, beta)
-    assert sum_err(out.to_numpy(), alpha * x64.sum(axis) + beta * s0,
-                   abs(alpha) * ax.sum(axis) + abs(beta * s0)) <= 1e-5
+    assert_close(out.to_numpy(), alpha * x64.sum(axis) + beta * s0,
+                 abs(alpha) * ax.sum(axis) + abs(beta * s0), ulps=ulps, what="sum_slice β")
     out = nl.ops.sumsq_slice(tx, axis, nl.from_numpy(s0, stiles), alpha, beta)
-    assert sum_err(out.to_numpy(), alpha * (x64**2).sum(axis) + beta * s0,
-                   abs(alpha) * (x64**2).sum(axis) + abs(beta * s0)) <= 1e-5
+    assert_close(out.to_numpy(), alpha * (x64**2).sum(axis) + beta * s0,
+                 abs(alpha) * (x64**2).sum(axis) + abs(beta * s0), ulps=ulps + 1,
+                 what="sumsq_slice")
     out = nl.ops.sumprod_slice(tx, nl.from_numpy(b, tiles), axis, alpha=alpha)
-    assert sum_err(out.to_numpy(), alpha * (x64 * b).sum(axis),
-                   abs(alpha) * abs(x64 * b).sum(axis)) <= 1e-5
+    assert_close(out.to_numpy(), alpha * (x64 * b).sum(axis),
+                 abs(alpha) * abs(x64 * b).sum(axis), ulps=ulps + 1, what="sumprod_slice")
     # max is exact; -inf entries (masks) are ordinary values, even a fiber of them
-    x[RNG.random(shape) < 0.3] = -np.inf
+    x[rng.random(shape) < 0.3] = -np.inf
     assert np.array_equal(nl.ops.max_slice(nl.from_numpy(x, tiles), axis).to_numpy(),
                           x.max(axis))
 
 
-@given(axis_case(), SCALARS, SCALARS)
-def test_fiber_and_global_sums(rt, case, alpha, beta):
+@given(axis_case(), SCALARS, SCALARS, seeds())
+def test_fiber_and_global_sums(rt, case, alpha, beta, seed):
     shape, tiles, axis = case
-    x, f0 = rand(shape), rand(shape[axis])
+    rng = np.random.default_rng(seed)
+    alpha, beta = f32(alpha), f32(beta)
+    x, f0 = rand(rng, shape), rand(rng, shape[axis])
     tx = nl.from_numpy(x, tiles)
     f = nl.ops.sum_fiber(tx, axis, nl.from_numpy(f0, (tiles[axis],)), alpha, beta)
-    assert sum_err(f.to_numpy(), alpha * fiber_sum(x, axis) + beta * f0,
-                   abs(alpha) * fiber_sum(abs(x), axis) + abs(beta * f0)) <= 1e-5
+    others = [d for d in range(len(shape)) if d != axis % len(shape)]
+    assert_close(f.to_numpy(), alpha * fiber_sum(x, axis) + beta * f0,
+                 abs(alpha) * fiber_sum(abs(x), axis) + abs(beta * f0),
+                 ulps=sum_ulps(shape, tiles, others), what="sum_fiber")
     once = nl.ops.sum_fiber(tx, axis).to_numpy()  # a fixed order: bit-identical reruns
     assert np.array_equal(once, nl.ops.sum_fiber(tx, axis).to_numpy())
     ssq, alpha = float((x.astype(np.float64) ** 2).sum()), abs(alpha)  # (no cancellation)
     total = nl.ops.sumsq_all(tx, alpha=alpha)
     assert total.shape == (1,)
-    assert rel_err(total.to_numpy(), [alpha * ssq]) <= 1e-5
+    every = sum_ulps(shape, tiles, range(len(shape))) + 1
+    assert_close(total.to_numpy(), [alpha * ssq], ulps=every, what="sumsq_all")
     # gradient clipping: β = 1 accumulates over several tensors
-    y = rand(shape[::-1])
+    y = rand(rng, shape[::-1])
     nl.ops.sumsq_all(nl.from_numpy(y, tiles[::-1]), total, beta=1.0)
-    assert rel_err(total.to_numpy(), [alpha * ssq + (y.astype(np.float64) ** 2).sum()]) <= 1e-5
+    assert_close(total.to_numpy(), [alpha * ssq + (y.astype(np.float64) ** 2).sum()],
+                 ulps=2 * every, what="sumsq_all β")
 
 
-@given(axis_case(), SCALARS, SCALARS)
-def test_broadcasts(rt, case, alpha, beta):
+@given(axis_case(), SCALARS, SCALARS, seeds())
+def test_broadcasts(rt, case, alpha, beta, seed):
     shape, tiles, axis = case
+    rng = np.random.default_rng(seed)
+    alpha, beta = f32(alpha), f32(beta)
     a = axis % len(shape)
-    x, s, f = rand(shape), rand(drop(shape, axis)), rand(shape[axis])
+    x, s, f = rand(rng, shape), rand(rng, drop(shape, axis)), rand(rng, shape[axis])
     ts, tf = nl.from_numpy(s, drop(tiles, axis)), nl.from_numpy(f, (tiles[axis],))
     s_b = np.expand_dims(s.astype(np.float64), a)
     f_b = f.astype(np.float64).reshape([-1 if d == a else 1 for d in range(len(shape))])
     tx = nl.from_numpy(x, tiles)
     assert nl.ops.add_slice(ts, tx, axis, alpha, beta) is tx
-    assert sum_err(tx.to_numpy(), alpha * s_b + beta * x, abs(alpha * s_b) + abs(beta * x)) <= 1e-6
+    # y = α·b + β·x: two products and a sum (3 roundings); b·x: one
+    assert_close(tx.to_numpy(), alpha * s_b + beta * x, abs(alpha * s_b) + abs(beta * x),
+                 ulps=3, what="add_slice")
     got = nl.ops.mul_slice(ts, nl.from_numpy(x, tiles), axis).to_numpy()
-    assert rel_err(got, s_b * x) <= 1e-6
+    assert_close(got, s_b * x, ulps=1, what="mul_slice")
     got = nl.ops.add_fiber(tf, nl.from_numpy(x, tiles), axis, alpha, beta).to_numpy()
-    assert sum_err(got, alpha * f_b + beta * x, abs(alpha * f_b) + abs(beta * x)) <= 1e-6
+    assert_close(got, alpha * f_b + beta * x, abs(alpha * f_b) + abs(beta * x), ulps=3,
+                 what="add_fiber")
     got = nl.ops.mul_fiber(tf, nl.from_numpy(x, tiles), axis).to_numpy()
-    assert rel_err(got, f_b * x) <= 1e-6
+    assert_close(got, f_b * x, ulps=1, what="mul_fiber")
 
 
 def test_bad_inputs(rt1):

@@ -8,11 +8,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import nntile_lab as nl
-from tests.conftest import rel_err, require
-from tests.ops.test_reduce import axis_case, drop, fiber_sum, sum_err
+from tests.conftest import require
+from tests.ops.test_reduce import axis_case, drop, fiber_sum
+from tests.strategies import seeds
+from tests.tolerance import U32 as U
+from tests.tolerance import assert_close
 
-SEEDS = st.integers(0, 2**32 - 1)
-U = 2.0**-24   # float32's unit roundoff
+SEEDS = seeds()
 
 
 def axis_tiles(shape, tiles, a):
@@ -45,10 +47,10 @@ def test_rms_norm(rt, case, seed, eps, scale, in_place):
     # axis (a rounding each, and 1/K's): r = 1/√v within half v's error plus its own rounding
     nt = axis_tiles(shape, tiles, a)
     r_err = ((nt + 1) / 2 + 1) * U
-    assert rel_err(inv_rms.to_numpy(), r) <= r_err
+    assert_close(inv_rms.to_numpy(), r, ulps=r_err / U, what="inv_rms")
     want = x64 * np.expand_dims(r, a) * bcast(w, a, len(shape))
     # y = x·r·w: two more roundings per value
-    assert np.all(abs(y.to_numpy() - want) <= (r_err + 2 * U) * abs(want))
+    assert_close(y.to_numpy(), want, ulps=(r_err + 2 * U) / U, what="y")
 
 
 @given(axis_case(), SEEDS, st.sampled_from(["none", "all", "dweight"]),
@@ -88,8 +90,8 @@ def test_rms_norm_backward_vs_torch(rt, case, seed, given_grads, scale):
     tol = {"dx": 3 * r_err + (nt + 3) * U, "dweight": r_err + (tx.ntiles // nt + 3) * U}
     for name, got, want in (("dx", dx, xt.grad), ("dweight", dweight, wt.grad)):
         start_value = g0.get(name, 0)
-        assert sum_err(got.to_numpy(), want.numpy() + start_value,
-                       magnitude[name] + abs(start_value)) <= tol[name], name
+        assert_close(got.to_numpy(), want.numpy() + start_value,
+                     magnitude[name] + abs(start_value), ulps=tol[name] / U, what=name)
         if name in start:
             assert got is start[name]
 

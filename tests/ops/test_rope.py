@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import nntile_lab as nl
-from tests.conftest import cond_err, require
+from tests.conftest import require
+from tests.tolerance import assert_close
 
 U = 2.0**-24
 
@@ -73,8 +74,8 @@ def test_rope_is_hugging_faces_rotation(rt, case, seed, in_place):
     assert (y is tx) == in_place
     # each value is x1·cos ∓ x2·sin: the tables' rounding (one each) and two of its own,
     # relative to |x1·cos| + |x2·sin|
-    assert cond_err(y.to_numpy(), hf_rope(x.astype(np.float64), positions, theta),
-                    rotated_magnitude(x, cos, sin)) <= 4 * U
+    assert_close(y.to_numpy(), hf_rope(x.astype(np.float64), positions, theta),
+                 rotated_magnitude(x, cos, sin), ulps=4, what="rope")
 
 
 @given(rope_case(), st.integers(0, 2**32 - 1), st.booleans())
@@ -93,7 +94,8 @@ def test_rope_backward_vs_torch(rt, case, seed, in_place):
     tdy = nl.from_numpy(dy, tiles)
     dx = nl.ops.rope_backward(tdy, tc, ts, dx=tdy if in_place else None)
     assert (dx is tdy) == in_place
-    assert cond_err(dx.to_numpy(), xt.grad.numpy(), rotated_magnitude(dy, cos, sin)) <= 3 * U
+    assert_close(dx.to_numpy(), xt.grad.numpy(), rotated_magnitude(dy, cos, sin), ulps=3,
+                 what="rope_backward")
 
 
 def test_a_longer_table_gives_its_first_rows(rt1):

@@ -162,6 +162,7 @@ def _losses(run: Path) -> list[float]:
         return [float(r["loss"]) for r in csv.DictReader(f) if r.get("loss")]
 
 
+@pytest.mark.slow
 def test_training_over_tcp_only_equals_one_process(tmp_path):
     """Two ranks whose only transport is TCP (``--tcp``: pml ob1, btl tcp,self) train to the
     one-process losses; with the TCP transport taken away the same launch cannot start, so

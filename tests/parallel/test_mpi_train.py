@@ -39,6 +39,7 @@ def reference(tmp_path_factory):
     return single(tmp_path_factory.mktemp("ref") / "one.json", "tile-cyclic", "--steps", "5")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n,dist", [(2, "tile-cyclic"), (4, "weights-2d"), (4, "tile-cyclic"),
                                     (2, "data-parallel"), (4, "data-parallel")])
 def test_operator_parallel_losses_equal_one_rank(n, dist, reference, tmp_path):
@@ -49,6 +50,7 @@ def test_operator_parallel_losses_equal_one_rank(n, dist, reference, tmp_path):
     assert min(res["param_tiles_per_rank"]) > 0, res["param_tiles_per_rank"]
 
 
+@pytest.mark.slow
 def test_checkpoint_from_two_ranks_resumes_on_four(tmp_path):
     one, two = tmp_path / "one", tmp_path / "two"
     single(tmp_path / "a.json", "tile-cyclic", "--steps", "3", "--save", str(one))
@@ -66,6 +68,7 @@ def test_checkpoint_from_two_ranks_resumes_on_four(tmp_path):
     np.testing.assert_allclose(res["losses"], ref["losses"], rtol=0, atol=TOL)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["--die-at-step", "--raise-at-step"])
 def test_a_dying_rank_ends_every_rank(how, tmp_path):
     proc = mpirun(4, "mpi_train.py", str(tmp_path / "x.json"), "tile-cyclic", "--steps", "5",
@@ -83,6 +86,7 @@ def _losses(run: Path) -> list[float]:
         return [float(r["loss"]) for r in csv.DictReader(f) if r.get("loss")]
 
 
+@pytest.mark.slow
 def test_train_cli_ranks(tmp_path):
     data = tiny_dataset(tmp_path / "data")
     opts = ["--data", str(data), "--n-layer", "1", "--n-head", "2", "--n-embd", "32",

@@ -106,6 +106,7 @@ def test_float32_model_close_to_float64():
     assert m32.loss(x, x) == pytest.approx(m64.loss(x, x), rel=1e-5)
 
 
+@pytest.mark.slow
 def test_gradients_match_finite_differences():
     model = TorchGPT2(CFG, dtype=torch.float64)
     sd = randomised(model)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import nntile_lab as nl
-from tests.conftest import rel_err
+from tests.tolerance import rel_err
 
 
 def test_gemm_bf16_concurrency_stress():

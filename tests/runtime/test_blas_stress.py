@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 import nntile_lab as nl
-from tests.conftest import rel_err
+from tests.tolerance import rel_err
 
 
 def test_gemm_concurrency_stress():
@@ -21,6 +21,7 @@ def test_gemm_concurrency_stress():
     assert not wrong, f"{len(wrong)} of 50 tiled sgemm runs were wrong: {wrong[:5]}"
 
 
+@pytest.mark.slow
 def test_transposed_transposed_gemm_from_two_workers():
     """Small sgemm(Trans, Trans) on two workers at once: scipy-openblas32 0.3.34 gives
     wrong products and corrupts the heap there (scripts/openblas_tt_race.c), so the gemm

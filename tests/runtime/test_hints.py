@@ -39,6 +39,7 @@ def train(hints, tmp_path=None, steps=3, accum=1, precision="fp32"):
     return out, params, traffic
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["in_memory", "out_of_core"])
 def test_hints_leave_results_bit_identical(where, tmp_path):
     ooc = tmp_path if where == "out_of_core" else None
@@ -54,6 +55,7 @@ def test_hints_leave_results_bit_identical(where, tmp_path):
         assert ref_traffic["bytes_written"] > 0 and ref_traffic["bytes_read"] > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precision", ["bf16", "bf16-storage"])
 def test_hints_leave_bf16_results_bit_identical_out_of_core(precision, tmp_path):
     """The bf16 modes out of core, with every hint and without: their bf16 logits'
@@ -66,6 +68,7 @@ def test_hints_leave_bf16_results_bit_identical_out_of_core(precision, tmp_path)
     assert traffic["bytes_written"] > 0 and traffic["bytes_read"] > 0
 
 
+@pytest.mark.slow
 def test_hints_with_gradient_accumulation(tmp_path):
     ref, _, _ = train("none", tmp_path / "a", steps=2, accum=2)
     got, _, _ = train("all", tmp_path / "b", steps=2, accum=2)

@@ -10,9 +10,8 @@ import nntile_lab as nl
 from nntile_lab._lib import ffi, lib
 from nntile_lab.runtime import opencl_devices
 from nntile_lab.trace.recorder import Trace
-from tests.conftest import rel_err
-
-RNG = np.random.default_rng(181)
+from tests.conftest import need_opencl
+from tests.tolerance import rel_err
 
 
 def _layer(x, w, gamma, beta):
@@ -33,15 +32,16 @@ def _reference(x, w, gamma, beta):
 
 @pytest.mark.parametrize("scheduler", ["dmda", "dmdas", "heteroprio", "eager", "lws"])
 def test_a_mixed_runtime_computes_what_the_cpu_does(scheduler):
+    rng = np.random.default_rng(1810)
     if not lib.nl_opencl_built() or opencl_devices() < 1:
         pytest.fail("no OpenCL device: run scripts/setup.sh and check `clinfo -l`",
                     pytrace=False)
     if nl.Runtime.active is not None:
         nl.Runtime.active.stop()
-    x = RNG.standard_normal((64, 96)).astype(np.float32)
-    w = RNG.standard_normal((96, 96)).astype(np.float32) / 10
-    gamma = RNG.standard_normal(96).astype(np.float32)
-    beta = RNG.standard_normal(96).astype(np.float32)
+    x = rng.standard_normal((64, 96)).astype(np.float32)
+    w = rng.standard_normal((96, 96)).astype(np.float32) / 10
+    gamma = rng.standard_normal(96).astype(np.float32)
+    beta = rng.standard_normal(96).astype(np.float32)
     with nl.Runtime(scheduler=scheduler, ncpu=1, nopencl=1) as rt:
         assert rt.where == "any" and rt.nworkers == 2
         for _ in range(3):   # the dm* policies calibrate their models over the first runs
@@ -55,15 +55,16 @@ def test_a_mixed_runtime_computes_what_the_cpu_does(scheduler):
 def test_on_opencl_with_a_cpu_fallback_puts_each_op_where_the_table_says():
     """``on("opencl", fallback="cpu")``: an op with an OpenCL implementation runs on the
     device, one without on the CPU (none is refused), with the CPU's results."""
+    rng = np.random.default_rng(1811)
     if not lib.nl_opencl_built() or opencl_devices() < 1:
         pytest.fail("no OpenCL device: run scripts/setup.sh and check `clinfo -l`",
                     pytrace=False)
     if nl.Runtime.active is not None:
         nl.Runtime.active.stop()
-    x = RNG.standard_normal((32, 48)).astype(np.float32)
-    w = RNG.standard_normal((48, 48)).astype(np.float32) / 10
-    gamma = RNG.standard_normal(48).astype(np.float32)
-    beta = RNG.standard_normal(48).astype(np.float32)
+    x = rng.standard_normal((32, 48)).astype(np.float32)
+    w = rng.standard_normal((48, 48)).astype(np.float32) / 10
+    gamma = rng.standard_normal(48).astype(np.float32)
+    beta = rng.standard_normal(48).astype(np.float32)
     rows = [ffi.string(lib.nl_op_name(i)).decode() for i in range(lib.nl_op_count())]
     with nl.Runtime(scheduler="dmda", ncpu=1, nopencl=1) as rt:
         with Trace(rt) as trace, rt.on("opencl", fallback="cpu"):
@@ -85,3 +86,54 @@ def test_on_opencl_with_a_cpu_fallback_puts_each_op_where_the_table_says():
             with pytest.raises(ValueError, match=why), rt.on(kind, fallback=fallback):
                 pass
             assert (rt.where, rt.fallback) == ("any", None)
+
+
+def test_a_policy_that_never_uses_the_device_is_refused_with_opencl_workers():
+    """modular-gemm hands tasks to CPU and CUDA workers only: a GEMM placed on the OpenCL
+    device (on("opencl", fallback="cpu")) waited forever. Refused before StarPU starts,
+    by the runtime and by the spec (a usage error on the command line)."""
+    from nntile_lab.spec import ExperimentSpec
+    if nl.Runtime.active is not None:
+        nl.Runtime.active.stop()
+    with pytest.raises(ValueError, match=r"scheduler='modular-gemm' with nopencl=1: StarPU's "
+                                         r"modular-gemm schedules onto CPU and CUDA workers "
+                                         r"only"):
+        nl.Runtime(scheduler="modular-gemm", ncpu=1, nopencl=1)
+    assert nl.Runtime.active is None
+    with pytest.raises(ValueError, match=r"--scheduler.*--nopencl.*waits forever"):
+        ExperimentSpec(scheduler="modular-gemm", nopencl=1)
+    with nl.Runtime(scheduler="modular-gemm", ncpu=1) as rt:   # CPU workers: it runs
+        a = nl.full((64, 64), 1.0, (32, 32))
+        assert float(nl.ops.gemm(a, a).to_numpy()[0, 0]) == 64.0
+        rt.wait()
+
+
+RSS_CYCLES = """
+import gc, numpy as np, nntile_lab as nl
+from nntile_lab.rss import rss_bytes
+x, seen = np.ones((256, 256), np.float32), []
+for i in range(12):
+    with nl.Runtime(ncpu=1, nopencl=1) as rt:
+        a = nl.from_numpy(x, (128, 128))
+        with rt.on("opencl"):
+            c = nl.ops.gemm(a, a)     # CLBlast: its programs are cached per context
+        c.to_numpy()
+    gc.collect()
+    seen.append(rss_bytes())
+print(seen[3], seen[-1])
+"""
+
+
+@pytest.mark.slow
+def test_runtime_starts_and_stops_with_opencl_keep_the_rss_flat():
+    """RSS grew ~2–3.5 MiB per Runtime(nopencl=1) start/stop that ran a GEMM on the device
+    (132 → 200 MiB over 30): CLBlast kept each context's compiled programs. Over 8 cycles
+    after warm-up the growth now stays within the allocator's noise."""
+    import subprocess
+    import sys
+    need_opencl()
+    run = subprocess.run([sys.executable, "-c", RSS_CYCLES], capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    after_warmup, last = map(int, run.stdout.split())
+    assert last - after_warmup <= 8 * (1 << 20), (after_warmup >> 20, last >> 20)

@@ -42,6 +42,7 @@ def run(data, out, steps, ooc_dir=None, resume=None):
         return log, rt.disk_traffic()
 
 
+@pytest.mark.slow
 def test_out_of_core_training_equals_in_memory(data, tmp_path):
     ref, none = run(data, tmp_path / "ram", steps=4)
     assert none["bytes_written"] == 0
@@ -64,6 +65,7 @@ def test_out_of_core_training_equals_in_memory(data, tmp_path):
     pd.testing.assert_frame_equal(resumed[COLS], ref[COLS])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", nl.Runtime.OOC_BACKENDS)
 def test_tiles_of_any_size_round_trip_through_disk(tmp_path, backend):
     """O_DIRECT needs whole pages: tiles of odd byte sizes go through a bounce buffer."""
@@ -147,6 +149,7 @@ for it in range(4):
 """
 
 
+@pytest.mark.slow
 def test_stop_returns_with_prefetches_pending_into_a_full_ram():
     """Stopping with prefetches into RAM still pending (RAM full of dirty tiles, which a
     prefetch does not evict): every tile is freed and stop() returns — it used to wait

@@ -31,6 +31,7 @@ def fake_peak(monkeypatch, tmp_path):
     return calls
 
 
+@pytest.mark.slow
 def test_trace_command_writes_every_file(tmp_path, monkeypatch, capsys, fake_peak):
     seen = {}
 

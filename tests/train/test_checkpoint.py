@@ -13,14 +13,15 @@ from nntile_lab.train.checkpoint import (
     save_checkpoint,
 )
 
-RNG = np.random.default_rng(0)
-MODEL = {"transformer.wte.weight": RNG.standard_normal((5, 3)).astype(np.float32),
+MODEL = {"transformer.wte.weight": np.random.default_rng(0).standard_normal((5, 3)).astype(
+    np.float32),
          "transformer.ln_f.bias": np.zeros(3, np.float32)}
 
 
 def optimizer_state(step):
     return {"step": np.int64(step), "betas": (0.9, 0.95), "amsgrad": False, "note": None,
-            "m": {"w": RNG.standard_normal(4), "scalar": np.array(2.5, np.float32)},
+            "m": {"w": np.random.default_rng(step).standard_normal(4),
+                  "scalar": np.array(2.5, np.float32)},
             "list": [np.arange(3), 1.5]}
 
 
@@ -109,6 +110,7 @@ def test_unknown_format_is_rejected(tmp_path):
     (path / "state.json").write_text(json.dumps({**state, "format": 99}))
     manifest = json.loads((path / "manifest.json").read_text())   # as a future version would
     manifest["files"]["state.json"] = ck._digest(path / "state.json")
+    manifest["sha256"] = ck._files_digest(manifest["files"])
     (path / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ValueError, match="format 99"):
         load_checkpoint(tmp_path)

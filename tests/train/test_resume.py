@@ -84,3 +84,29 @@ def test_a_checkpoint_without_its_schedule_is_refused_unless_rescheduled(three_s
 def test_reschedule_without_resume_is_a_usage_error(tmp_path):
     with pytest.raises(ValueError, match="--reschedule applies only with --resume"):
         cli.run_cli(parse(*common(tmp_path), "--steps", "3", "--reschedule"))
+
+
+def test_a_bf16_run_resumes_in_bf16(tmp_path, capsys):
+    """`train --resume` without --precision continued a bf16 run in fp32: the checkpoint
+    keeps the mode it trained in, and a resume continues in it (a different --precision
+    given says so)."""
+    import json
+    data, out = tiny_dataset(tmp_path / "data"), tmp_path / "run"
+    assert cli.run_cli(parse(*common(data), "--steps", "2", "--out", str(out),
+                             "--precision", "bf16")) == 0
+    assert load_checkpoint(out).state["settings"]["precision"] == "bf16"
+    assert cli.resolve(parse(*common(data), "--resume", str(out))).precision == "bf16"
+    assert cli.run_cli(parse(*common(data), "--resume", str(out), "--steps", "3")) == 0
+    record = json.loads((out / "run.json").read_text())
+    assert record["config"]["precision"]["mode"] == "bf16"
+    assert record["spec"]["precision"] == "bf16"
+    # an older checkpoint, without the mode in its settings: run.json says it
+    ckpt = load_checkpoint(out)
+    del ckpt.state["settings"]["precision"]
+    save_checkpoint(out / "old", ckpt.model_state, ckpt.optimizer_state, ckpt.state)
+    (out / "old" / "run.json").write_text((out / "run.json").read_text())
+    assert cli.resolve(parse(*common(data), "--resume", str(out / "old"))).precision == "bf16"
+    capsys.readouterr()
+    with pytest.warns(UserWarning, match="precision bf16 -> fp32"):
+        assert cli.run_cli(parse(*common(data), "--resume", str(out), "--steps", "4",
+                                 "--precision", "fp32")) == 0

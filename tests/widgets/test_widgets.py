@@ -333,3 +333,36 @@ def test_trace_explorer_empty_slice_titles_colours_and_zoom():
     tx.trace = tr.__class__.__new__(tr.__class__)   # a broken trace: no tables
     tx.layer.value = tx.layer.options[1][1]
     assert "Error" in tx.table.value and tx.plot.figure is None
+
+
+def test_each_point_shows_what_was_predicted_for_it(tmp_path):
+    """Item 4 of issue 30: the tile sweep shows, beside each measured point, the GFLOP/s
+    tune predicted for it from the points before (hollow markers in the plot)."""
+    ts = TileSweep(BASE, {"vocab_tile": "16,32,64"}, cache_dir=tmp_path, peak_gflops=100.0)
+    df = ts.run()
+    assert df["predicted_gflops"].notna().all() and (df["predicted_gflops"] > 0).all()
+    assert "no predictions" not in ts.message.value
+    labels = [t.get_text() for t in ts.plot.figure.axes[0].get_legend().get_texts()]
+    assert "predicted (before measuring)" in labels
+
+
+def test_find_the_best_tiles_button(tmp_path):
+    ts = TileSweep(BASE, {"vocab_tile": "16,32,64", "batch_tile": "1,2"}, cache_dir=tmp_path,
+                   peak_gflops=100.0)
+    assert ts.tune_button.description == "Find the best tiles"
+    assert "nl-sweep-tune" in ts.tune_button._dom_classes
+    ts.budget.value = "2m"
+    ts.tune_button.click()
+    assert ts.running and ts.wait(600) and ts.background.error is None
+    res = ts.tuned
+    assert res.best is not None and res.best.vocab_tile in (16, 32, 64)
+    assert ts.status.value.startswith("done: best tiling: ")
+    assert "train with it: nntile-lab train" in ts.message.value
+    # the plot: measured against predicted, the chosen tiling starred
+    left = ts.plot.figure.axes[0]
+    assert left.get_xlabel() == "predicted step (ms)"
+    assert any("chosen" in t.get_text() for t in left.get_legend().get_texts())
+    # bad input: said in the widget, nothing run
+    ts.budget.value = "soon"
+    assert ts.find_best() is None and "budget" in ts.message.value
+    assert ts.status.value == "not run"
