@@ -5,12 +5,17 @@ parametrised: pytest groups the tests by scheduler and restarts StarPU between
 groups (a cycle costs ~20 ms).
 """
 import os
+import signal
 import tempfile
 
 # StarPU keeps performance models and bus calibration in $STARPU_HOME and rewrites
 # them at shutdown: a test session gets its own, so that another StarPU process
 # (a notebook, a training run) never reads a file this one is writing
 os.environ.setdefault("STARPU_HOME", tempfile.mkdtemp(prefix="nntile_lab_starpu_"))
+# a suite started in the background of a non-interactive shell (`make test &`, a CI job)
+# inherits SIGINT ignored, and so would every child it spawns: the Ctrl-C tests need it live
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 import pytest
 from hypothesis import HealthCheck, settings

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from nntile_lab.bench import depth, kernels, memory, schedulers, submit_cost, train
@@ -103,9 +104,9 @@ def register_cli(subparsers) -> None:
     gn.add_argument("--new-tokens", type=int_range(2), default=64, help="default 64")
     gn.add_argument("--rounds", type=int_range(1), default=3, help="interleaved rounds, "
                     "medians (default 3)")
-    gn.add_argument("--ncpu", type=int_range(1), default=2, help="StarPU CPU workers and "
-                    "PyTorch threads (default 2)")
-    gn.add_argument("--scheduler", default=DEFAULTS.scheduler,
+    gn.add_argument("--ncpu", type=int_range(1), default=None, help="StarPU CPU workers and "
+                    "PyTorch threads (default: the spec's, else every core)")
+    gn.add_argument("--scheduler", default=None,
                     help=f"StarPU scheduling policy (default {DEFAULTS.scheduler})")
     for name in ("embd_tile", "inner_tile", "head_tile", "vocab_tile"):
         gn.add_argument(f"--{name.replace('_', '-')}", type=int_range(1), default=None,
@@ -303,7 +304,8 @@ def _generate(args) -> int:
         results.append(gen_bench.measure(
             name, [int(b) for b in args.batches.split(",") if b.strip()],
             prompt_len=args.prompt_len, new_tokens=args.new_tokens,
-            rounds=args.rounds, ncpu=args.ncpu, scheduler=args.scheduler, tiles=tiles,
+            rounds=args.rounds, ncpu=args.ncpu or DEFAULTS.ncpu or len(os.sched_getaffinity(0)),
+            scheduler=args.scheduler or DEFAULTS.scheduler, tiles=tiles,
             cache_tile=args.cache_tile, log=lambda m: print(m, file=sys.stderr, flush=True)))
     load.append(_loadavg())
     res = {"models": results, "loadavg_before": load[0], "loadavg_after": load[1]}

@@ -43,6 +43,7 @@ def measure(model_name: str, batches=(1, 8), *, prompt_len: int = 32, new_tokens
             rounds: int = 3, ncpu: int = 2, scheduler: str = "lws", tiles: dict | None = None,
             cache_tile: int | None = None, seed: int = 0, log=print) -> dict:
     """One model, several batch sizes: both systems' rates and the ratios."""
+    # PyTorch and Hugging Face are the bench extra's; the runtime only where it is measured
     import torch
 
     import nntile_lab as nl

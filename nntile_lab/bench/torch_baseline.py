@@ -148,11 +148,11 @@ def measure(cfg, batch: int | None = None, seq_len: int | None = None, *,
 
 def torch_model(cfg, seed: int = 0):
     """(name, float32 PyTorch model) of ``cfg``'s kind, initialised from ``seed``."""
-    import torch
+    import torch  # the references need PyTorch (the bench extra), imported when used
     if hasattr(cfg, "n_kv_head"):   # a LlamaConfig
-        from nntile_lab.reference.torch_llama import TorchLlama
+        from nntile_lab.reference.torch_llama import TorchLlama  # PyTorch inside
         return "torch_llama", TorchLlama(cfg, dtype=torch.float32, fast=True, seed=seed)
-    from nntile_lab.reference.nanogpt import NanoGPT
+    from nntile_lab.reference.nanogpt import NanoGPT  # PyTorch inside
     return "nanogpt", NanoGPT(cfg, dtype=torch.float32, seed=seed)
 
 

@@ -110,14 +110,14 @@ def step_graph(spec: ExperimentSpec) -> StepGraph:
 
 def _model(spec: ExperimentSpec, mode: str):
     """The spec's model, built on the dry run's shape-only tensors."""
-    from nntile_lab.nn import GPT2
+    from nntile_lab.nn import GPT2  # the models load only when a prediction is made
     return GPT2(spec.gpt2_config(), seed=0, precision=mode)
 
 
 def workers_of(spec: ExperimentSpec) -> int:
     """The workers a spec's run gets: ``ncpu`` (default every core, at most StarPU's
     build limit) plus its OpenCL and CUDA workers."""
-    from nntile_lab.runtime import max_workers
+    from nntile_lab.runtime import max_workers  # the compiled extension, when asked
     cpus = spec.ncpu or min(max_workers(), len(os.sched_getaffinity(0)))
     return cpus + spec.nopencl + spec.ncuda
 

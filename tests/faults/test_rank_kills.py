@@ -24,7 +24,7 @@ def test_killing_collectives_leaves_no_rank(tmp_path, run):
     # the largest sizes take seconds per operation: ranks still run when the kill comes
     moment, left = kill_at_random(["collectives", "--ranks", "2", "--min-bytes", "8",
                                    "--max-bytes", str(256 * 2**20), "--timeout", "120"],
-                                  (0.0, 3.0), tmp_path)
+                                  (0.0, 3.0), tmp_path, seed=20 + run)
     assert not left, (f"killed {moment:.2f} s in: left "
                       f"{[' '.join(p.cmdline()[:4]) for p in left]}")
 
@@ -32,6 +32,7 @@ def test_killing_collectives_leaves_no_rank(tmp_path, run):
 @pytest.mark.parametrize("run", range(2))
 def test_killing_a_proxy_replay_leaves_no_rank(tmp_path, run):
     moment, left = kill_at_random(["proxy", "gpt2", "--data", "2", "--iterations", "100000",
-                                   "--timeout", "120"], (0.0, 3.0), tmp_path)
+                                   "--timeout", "120"], (0.0, 3.0), tmp_path,
+                                  seed=30 + run)
     assert not left, (f"killed {moment:.2f} s in: left "
                       f"{[' '.join(p.cmdline()[:4]) for p in left]}")
