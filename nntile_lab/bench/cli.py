@@ -290,7 +290,7 @@ def _generate(args) -> int:
     if not models or bad:
         raise UsageError(f"--models {args.models!r}: give a comma list of "
                          f"{', '.join(gen_bench.MODELS)}")
-    _scheduler(args.scheduler)
+    _scheduler(args.scheduler or DEFAULTS.scheduler)
     load = [_loadavg()]
     results = []
     for name in models:
