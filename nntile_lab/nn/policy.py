@@ -161,11 +161,13 @@ class StepPolicy:
     def forward(self):
         """The forward: the tape is recording and the first region's scope is on."""
         previous = set_current(self.tape)
-        self._enter(Region(0), "forward")
         try:
+            self._enter(Region(0), "forward")
             yield self.tape
         finally:
-            self._pop_scope()
+            # normally one scope (the last region's) is open here; an interrupt between a
+            # stage's pop and its next enter leaves none, one inside a stage leaves two
+            self._close_scopes()
             set_current(previous)
 
     def run_stage(self, module, args, kw):
@@ -202,7 +204,10 @@ class StepPolicy:
     # ---- backward ------------------------------------------------------------------
     def backward(self) -> None:
         """The backward of the recorded forward (``Tape.backward``)."""
-        self.tape.backward()
+        try:
+            self.tape.backward()
+        finally:   # after an interrupt, the runtime's scope is the step's caller's again
+            self._close_scopes()
 
     def begin_backward(self, nodes, grads) -> None:
         """Plan the lazy zero fills: each gradient in the region whose backward adds to it
@@ -279,6 +284,11 @@ class StepPolicy:
 
     def _pop_scope(self) -> None:
         self._scopes.pop().__exit__(None, None, None)
+
+    def _close_scopes(self) -> None:
+        """Close every scope still open, innermost first."""
+        while self._scopes:
+            self._pop_scope()
 
     def _stage_reads(self, k: int) -> list:
         """The tensors a step reads of stage ``k``'s parameters."""

@@ -9,6 +9,7 @@ import pytest
 
 from nntile_lab import nn
 from nntile_lab.nn.config import GPT2Config
+from nntile_lab.nn.policy import StepPolicy
 from nntile_lab.trace import Trace
 from tests.nn.variants import VariantGPT
 
@@ -106,3 +107,68 @@ def test_a_spent_value_says_so(rt1):
 def test_outside_a_step_a_layer_says_where_it_runs():
     with pytest.raises(RuntimeError, match="called outside a step"):
         nn.GELU()(None)
+
+
+class Interrupted(nn.GELU):
+    """GELU that raises KeyboardInterrupt once, in its forward or its backward: Ctrl-C
+    landing at that moment of a step."""
+    when: str | None = None
+
+    def forward(self, ctx, x):
+        if Interrupted.when == "forward":
+            Interrupted.when = None
+            raise KeyboardInterrupt
+        return super().forward(ctx, x)
+
+    def backward(self, ctx, saved, dy, dx=None):
+        if Interrupted.when == "backward":
+            Interrupted.when = None
+            raise KeyboardInterrupt
+        return super().backward(ctx, saved, dy, dx)
+
+
+class InterruptedBlock(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.ln = nn.LayerNorm(c.n_embd, tile=c.embd_tile)
+        self.act = Interrupted()
+
+    def forward(self, x):
+        return x + self.act(self.ln(x))
+
+
+def _interrupt_between_stages(monkeypatch):
+    """Ctrl-C after a stage's scope closed and before the next one opened (CI saw it)."""
+    enter, calls = StepPolicy._enter, []
+
+    def interrupted(self, region, phase):
+        calls.append(phase)
+        if len(calls) == 2:
+            Interrupted.when = None
+            raise KeyboardInterrupt
+        return enter(self, region, phase)
+    monkeypatch.setattr(StepPolicy, "_enter", interrupted)
+
+
+@pytest.mark.parametrize("when", ["forward", "backward", "between stages"])
+def test_an_interrupt_mid_step_propagates_and_the_next_step_is_exact(rt1, when, monkeypatch):
+    """Ctrl-C inside a stage or between two reaches the caller as KeyboardInterrupt (not a
+    bookkeeping error), the runtime's task scope is the caller's again, and the next step
+    equals the same step on a model that was never interrupted."""
+    config = _Config(**{**SMALL, "n_layer": 2})
+    ids = np.random.default_rng(3).integers(0, SMALL["vocab_size"], (2, 8))
+    model, twin = (_model(InterruptedBlock)(config, seed=1) for _ in range(2))
+    scope = rt1._scope
+    Interrupted.when = when
+    with monkeypatch.context() as patch:
+        if when == "between stages":
+            _interrupt_between_stages(patch)
+        with pytest.raises(KeyboardInterrupt):
+            model.forward_backward(ids, ids)
+    assert Interrupted.when is None and rt1._scope == scope
+    loss, want = model.forward_backward(ids, ids), twin.forward_backward(ids, ids)
+    assert loss == want
+    for name, g in model.grads.items():
+        np.testing.assert_array_equal(g.to_numpy(), twin.grads[name].to_numpy(), err_msg=name)
+    model.free()
+    twin.free()

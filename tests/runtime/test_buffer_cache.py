@@ -1,6 +1,7 @@
 """The tile-buffer cache (``Runtime(buffer_cache_mb=)``): in memory, a freed tile's
 buffer serves the next tile of its size, so a step's temporaries stop faulting fresh
 pages in; it never changes a result, keeps under its cap, and is off out of core."""
+import mmap
 import resource
 
 import numpy as np
@@ -34,8 +35,17 @@ def _churn(rt, rounds: int) -> tuple[int, np.ndarray]:
     return faults, out.to_numpy()
 
 
+def _fresh_tile_faults() -> int:
+    """Minor faults of writing every page of a fresh mapping of one BIG tile."""
+    size = BIG[0] * BIG[1] * 4
+    with mmap.mmap(-1, size) as m:
+        before = _minor_faults()
+        for offset in range(0, size, 4096):
+            m[offset] = 1
+        return _minor_faults() - before
+
+
 def test_cache_reuses_freed_buffers_and_saves_first_touch():
-    pages = BIG[0] * BIG[1] * 4 // 4096
     with nl.Runtime(ncpu=1, scheduler="eager") as rt:
         assert rt.buffer_cache_mb > 0
         _churn(rt, 1)                                      # the first buffer is new
@@ -48,9 +58,13 @@ def test_cache_reuses_freed_buffers_and_saves_first_touch():
         uncached, _ = _churn(rt, 4)
         assert rt.buffer_cache()["hits"] == 0
     assert stats["hits"] >= 4 and stats["kept_bytes"] >= BIG[0] * BIG[1] * 4, stats
-    # without the cache each round touches its 12 288 pages afresh; with it, none
-    assert uncached > 4 * pages * 0.9, (uncached, pages)
-    assert cached < pages * 0.5, (cached, pages)
+    # Without the cache a round touches a fresh tile; with it, none. What a fresh tile costs
+    # in faults depends on the kernel (transparent huge pages, fault-around: CI measured
+    # 33 293 faults for 4 tiles of 12 288 pages), so it is measured here, on a fresh
+    # anonymous mapping like glibc's for a tile this size.
+    fresh = _fresh_tile_faults()
+    assert uncached > 2 * fresh, (uncached, fresh)
+    assert cached < 0.5 * fresh + 64, (cached, fresh)
 
 
 def test_cache_keeps_under_its_cap():
