@@ -61,6 +61,20 @@ OPENCL_WITH_DISK = ("a disk node under an OpenCL device's memory (tiles moving d
                     "train out of core")
 
 
+# Workers asleep while the calling thread submits a burst of small tasks (a decode step,
+# Runtime.workers_asleep): Debian's StarPU 1.3 has non-blocking drivers, so an idle worker
+# spins on its core, and with as many workers as cores the submitting thread shares a core
+# with a spinning worker. True while the workers are paused by such a block.
+_asleep = False
+
+
+def _wake() -> None:
+    global _asleep
+    if _asleep:
+        _asleep = False
+        lib.starpu_resume()
+
+
 def wait_interruptibly(step, draining: bool = False) -> None:
     """Call ``step(POLL_MS)`` (a C wait with a timeout: 1 done, 0 timed out, < 0
     errno) until it reports done; a KeyboardInterrupt can land between calls, and a stop
@@ -74,11 +88,14 @@ def wait_interruptibly(step, draining: bool = False) -> None:
         dog.arm()
     while True:
         check_stop()           # also before a wait that returns at once (small steps)
-        ret = step(POLL_MS)
+        ret = step(0 if _asleep else POLL_MS)
         if ret > 0:
             return
         if ret < 0:
             raise RuntimeError(f"waiting for StarPU tasks failed: {os.strerror(-ret)}")
+        if _asleep:            # only the workers can end this wait: wake them
+            _wake()
+            continue
         if dog is not None:
             dog.poll(draining)
 
@@ -443,6 +460,27 @@ class Runtime:
         self._raise_stall()
 
     @contextlib.contextmanager
+    def workers_asleep(self):
+        """The workers sleep (``starpu_pause``: tasks queue) while the block submits, and
+        wake at its end: for a burst of tiny tasks from Python (a decode step), whose
+        submitting thread would otherwise share its core with a spinning idle worker
+        (StarPU 1.3's drivers poll) and submit at a fraction of its speed. A wait inside
+        the block that the queued tasks must end wakes them first. Only for CPU workers
+        in memory on one process: a disk node, an accelerator or StarPU-MPI moves data
+        through the workers, which a blocking call in the block could wait for."""
+        global _asleep
+        if (_asleep or self.memory_limit_mb is not None or self.nopencl or self.ncuda
+                or self.mpi is not None or not self.alive):
+            yield self
+            return
+        lib.starpu_pause()
+        _asleep = True
+        try:
+            yield self
+        finally:
+            _wake()
+
+    @contextlib.contextmanager
     def scope(self, *, layer: int | None = None, phase: str | None = None,
               priority: int | None = None):
         """Tag tasks submitted inside with a layer, a phase and a priority."""
@@ -611,9 +649,10 @@ class Runtime:
         disk = self.ooc_size_mb if self.ooc_dir is not None else 0
         return (self.memory_limit_mb + disk) << 20
 
-    def reserve(self, nbytes: int, tile_bytes: int, what: str) -> None:
+    def reserve(self, nbytes: int, tile_bytes: int, what) -> None:
         """Account ``nbytes`` of new tiles (the largest ``tile_bytes``); raise
-        OutOfMemory if they cannot fit.
+        OutOfMemory if they cannot fit. ``what`` names them: a string, or a function
+        making it (called only for an error: a decode step makes ~70 tensors).
 
         Tiles registered and not yet released (freed ones wait for their tasks) are
         all data StarPU must keep somewhere; beyond the RAM limit (and the disk node)
@@ -622,12 +661,14 @@ class Runtime:
         A task needs its tiles in RAM, so one tile must fit under the RAM limit."""
         mib = 1 << 20
         if self.memory_limit_mb is not None and tile_bytes > self.memory_limit_mb * mib:
+            what = what() if callable(what) else what
             raise OutOfMemory(
                 f"{what} has tiles of {tile_bytes / mib:.1f} MiB, more than "
                 f"memory_limit_mb={self.memory_limit_mb}: a task needs its tiles in RAM. "
                 f"Use smaller tiles or raise memory_limit_mb above {-(-tile_bytes // mib)}")
         dog = getattr(self, "_watchdog", None)
         if dog is not None and dog.error is not None:
+            what = what() if callable(what) else what
             raise OutOfMemory(f"{what} was refused: this runtime stalled earlier (see the "
                               "OutOfMemory raised then); stop it and start a new one with "
                               "more room")
@@ -642,7 +683,8 @@ class Runtime:
             wait_interruptibly(lib.nl_wait_all)
             keep = lib.nl_guard_reserve(0) if ooc else 0
         if self.tile_bytes + nbytes + keep > cap:
-            raise self._capacity_error(what, self.tile_bytes, nbytes, keep)
+            raise self._capacity_error(what() if callable(what) else what, self.tile_bytes,
+                                       nbytes, keep)
 
     @property
     def tile_bytes(self) -> int:

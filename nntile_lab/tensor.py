@@ -49,11 +49,12 @@ class TiledTensor:
             raise MemoryError(f"no memory for the {n} tile handles of {traits}")
         handles = ffi.gc(handles, lib.nl_tiles_release)
         size = self.dtype.itemsize
-        self.runtime.reserve(sum(traits.tile_sizes) * size, max(traits.tile_sizes) * size,
-                              f"a {self.dtype.name} tensor of shape {traits.shape} with "
-                              f"tiles {traits.tile_shape}")
-        lib.nl_register_tiles(n, ffi.new("int64_t[]", traits.tile_sizes),
-                              self.dtype.itemsize, handles)
+        sizes = _c_tile_sizes(traits)
+        self.runtime.reserve(
+            traits.size * size, sizes[0] * size,
+            lambda: f"a {self.dtype.name} tensor of shape {traits.shape} with tiles "
+                    f"{traits.tile_shape}")
+        lib.nl_register_tiles(n, sizes, size, handles)
         self._handles = handles
         if getattr(self.runtime, "mpi", None) is not None:
             self.runtime.mpi.register(self)
@@ -390,7 +391,26 @@ def _check(ret: int, what: str) -> None:
         raise RuntimeError(f"starpu_data_{what} failed with code {ret}")
 
 
+# Each tensor layout's tile sizes as a C array, made once (a decode step makes ~70
+# tensors of a few layouts); the layout is kept beside it (its id stays its own)
+_C_SIZES: dict = {}
+_KNOWN_DTYPES = {**{d: d for d in DTYPES}, **{d.type: d for d in DTYPES}}
+
+
+def _c_tile_sizes(traits: TensorTraits):
+    hit = _C_SIZES.get(id(traits))
+    if hit is None or hit[0] is not traits:
+        if len(_C_SIZES) >= 4096:
+            _C_SIZES.clear()
+        hit = _C_SIZES[id(traits)] = (traits, ffi.new("int64_t[]", traits.tile_sizes))
+    return hit[1]
+
+
 def _check_dtype(dtype) -> np.dtype:
+    try:
+        return _KNOWN_DTYPES[dtype]       # the usual ones, without building a dtype
+    except (KeyError, TypeError):
+        pass
     dt = np.dtype(dtype)
     if dt not in DTYPES:
         raise TypeError(f"dtype {dt} is not supported: use float32 for values, int64 for "

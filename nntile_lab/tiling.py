@@ -54,6 +54,7 @@ class TensorTraits:
                                   zip(self.tile_shape, self.shape, off))
                             for off in self.tile_offsets]
         self.tile_sizes = [math.prod(s) for s in self.tile_shapes]
+        self.size = math.prod(self.shape)     # elements; the first tile is the largest
 
     @property
     def ndim(self) -> int:

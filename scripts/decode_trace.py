@@ -62,8 +62,7 @@ def main() -> None:
           f"{statistics.median(cpus) * 1e3:.2f} ms (medians of {a.steps})")
     print(per.round(1).to_string())
     mid = int(np.argsort(walls)[len(walls) // 2])
-    fig = viz.gantt(tr, step=mid, title=f"one decode step: main job's model (n_embd {E}), "
-                    f"batch {a.batch}, {a.ncpu} CPU workers")
+    fig = viz.gantt(tr, step=mid, title=f"one decode step (n_embd {E}, batch {a.batch})")
     fig.savefig(a.out, dpi=110)
     print(f"wrote {a.out}")
 

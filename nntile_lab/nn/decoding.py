@@ -21,6 +21,7 @@ from nntile_lab.nn import backend
 from nntile_lab.nn.attention import Attention
 from nntile_lab.nn.backend import ops
 from nntile_lab.nn.policy import StepPolicy
+from nntile_lab.runtime import Runtime
 
 
 class KVCache:
@@ -125,8 +126,12 @@ class Decoder:
         self.cache.positions = pos
         arrays = self.model.generation_inputs(np.ascontiguousarray(ids, np.int64),
                                               np.ascontiguousarray(pos, np.int64))
-        logits = self.model._forward(StepPolicy(self.model, training=False, cache=self.cache),
-                                     arrays)                            # (B, 1, V)
+        policy = StepPolicy(self.model, training=False, cache=self.cache)
+        if ids.shape[1] == 1:    # a decode step: ~150 tasks of a few µs, submitted faster
+            with Runtime.current().workers_asleep():     # than spinning workers let Python
+                logits = self.model._forward(policy, arrays)            # (B, 1, V)
+        else:
+            logits = self.model._forward(policy, arrays)
         try:
             return logits.to_numpy()[:, 0, :]
         finally:

@@ -57,7 +57,8 @@ class LMHead(Layer):
     def logits(self, ctx: LeafContext, x: TiledTensor) -> TiledTensor:
         """logits = x[:, −1]·Wᵀ, (B, 1, V) float32: the next token's, from each row's last
         position only (generation; the labels are not read)."""
-        last = ctx.temp(ops.take_position(x, x.shape[1] - 1))                # (B, 1, E)
+        last = (x if x.shape[1] == 1 else                   # a decode step: x is it
+                ctx.temp(ops.take_position(x, x.shape[1] - 1)))              # (B, 1, E)
         return ops.gemm(ctx.operand(last), self.weight.operand, trans_b=True)
 
     def backward(self, ctx: LeafContext, saved: Saved, dy=None, dx=(None, None)):

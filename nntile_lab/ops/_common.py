@@ -115,7 +115,7 @@ def same_layout(*tensors: TiledTensor, names: str = "") -> None:
 
 
 def need_dtype(t: TiledTensor, dtype, what: str) -> None:
-    if t.dtype != np.dtype(dtype):
+    if t.dtype != dtype:     # numpy compares a dtype with a name or a type as with a dtype
         raise TypeError(f"{what} must be {np.dtype(dtype).name}, got {t.dtype.name}")
 
 

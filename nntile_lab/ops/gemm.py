@@ -9,6 +9,7 @@ import numpy as np
 from nntile_lab._lib import lib
 from nntile_lab.ops._common import check, need_dtype, no_alias
 from nntile_lab.tensor import BFLOAT16, TiledTensor, empty
+from nntile_lab.tiling import TensorTraits
 
 
 def gemm(a: TiledTensor, b: TiledTensor, *, trans_a: bool = False, trans_b: bool = False,
@@ -57,14 +58,7 @@ def gemm(a: TiledTensor, b: TiledTensor, *, trans_a: bool = False, trans_b: bool
                              f"= {batch_ndim + ndim}")
     if ndim < 1 or batch_ndim < 0:
         raise ValueError(f"ndim={ndim} must be ≥ 1 and batch_ndim={batch_ndim} ≥ 0")
-    nb, nm, nn = batch_ndim, a.ndim - batch_ndim - ndim, b.ndim - batch_ndim - ndim
-    ga = _groups(a, nb, nm, ndim, trans_a)       # (batch, m, k) dims of a
-    gb = _groups(b, nb, ndim, nn, trans_b)       # (batch, k, n) dims of b
-    _match(ga[0], gb[0], a, b, "batch")
-    _match(ga[2], gb[1], a, b, "contracted (k)")
-    shape = tuple(a.shape[d] for d in ga[0] + ga[1]) + tuple(b.shape[d] for d in gb[2])
-    tiles = tuple(a.tile_shape[d] for d in ga[0] + ga[1]) + tuple(b.tile_shape[d] for d in gb[2])
-    nk = math.prod(a.grid_shape[d] for d in ga[2])
+    shape, tiles, nk, tasks = _plan(a, b, trans_a, trans_b, ndim, batch_ndim)
     if c_dtype == BFLOAT16 and nk > 1:   # a second k tile would add to a rounded c
         raise ValueError(f"gemm: a bfloat16 c needs the contracted dimensions in one tile "
                          f"(their float32 sums stay inside one task); a has {nk} tiles "
@@ -80,26 +74,54 @@ def gemm(a: TiledTensor, b: TiledTensor, *, trans_a: bool = False, trans_b: bool
                              f"tile_shape {tiles}")
     no_alias("gemm", {"out": c}, {"a": a, "b": b})
     ha, hb, hc = a.handles, b.handles, c.handles
-    ta, tb, tc = a.traits, b.traits, c.traits
+    for ia, ib, ic, batch, m, n, k, first in tasks:
+        check(submit(ha[ia], hb[ib], hc[ic], batch, m, n, k, trans_a, trans_b, alpha,
+                     beta if first else 1.0))
+    return c
+
+
+# The task list of a product of two layouts, made once: a decode step multiplies the same
+# few layouts ~25 times, and planning the tiles costs more than submitting them
+_PLANS: dict = {}
+
+
+def _plan(a: TiledTensor, b: TiledTensor, trans_a: bool, trans_b: bool, ndim: int,
+          batch_ndim: int):
+    """c's shape and tiles, the number of k tiles and the tasks: (a tile, b tile, c
+    tile, batch, m, n, k, first k tile) in submission order, c tile by c tile."""
+    key = (a.traits, b.traits, trans_a, trans_b, ndim, batch_ndim)
+    plan = _PLANS.get(key)
+    if plan is not None:
+        return plan
+    nb, nm, nn = batch_ndim, a.ndim - batch_ndim - ndim, b.ndim - batch_ndim - ndim
+    ga = _groups(a, nb, nm, ndim, trans_a)       # (batch, m, k) dims of a
+    gb = _groups(b, nb, ndim, nn, trans_b)       # (batch, k, n) dims of b
+    _match(ga[0], gb[0], a, b, "batch")
+    _match(ga[2], gb[1], a, b, "contracted (k)")
+    shape = tuple(a.shape[d] for d in ga[0] + ga[1]) + tuple(b.shape[d] for d in gb[2])
+    tiles = tuple(a.tile_shape[d] for d in ga[0] + ga[1]) + tuple(b.tile_shape[d] for d in gb[2])
+    nk = math.prod(a.grid_shape[d] for d in ga[2])
+    ta, tb = a.traits, b.traits
+    tc = TensorTraits(shape, tiles)
     # a flat tile number is Σ index·stride: split it into the part fixed by the c
-    # tile and the part that walks the k tiles, computed once (the loop only adds)
+    # tile and the part that walks the k tiles
     kidxs = list(product(*(range(a.grid_shape[d]) for d in ga[2])))
     ka = [_flat(kidx, ta.grid_strides, ga[2]) for kidx in kidxs]
     kb = [_flat(kidx, tb.grid_strides, gb[1]) for kidx in kidxs]
-    ksize = [math.prod(a.traits.tile_shapes[ka[j]][d] for d in ga[2])
-             for j in range(len(kidxs))]
-    betas = [beta] + [1.0] * (len(kidxs) - 1)
+    ksize = [math.prod(ta.tile_shapes[ka[j]][d] for d in ga[2]) for j in range(len(kidxs))]
+    tasks = []
     for ci in range(tc.ntiles):
         cidx, cshape = tc.grid_index(ci), tc.tile_shapes[ci]
         a0 = _flat(cidx[:nb + nm], ta.grid_strides, ga[0] + ga[1])
         b0 = _flat(cidx[:nb] + cidx[nb + nm:], tb.grid_strides, gb[0] + gb[2])
         batch = math.prod(cshape[:nb])
         m, n = math.prod(cshape[nb:nb + nm]), math.prod(cshape[nb + nm:])
-        hci = hc[ci]
-        for j in range(len(kidxs)):
-            check(submit(ha[a0 + ka[j]], hb[b0 + kb[j]], hci, batch, m, n, ksize[j],
-                         trans_a, trans_b, alpha, betas[j]))
-    return c
+        tasks += [(a0 + ka[j], b0 + kb[j], ci, batch, m, n, ksize[j], j == 0)
+                  for j in range(len(kidxs))]
+    if len(_PLANS) >= 1024:
+        _PLANS.clear()
+    plan = _PLANS[key] = (shape, tiles, nk, tasks)
+    return plan
 
 
 def _bf16_c_submit(ab_dtype):

@@ -41,26 +41,28 @@ def fiber_traits(x: TiledTensor, axis: int) -> TensorTraits:
     return TensorTraits((x.shape[axis],), (x.tile_shape[axis],))
 
 
-def check_operand(t: TiledTensor, want: TensorTraits, name: str, what: str) -> None:
+def check_operand(t: TiledTensor, want: TensorTraits, name: str, what) -> None:
     """``t`` must be a float32 tensor with the shape and tiles ``want`` (``what``
-    names what it should be)."""
+    names what it should be: a string, or a function making it for the error)."""
     if not isinstance(t, TiledTensor):
+        what = what() if callable(what) else what
         raise TypeError(f"{name} must be a TiledTensor ({what}), got {type(t).__name__}")
     need_dtype(t, "float32", name)
     if t.traits != want:
+        what = what() if callable(what) else what
         raise ValueError(f"{name} is {t!r}, but {what} must have shape {want.shape} with "
                          f"tile_shape {want.tile_shape}")
 
 
 def check_slice(s: TiledTensor, x: TiledTensor, axis: int, name: str) -> None:
     check_operand(s, slice_traits(x, axis), name,
-                  f"a slice of x {x!r} along axis {axis} (x without that axis)")
+                  lambda: f"a slice of x {x!r} along axis {axis} (x without that axis)")
 
 
 def check_fiber(f: TiledTensor, x: TiledTensor, axis: int, name: str) -> None:
     check_operand(f, fiber_traits(x, axis), name,
-                  f"a fiber of x {x!r} along axis {axis} (x.shape[{axis}] long, tiled "
-                  "like that axis)")
+                  lambda: f"a fiber of x {x!r} along axis {axis} (x.shape[{axis}] long, "
+                          "tiled like that axis)")
 
 
 def new_or_checked(t: TiledTensor | None, want: TensorTraits, beta: float, name: str,
