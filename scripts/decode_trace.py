@@ -16,8 +16,8 @@ import numpy as np
 
 import nntile_lab as nl
 from nntile_lab.generate.batching import left_pad
-from nntile_lab.nn.config import GPT2Config
 from nntile_lab.nn.decoding import Decoder
+from nntile_lab.sample.cli import model_config
 from nntile_lab.trace import Trace, viz
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,8 +32,8 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "docs" / "generation_decode_step.png"))
     a = ap.parse_args()
     E = a.n_embd
-    cfg = GPT2Config(n_layer=4, n_head=E // 64, n_embd=E, n_positions=128, vocab_size=50257,
-                     head_tile=2, inner_tile=512, vocab_tile=8192)
+    cfg = model_config(dict(n_layer=4, n_head=E // 64, n_embd=E, n_positions=128,
+                            vocab_size=50257), {})        # generation's tiles (GEN_TILES)
     with nl.Runtime(ncpu=a.ncpu) as rt:
         model = nl.GPT2(cfg, seed=0)
         prompts = left_pad([list(range(1, 33))] * a.batch, vocab_size=cfg.vocab_size,
