@@ -3,7 +3,7 @@ a prompt of 32 tokens prefilled, then 8 decode steps traced; the Gantt chart of 
 one written to docs/generation_decode_step.png, and per step: tasks by op, the summed task
 time, the main thread's CPU time (submitting: Python and cffi) and the wall time.
 
-    .venv/bin/python scripts/decode_trace.py [--n-embd 256] [--batch 1] [--out PNG]
+    .venv/bin/python scripts/decode_trace.py [--n-embd 256] [--batch 1] [--out PNG] [--compare N]
 """
 from __future__ import annotations
 
@@ -30,6 +30,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--ncpu", type=int, default=2)
     ap.add_argument("--out", default=str(ROOT / "docs" / "generation_decode_step.png"))
+    ap.add_argument("--compare", type=int, default=0, metavar="N",
+                    help="then time N decode steps with the workers asleep during submission "
+                         "and N with them polling, alternating (median wall of each)")
     a = ap.parse_args()
     E = a.n_embd
     cfg = model_config(dict(n_layer=4, n_head=E // 64, n_embd=E, n_positions=128,
@@ -52,6 +55,12 @@ def main() -> None:
             cpus.append(time.thread_time() - c0)
             tr.mark_step(a.batch)
         tr.stop()
+        walls_by = {True: [], False: []}
+        for i in range(2 * a.compare):
+            dec.workers_asleep = i % 2 == 0
+            t0 = time.perf_counter()
+            dec.step(tokens, 36 + a.steps + i // 2 % 8)   # columns reused: same work
+            walls_by[dec.workers_asleep].append(time.perf_counter() - t0)
         dec.close()
     t = tr.tasks
     per = t.groupby("name").agg(tasks=("duration_us", "size"), us=("duration_us", "sum"))
@@ -61,6 +70,10 @@ def main() -> None:
           f"{statistics.median(walls) * 1e3:.2f} ms, main thread CPU "
           f"{statistics.median(cpus) * 1e3:.2f} ms (medians of {a.steps})")
     print(per.round(1).to_string())
+    if a.compare:
+        m = {k: statistics.median(v) * 1e3 for k, v in walls_by.items()}
+        print(f"decode step wall, median of {a.compare}: workers asleep while submitting "
+              f"{m[True]:.2f} ms, polling {m[False]:.2f} ms")
     mid = int(np.argsort(walls)[len(walls) // 2])
     fig = viz.gantt(tr, step=mid, title=f"one decode step (n_embd {E}, batch {a.batch})")
     fig.savefig(a.out, dpi=110)

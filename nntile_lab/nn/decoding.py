@@ -110,6 +110,9 @@ class Decoder:
         self.cache = KVCache(model, batch, c.n_positions, batch_tile=c.batch_tile,
                              cache_tile=cache_tile)
         self._pads = np.zeros(batch, np.int64)
+        # decode steps submitted with the workers asleep (Runtime.workers_asleep); False
+        # leaves them polling (scripts/decode_trace.py --compare times both)
+        self.workers_asleep = True
 
     def prefill(self, prompts) -> np.ndarray:
         self.cache.start(prompts.pads)
@@ -127,9 +130,9 @@ class Decoder:
         arrays = self.model.generation_inputs(np.ascontiguousarray(ids, np.int64),
                                               np.ascontiguousarray(pos, np.int64))
         policy = StepPolicy(self.model, training=False, cache=self.cache)
-        if ids.shape[1] == 1:    # a decode step: ~150 tasks of a few µs, submitted faster
-            with Runtime.current().workers_asleep():     # than spinning workers let Python
-                logits = self.model._forward(policy, arrays)            # (B, 1, V)
+        if ids.shape[1] == 1 and self.workers_asleep:  # a decode step: ~150 tiny tasks,
+            with Runtime.current().workers_asleep():   # submitted faster than spinning
+                logits = self.model._forward(policy, arrays)   # workers let Python run
         else:
             logits = self.model._forward(policy, arrays)
         try:
