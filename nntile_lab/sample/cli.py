@@ -27,10 +27,8 @@ DEFAULT_NEW_TOKENS = 100
 SKIPPED = ("priorities", "ncuda", "cuda_memory_limit_mb", "batch_tile", "seq_tile")
 RUNTIME_FIELDS = tuple(f.name for f in specs.spec_fields("runtime") if f.name not in SKIPPED)
 # Tiles of generation (docs/generation.md): whole embedding and batch tiles (a decode step
-# is B×1 tokens), the training defaults elsewhere; the cache in one position tile; GPT-2's
-# vocabulary (50 257) in 4 tiles, two per worker on 2 cores: the head is most of a decode
-# step, and 7 tiles of 8192 left one worker a fourth tile while the other waited
-GEN_TILES = {"embd_tile": None, "inner_tile": 512, "head_tile": 2, "vocab_tile": 12800,
+# is B×1 tokens), the training defaults elsewhere; the cache in one position tile
+GEN_TILES = {"embd_tile": None, "inner_tile": 512, "head_tile": 2, "vocab_tile": 8192,
              "batch_tile": None, "seq_tile": None}
 
 
