@@ -218,11 +218,8 @@ class LanguageModel(Module):
     def _forward(self, step: StepPolicy, arrays: dict):
         """The forward inside ``step``; returns the loss tensor."""
         with step.forward() as tape:
-            tensors = {}    # one tensor per array (a generation step's labels are its ids)
-            for a in arrays.values():
-                if id(a) not in tensors:
-                    tensors[id(a)] = backend.from_numpy(a, self.input_tiles(a.shape))
-            values = {k: tape.input(tensors[id(a)], k) for k, a in arrays.items()}
+            values = {k: tape.input(backend.from_numpy(a, self.input_tiles(a.shape)), k)
+                      for k, a in arrays.items()}
             loss = self(**values)
             out = loss.tensor
             tape.hold(out)   # beyond the value: read after the backward
