@@ -6,18 +6,20 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import dataclass
 
 import pandas as pd
 import pytest
 
-import tests.nn.variants  # noqa: F401  (registers test-parallel and test-postnorm)
 from nntile_lab import cli, sweep
 from nntile_lab.bench import train as bench_train
 from nntile_lab.engine import read_record
+from nntile_lab.nn.config import MODELS, GPT2Config, register_model
 from nntile_lab.spec import TILE_FIELDS, ExperimentSpec
 from nntile_lab.trace import training
 from nntile_lab.tune import tune
 from nntile_lab.tune.predict import step_graph
+from tests.nn import variants  # registers test-parallel and test-postnorm
 
 SPEC = ExperimentSpec(model="test-parallel", n_layer=1, n_head=2, n_embd=64, vocab_size=512,
                       seq_len=32, batch=4, ncpu=2, warmup_steps=1, measure_steps=2)
@@ -101,3 +103,29 @@ def test_the_tune_command_tunes_a_llama(tmp_path, capsys):
     assert res["gflops"] > 0 and read_record(tmp_path / "o" / "tune.json")["spec"]["model"] \
         == "llama"
     assert "--model llama" in res["command"] and "--n-kv-head 2" in res["command"]
+
+
+def test_a_model_defined_in_a_notebook_is_measured_in_the_notebooks_process(tmp_path,
+                                                                            monkeypatch):
+    """A class a notebook's cell defines (module ``__main__``) is known in that process only:
+    sweep and tune say so before any point, and measure it in-process (isolate=False)."""
+    @dataclass
+    class NotebookConfig(GPT2Config):
+        pass
+
+    class NotebookGPT(variants.ParallelGPT):
+        config_class = NotebookConfig
+    NotebookConfig.__module__ = NotebookGPT.__module__ = "__main__"   # as a cell defines them
+    monkeypatch.setitem(MODELS, "test-notebook", (NotebookConfig, None))   # gone after the test
+    register_model("test-notebook", NotebookGPT)
+    spec = SPEC.replace(model="test-notebook")
+    only_here = r"model 'test-notebook' \(.*NotebookGPT\) is defined in this notebook"
+    with pytest.raises(ValueError, match=only_here):
+        sweep.run([spec], tmp_path, progress=False, peak_gflops=100.0)
+    axes = {f: [getattr(SPEC, f)] for f in TILE_FIELDS} | {"vocab_tile": [128, 512]}
+    with pytest.raises(ValueError, match=only_here):
+        tune(spec, 60, axes=axes, cache_dir=tmp_path, progress=False, peak_gflops=100.0)
+    assert not list(tmp_path.glob("*.json"))          # nothing measured
+    df = sweep.run([spec], tmp_path, isolate=False, progress=False, peak_gflops=100.0,
+                   keep_traces=False)
+    assert list(df["status"]) == ["fits"] and df.loc[0, "gflops"] > 0
