@@ -45,7 +45,7 @@ class FigurePlan:
 
     # the family's model: a name of nn.config's registry. ``imports``: modules each point's
     # process imports first (one that registers a user's model with ``register_model``)
-    model: str = "gpt2"
+    model: str = DEFAULTS.model
     imports: tuple[str, ...] = ()
     layers: tuple[int, ...] = (4, 8)
     embds: tuple[int, ...] = (256, 512, 768, 1024, 1280, 1536)
