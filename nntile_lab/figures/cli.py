@@ -9,10 +9,11 @@ import sys
 import time
 from pathlib import Path
 
+from nntile_lab.bench.torch_baseline import PEERS
 from nntile_lab.engine import json_safe
 from nntile_lab.errors import writable_dir
 from nntile_lab.figures import FULL, SMOKE, point, redraw, run_figures
-from nntile_lab.figures.family import PRECISIONS, TORCH_TWINS, cpu_has_bf16, systems_for
+from nntile_lab.figures.family import PRECISIONS, cpu_has_bf16, systems_for
 from nntile_lab.figures.records import failed
 from nntile_lab.nn.config import model_names
 from nntile_lab.options import int_range, refuse_given
@@ -96,10 +97,10 @@ def _check_options(args) -> None:
     # the models drawn beside PyTorch's twin; one registered in a notebook has no twin
     if args.model is not None and args.model not in model_names():
         raise ValueError(f"--model {args.model!r}: unknown; choose from "
-                         f"{', '.join(TORCH_TWINS)}")
-    if args.model is not None and args.model not in TORCH_TWINS:
+                         f"{', '.join(PEERS)}")
+    if args.model is not None and args.model not in PEERS:
         raise ValueError(f"--model {args.model!r} has no PyTorch counterpart to draw beside "
-                         f"it (PyTorch's: {', '.join(TORCH_TWINS)}): measure it from Python "
+                         f"it (PyTorch's: {', '.join(PEERS)}): measure it from Python "
                          "(nntile_lab.figures.run_figures) with nntile_lab's series only")
     # ranges (≥ 1, the cap ≥ 16) are checked by argparse (nntile_lab.options.int_range)
     if args.cap_mb is not None and not args.no_ooc:
@@ -139,7 +140,7 @@ def register_cli(sub) -> None:
     p = sub.add_parser("figures", help="the NNTile paper's figures at this machine's scale",
                        description=__doc__)
     p.add_argument("--smoke", action="store_true", help="small sizes: under 5 minutes")
-    p.add_argument("--model", help=f"the family's model: {', '.join(TORCH_TWINS)} (default "
+    p.add_argument("--model", help=f"the family's model: {', '.join(PEERS)} (default "
                    "gpt2: the paper's family; llama: the same L, E and cap, the Llama's own "
                    "MLP width and parameter count, PyTorch's Llama beside it; default --out "
                    "runs/figures_llama[_smoke])")

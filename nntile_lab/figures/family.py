@@ -10,13 +10,15 @@ both systems run under; a plan is the whole description of one figure run.
 ``FigurePlan.model`` names the model (a name of ``nn.config``'s registry: ``"gpt2"``,
 ``"llama"``, or one a user registered with ``register_model``): the same ``L``, ``E``, heads
 of 64 and cap, that model's own MLP rule and parameter count. PyTorch's series run the
-model's PyTorch counterpart (``TORCH_TWINS``); a model without one has nntile_lab's only.
+model's PyTorch counterpart (``bench.torch_baseline.PEERS``); a model without one has
+nntile_lab's only.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, field, replace
 
+from nntile_lab.bench.torch_baseline import PEERS
 from nntile_lab.bench.torch_baseline import cpu_has_bf16 as has_bf16
 from nntile_lab.nn.config import model_names
 from nntile_lab.spec import (
@@ -27,9 +29,9 @@ from nntile_lab.spec import (
 PAPER_VOCAB = 50257
 HEAD_SIZE = 64            # GPT-2's head size; n_head = E / 64
 ADAM_BYTES_PER_PARAM = 16  # fp32 weights, gradients and Adam's two moments
-# the models PyTorch's series can run (bench.torch_baseline.torch_model's twins), and how
-# the figures name each family
-TORCH_TWINS = {"gpt2": "nanoGPT", "llama": "the fast PyTorch Llama"}
+# how the figures name each family and PyTorch's counterpart (bench.torch_baseline.PEERS:
+# the models PyTorch's series can run)
+TWIN_NAMES = {"gpt2": "nanoGPT", "llama": "the fast PyTorch Llama"}
 FAMILY_NAMES = {"gpt2": "GPT-2", "llama": "Llama"}
 
 
@@ -89,9 +91,9 @@ class FigurePlan:
                              f"{', '.join(model_names())} (or register yours: "
                              "nn.config.register_model)")
         torch = [s for s in self.systems if not is_nntile(s)]
-        if torch and self.model not in TORCH_TWINS:
+        if torch and self.model not in PEERS:
             raise ValueError(f"model={self.model!r} has no PyTorch counterpart (PyTorch's "
-                             f"series run {', '.join(TORCH_TWINS)}): give systems without "
+                             f"series run {', '.join(PEERS)}): give systems without "
                              f"{', '.join(torch)}, e.g. systems=('nntile_lab', "
                              "'nntile_lab_bf16')")
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 
 from nntile_lab.data.bins import atomic_write_bytes
-from nntile_lab.figures.family import SYSTEMS, TORCH_TWINS, family_name
+from nntile_lab.figures.family import SYSTEMS, TWIN_NAMES, family_name
 from nntile_lab.figures.paper import reference_points
 from nntile_lab.figures.records import failed, figure_result, record_model
 from nntile_lab.plots.common import size_label
@@ -47,7 +47,7 @@ def summary_markdown(df: pd.DataFrame, records: list[dict]) -> str:
     family = (f"GPT-2 family 12·L·E² + V·E (V = {plan['vocab_size']})" if model == "gpt2"
               else f"{family_name(model)} family, L layers of width E, heads of 64 (size: "
               f"all its parameters; V = {plan['vocab_size']}; PyTorch: "
-              f"{TORCH_TWINS.get(model, 'none')})")
+              f"{TWIN_NAMES.get(model, 'none')})")
     title = "" if model == "gpt2" else f": the {family_name(model)} family"
     lines = [f"# The paper's figures at this machine's scale{title}", "",
              f"Measured {rec.get('date')} on {cpu} ({m.get('cores')} cores, ISA "

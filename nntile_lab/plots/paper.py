@@ -127,9 +127,10 @@ def memory_figure(df: pd.DataFrame, n_layer: int, cap_mb: float, series: dict,
             bottom = [b + v for b, v in zip(bottom, vals)]
         no_fit = [x for x, p in zip(xs, sizes) if (p, system) in memory_failures]
         ax.plot(no_fit, [0] * len(no_fit), "x", color="k", ms=7, mew=2, clip_on=False)
-        for x, b in zip(xs, bottom):
-            ax.text(x, b, SHORT.get(system, system), ha="center", va="bottom",
-                    fontsize=6 if len(systems) > 2 else 7)
+        for x, b in zip(xs, bottom):   # over a × (no bar) it clears the marker
+            ax.annotate(SHORT.get(system, system), (x, b), xytext=(0, 1 if b else 6),
+                        textcoords="offset points", ha="center", va="bottom",
+                        fontsize=6 if len(systems) > 2 else 7)
     ax.axhline(cap_mb, color="k", ls="--", lw=1, label=f"cap {cap_mb:.0f} MiB")
     ax.set_xticks(range(len(sizes)))
     ax.set_xticklabels([size_label(p) for p in sizes])
