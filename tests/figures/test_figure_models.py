@@ -176,3 +176,19 @@ def test_cli_model_choice(monkeypatch, tmp_path, capsys):
     assert capsys.readouterr().err.startswith("nntile-lab figures: error: --model is for a "
                                               "measuring run")
     assert len(plans) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("system", ["nntile_lab", "torch_fp32"])
+def test_one_tiny_real_llama_point(system):
+    """Each system's point process trains the Llama (its own parameter bytes and FLOPs),
+    through the engine, as ``nntile-lab figures --model llama`` runs it."""
+    plan = replace(LLAMA, cap_mb=2048)
+    res = run_point(plan, system, 4, 64)
+    assert res["status"] == "ok", res.get("error")
+    n = plan_params(4, 64, plan)
+    assert res["spec"]["model"] == "llama" and res["params"] == n
+    assert res["flops_per_step"] == model_config(4, 64, plan).flops_per_token(16) * 2 * 16
+    assert res["gflops"] == pytest.approx(res["flops_per_step"] / res["step_time_s"] / 1e9)
+    mem = res["memory"]
+    assert mem["parameters"] == mem["gradients"] == 4 * n and mem["optimizer state"] == 8 * n
