@@ -1,10 +1,12 @@
 """Memory planner: will a run fit, and if not, how much disk does it need?
 
 ``estimate(spec)`` reads the model, not a table: it builds the model the spec names on
-shape-only tensors and runs one training step's very code (``nn.meta.dry_run``), which
-records every task with the tiles it reads and writes, every allocation and free — nothing
-is allocated, no task submitted, no StarPU needed. From that record, the bytes StarPU holds
-at the peak of a step, by category (N parameters, fp32 = 4 bytes):
+shape-only tensors and runs a run's very code (``nn.meta.dry_run``): the model's build, its
+optimizer's state, one training step and one validation batch, recording every task with the
+tiles it reads and writes, every allocation and free — nothing is allocated, no task
+submitted, no StarPU needed. From that record, the peak: what the runtime holds at the run's
+worst allocation (``Runtime.reserve`` counts every tensor whole, from its creation to its
+free, and refuses an allocation past its cap), by category (N parameters, fp32 = 4 bytes):
 
   parameters        the float32 masters (4·N) and, under ``bf16``, the bf16 copy of each
                     parameter a GEMM reads (``Param.gemm``)
@@ -13,32 +15,36 @@ at the peak of a step, by category (N parameters, fp32 = 4 bytes):
   activations       what the forward keeps for the backward: every layer's saved record
                     (``Layer.Saved``: in bf16 where a bf16 mode keeps it), the token ids
                     and the loss's gradient the head computes with it
-  temporaries       the most the step holds at once besides those: each tile from the task
-                    that first writes it to the last task that uses it, tasks in
-                    submission order (a worker's view), less the categories above
+  temporaries       the rest of what is held at the worst allocation (e.g. the head's
+                    logits and their gradient at once): each tensor whole from its
+                    creation to its free, in submission order
 
-The peak is their sum. The largest single task's working set (the tiles of its
-buffers, e.g. the head's gemm: an activation tile, a vocabulary tile of the
-embedding and a logits tile), also from the dry run, bounds the cap from below: each worker
-needs its task's tiles in RAM at once.
+The peak is their sum: a cap of ⌈peak⌉ MiB runs (tests/test_plan_is_true.py). StarPU
+allocates fewer bytes at once (``allocated_bytes``): a tile from the task that first writes
+it to the last that uses it — what its accounting, the process's RSS and a device see.
+The largest single task's working set (the tiles of its buffers, e.g. the head's gemm: an
+activation tile, a vocabulary tile of the embedding and a logits tile), also from the dry
+run, bounds the cap from below: each worker needs its task's tiles in RAM at once.
 
 Verdicts, for a ``memory_limit_mb`` cap on StarPU's RAM:
   fits              the peak is under the cap (or there is no cap);
   fits_with_disk    the peak is over the cap, an out-of-core directory is given, and
                     its disk node (``ooc_size_mb``) and free space hold the overflow
-                    (``disk_bytes`` = 1.1·peak: clean tiles keep their disk copy);
+                    (``disk_bytes`` = 1.1·peak: clean tiles keep their disk copy; more
+                    where the peak plus (workers + 1) working sets of the largest task,
+                    which the runtime keeps free out of core, need it);
   cannot_run        the cap is below ``ncpu`` tasks' working sets, or the overflow has
                     no disk node, or the disk node or free space is too small, or the
                     directory is not writable.
 
 With OpenCL workers (``nopencl``, each device capped at ``opencl_memory_limit_mb``: "the
 GPU"), the plan has a ``device`` part (``DevicePlan``): each device holds at most its cap
-and the rest of the peak stays in RAM, the overflow (``spill_bytes`` = peak − nopencl·cap;
-StarPU evicts device tiles to RAM and brings them back); a task on the device needs all
-its tiles there at once, and an OpenCL worker holds two tasks' tiles at once (StarPU's
-pipeline), so twice the largest task that may run there (its op has an OpenCL
-implementation) must fit under the cap, or the run is cannot_run. RAM is planned as
-without a device (the whole peak: a tile on the device may keep its RAM copy), and the
+and the rest of the tiles allocated at once stays in RAM, the overflow (``spill_bytes`` =
+allocated − nopencl·cap; StarPU evicts device tiles to RAM and brings them back); a task
+on the device needs all its tiles there at once, and an OpenCL worker holds two tasks'
+tiles at once (StarPU's pipeline), so twice the largest task that may run there (its op has
+an OpenCL implementation) must fit under the cap, or the run is cannot_run. RAM is planned
+as without a device (the whole peak: a tile on the device may keep its RAM copy), and the
 RAM cap → disk as above.
 
 ``check(spec)`` raises ``MemoryPlanError`` for cannot_run, before any task exists.
@@ -59,6 +65,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from nntile_lab.nn import backend
 from nntile_lab.nn.config import MODELS, describe, model_class, model_name
 from nntile_lab.nn.meta import dry_run
 from nntile_lab.rss import peak_rss_bytes, rss_bytes  # noqa: F401  (memory.peak_rss_bytes)
@@ -141,6 +148,7 @@ class MemoryPlan:
     reason: str = ""
     details: dict = field(default_factory=dict)
     device: DevicePlan | None = None    # with OpenCL workers (nopencl ≥ 1)
+    allocated_bytes: int = 0        # StarPU's tiles allocated at once (≤ peak_bytes)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -153,7 +161,10 @@ class MemoryPlan:
         if precision != "fp32":
             cap += f", precision {precision}"
         lines = [f"memory plan ({cap}):", *rows,
-                 f"  {'peak (StarPU)':<16} {self.peak_bytes / MIB:10.1f} MiB",
+                 f"  {'peak (held)':<16} {self.peak_bytes / MIB:10.1f} MiB (the runtime's "
+                 "count at the worst allocation: tensors whole)",
+                 f"  {'allocated':<16} {self.allocated_bytes / MIB:10.1f} MiB (StarPU's tiles "
+                 "at once)",
                  f"  {'process RSS':<16} {self.rss_bytes / MIB:10.1f} MiB (estimated)",
                  f"  largest task     {self.largest_task_bytes / MIB:10.2f} MiB "
                  f"({self.largest_task})",
@@ -220,7 +231,8 @@ class StepAccount:
     copies: int             # their bf16 copies (under bf16)
     gradients: int
     activations: int        # what the forward keeps for the backward
-    peak: int               # the most the step holds at once
+    peak: int               # the most tiles the step holds at once (StarPU allocates)
+    held: int               # the most the runtime counts at an allocation (the whole run)
     tasks: dict             # "where op" → (bytes of its largest task, op)
     task_counts: dict       # op → tasks per step
     init_staging: int       # elements of the largest initialisation chunk (numpy)
@@ -228,22 +240,32 @@ class StepAccount:
 
 
 def account(cfg, batch: int, seq_len: int, precision: str = "fp32",
-            hints=()) -> StepAccount:
-    """One training step of ``cfg``'s model on ``batch × seq_len`` tokens, run dry (cached
-    per arguments: a plan is asked for many times)."""
+            hints=(), optimizer: str = "adamw") -> StepAccount:
+    """A training run of ``cfg``'s model on ``batch × seq_len`` tokens, run dry: the model
+    built, its optimizer's state, one step, one validation batch (cached per arguments: a
+    plan is asked for many times)."""
     mode = "fp32" if precision == "auto" else precision
     return _account(model_class(model_name(cfg)), json.dumps(asdict(cfg), sort_keys=True),
-                    batch, seq_len, mode, tuple(sorted(hints)))
+                    batch, seq_len, mode, tuple(sorted(hints)), OPTIMIZER_SLOTS[optimizer])
 
 
 @lru_cache(maxsize=64)
 def _account(cls, cfg_json: str, batch: int, seq_len: int, precision: str,
-             hints: tuple) -> StepAccount:
+             hints: tuple, slots: int) -> StepAccount:
     cfg = cls.config_class.from_dict(json.loads(cfg_json))
     with dry_run(hints=frozenset(hints)) as dry:
+        # what a run allocates, in its order (experiment.build, train.trainer): the model
+        # (parameters, their bf16 copies, gradients), the optimizer's state (one tensor
+        # like each parameter per slot: optim.Optimizer), then steps and evaluations
         model = cls(cfg, seed=0, precision=precision)
+        for _ in range(slots):
+            for p in model.params.values():
+                backend.empty(p.shape, p.tile_shape, p.dtype)
         ids = np.zeros((batch, seq_len), np.int64)
         model.forward_backward(ids, ids)
+        counts = dict(dry.counts())   # one step's tasks
+        backend.empty((1,)).free()   # the update's gradient norm (Optimizer.grad_norm)
+        model.loss(ids, ids)
     size = lambda ts: sum(math.prod(t.shape) * t.dtype.itemsize for t in ts)  # noqa: E731
     masters, copies = size(model.params.values()), size(model.params16.values())
     grads = size(model.grads.values())
@@ -255,25 +277,43 @@ def _account(cls, cfg_json: str, batch: int, seq_len: int, precision: str,
             tasks[key] = (t.nbytes, t.op)
     tile = max(math.prod(p.tile_shape) for p in model.parameters())
     tasks["optimizer update"] = (F32 * 4 * tile, "adamw sgd sgd_momentum")   # p, g, m, v
-    return StepAccount(masters, copies, grads, activations, dry.peak(since="step"), tasks,
-                       dict(dry.counts()), model.init_staging_elems(), F32 * tile)
+    return StepAccount(masters, copies, grads, activations,
+                       dry.peak(since="step", until="backward"), dry.held_peak(), tasks,
+                       counts, model.init_staging_elems(), F32 * tile)
 
 
 def categories(cfg, batch: int, seq_len: int, optimizer: str = "adamw",
                precision: str = "fp32", hints=()) -> dict:
-    """Bytes per category at the peak of a training step (see the module docstring)."""
+    """Bytes per category at the run's worst allocation, as the runtime counts them (see
+    the module docstring): their sum is the plan's peak."""
     _check_precision(precision)
-    a = account(cfg, batch, seq_len, precision, hints)
-    fixed = a.masters + a.copies + a.gradients + a.activations
+    a = account(cfg, batch, seq_len, precision, hints, optimizer)
+    cats = _kept(a, optimizer)
+    return cats | {"temporaries": max(0, a.held - sum(cats.values()))}
+
+
+def allocated_peak(cfg, batch: int, seq_len: int, optimizer: str = "adamw",
+                   precision: str = "fp32", hints=()) -> int:
+    """The most bytes of tiles StarPU allocates at once in a step (a tile from the task
+    that first writes it to the last that uses it): what its memory accounting and the
+    process's RSS see, at most the plan's peak (the runtime reserves tensors whole)."""
+    a = account(cfg, batch, seq_len, precision, hints, optimizer)
+    cats = _kept(a, optimizer)
+    step = a.masters + a.copies + a.gradients + a.activations
+    return sum(cats.values()) + max(0, a.peak - step)
+
+
+def _kept(a: StepAccount, optimizer: str) -> dict:
+    """The categories held through the step (all but the temporaries)."""
     return {"parameters": a.masters + a.copies, "gradients": a.gradients,
             "optimizer_state": a.masters * OPTIMIZER_SLOTS[optimizer],
-            "activations": a.activations, "temporaries": max(0, a.peak - fixed)}
+            "activations": a.activations}
 
 
 def largest_task(cfg, batch: int, seq_len: int, precision: str = "fp32",
-                 hints=()) -> tuple[int, str]:
+                 hints=(), optimizer: str = "adamw") -> tuple[int, str]:
     """The largest working set of one task (bytes) and which task has it."""
-    tasks = account(cfg, batch, seq_len, precision, hints).tasks
+    tasks = account(cfg, batch, seq_len, precision, hints, optimizer).tasks
     name = max(tasks, key=lambda k: tasks[k][0])
     return tasks[name][0], name
 
@@ -290,11 +330,12 @@ def device_ops() -> set[str] | None:
 
 
 def largest_device_task(cfg, batch: int, seq_len: int, precision: str = "fp32",
-                        hints=()) -> tuple[int, str]:
+                        hints=(), optimizer: str = "adamw") -> tuple[int, str]:
     """The largest working set of one task that may run on an OpenCL device (bytes, which
     task); (0, "none") when no task of the step can."""
     ops = device_ops()
-    tasks = {k: b for k, (b, op) in account(cfg, batch, seq_len, precision, hints).tasks.items()
+    run = account(cfg, batch, seq_len, precision, hints, optimizer)
+    tasks = {k: b for k, (b, op) in run.tasks.items()
              if ops is None or ops.intersection(op.split())}
     if not tasks:
         return 0, "none"
@@ -365,9 +406,12 @@ def estimate(spec, batch: int | None = None, seq_len: int | None = None, *,
     the most bytes (fp32), as the mode is chosen only when the run starts."""
     cfg, s = _resolve(spec, batch, seq_len, optimizer, memory_limit_mb, ooc_dir,
                       ooc_size_mb, ncpu, nopencl, opencl_memory_limit_mb, precision)
-    step = (cfg, s["batch"], s["seq_len"], s["precision"], s["hints"])
-    cats = categories(*step[:3], s["optimizer"], *step[3:])
+    step = (cfg, s["batch"], s["seq_len"], s["precision"], s["hints"], s["optimizer"])
+    cats = categories(*step[:3], s["optimizer"], *step[3:5])
+    # the verdict's peak: what Runtime.reserve counts at the run's worst allocation
     peak = sum(cats.values())
+    # what StarPU allocates at once, tile by tile (its accounting, the process's RSS)
+    allocated = allocated_peak(*step[:3], s["optimizer"], *step[3:5])
     task_bytes, task_name = largest_task(*step)
     cap_mb = s["memory_limit_mb"]
     cap = math.inf if cap_mb is None else cap_mb * MIB
@@ -376,17 +420,18 @@ def estimate(spec, batch: int | None = None, seq_len: int | None = None, *,
     # holds the peak
     largest_param = account(*step).init_staging
     init = min(cats["parameters"], cap) + (I64 + F32) * largest_param
-    rss = process_base_bytes() + int(max(init, min(peak, cap)))
+    rss = process_base_bytes() + int(max(init, min(allocated, cap)))
     # a checkpoint gathers parameters and optimizer state into numpy (12·N bytes for AdamW)
     ckpt = cats["parameters"] + cats["optimizer_state"]
     details = dict(s, model=model_name(cfg), ooc_backend="o_direct",
                    largest_param=largest_param, checkpoint_staging_bytes=ckpt)
-    plan = MemoryPlan(cats, peak, task_bytes, task_name, rss, cap_mb, "fits", details=details)
+    plan = MemoryPlan(cats, peak, task_bytes, task_name, rss, cap_mb, "fits", details=details,
+                      allocated_bytes=allocated)
     if cap_mb is not None and cap_mb < 16:   # what Runtime refuses never "fits"
         return _cannot(plan, f"--memory-limit-mb {cap_mb} is below 16 MiB, the smallest "
                        "memory limit StarPU takes: give 16 or more")
     if s["nopencl"]:
-        plan.device = _device_plan(cfg, s, peak)
+        plan.device = _device_plan(cfg, s, allocated)
         dev, k = plan.device, TASKS_ON_DEVICE
         if dev.limit_mb is not None and k * dev.largest_task_bytes > dev.limit_mb * MIB:
             need = math.ceil(k * dev.largest_task_bytes / MIB)
@@ -431,12 +476,14 @@ def estimate(spec, batch: int | None = None, seq_len: int | None = None, *,
 
 
 def _device_plan(cfg, s: dict, peak: int) -> DevicePlan:
-    """Where the peak sits with OpenCL devices: under their caps, the rest in RAM."""
+    """Where the tiles StarPU allocates at once (``peak``) sit with OpenCL devices: under
+    their caps, the rest in RAM (a device has no reserve: StarPU allocates there tile by
+    tile)."""
     n, cap_mb = s["nopencl"], s["opencl_memory_limit_mb"]
     room = math.inf if cap_mb is None else n * cap_mb * MIB
     resident = int(min(peak, room))
     task, name = largest_device_task(cfg, s["batch"], s["seq_len"], s["precision"],
-                                     s["hints"])
+                                     s["hints"], s["optimizer"])
     return DevicePlan(n, cap_mb, resident, peak - resident, task, name)
 
 

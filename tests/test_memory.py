@@ -27,7 +27,10 @@ def test_estimate_within_15_percent_of_measured_peaks(kw):
     plan, measured = memory.estimate(s), measure(s)
     assert "error" not in measured, measured
     assert plan.verdict == "fits"
-    assert plan.peak_bytes == pytest.approx(measured["starpu_peak_bytes"], rel=0.15)
+    # StarPU's accounting sees tiles as it allocates them; the runtime reserves tensors
+    # whole (the plan's peak: tests/test_plan_is_true.py)
+    assert plan.allocated_bytes == pytest.approx(measured["starpu_peak_bytes"], rel=0.15)
+    assert plan.allocated_bytes <= plan.peak_bytes
     assert plan.rss_bytes == pytest.approx(measured["peak_rss_bytes"], rel=0.15)
 
 
@@ -43,7 +46,7 @@ def test_bf16_logits_planned_as_measured(precision):
     assert "error" not in measured, measured
     fp32 = memory.estimate(spec(**kw)).categories["activations"]
     assert fp32 - plan.categories["activations"] >= 2 * 4 * 256 * 8192
-    assert plan.peak_bytes == pytest.approx(measured["starpu_peak_bytes"], rel=0.15)
+    assert plan.allocated_bytes == pytest.approx(measured["starpu_peak_bytes"], rel=0.15)
     assert plan.rss_bytes == pytest.approx(measured["peak_rss_bytes"], rel=0.15)
 
 
@@ -123,14 +126,14 @@ def test_device_part_of_the_plan(monkeypatch):
     plan = memory.estimate(base.replace(nopencl=1, opencl_memory_limit_mb=16))
     assert plan.verdict == "fits" and plan.peak_bytes == ram.peak_bytes
     dev = plan.device
-    assert (dev.resident_bytes, dev.spill_bytes) == (16 * MIB, ram.peak_bytes - 16 * MIB)
+    assert (dev.resident_bytes, dev.spill_bytes) == (16 * MIB, ram.allocated_bytes - 16 * MIB)
     assert (dev.largest_task_bytes, dev.largest_task) == (8 * MIB, "optimizer update")
     assert "spilled to RAM" in plan.report() and "cap 16 MiB each" in plan.report()
     two = memory.estimate(base, nopencl=2, opencl_memory_limit_mb=32)   # keywords too
     assert two.device.resident_bytes == 64 * MIB
-    assert two.device.spill_bytes == ram.peak_bytes - 64 * MIB
+    assert two.device.spill_bytes == ram.allocated_bytes - 64 * MIB
     roomy = memory.estimate(base, nopencl=1, opencl_memory_limit_mb=4096)
-    assert (roomy.device.resident_bytes, roomy.device.spill_bytes) == (ram.peak_bytes, 0)
+    assert (roomy.device.resident_bytes, roomy.device.spill_bytes) == (ram.allocated_bytes, 0)
     # a cap below the largest task: cannot run, the reason names cap, task and fixes
     bad = memory.estimate(base.replace(vocab_tile=8192), nopencl=1, opencl_memory_limit_mb=16)
     assert bad.verdict == "cannot_run"

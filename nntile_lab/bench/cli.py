@@ -16,6 +16,7 @@ import sys
 from nntile_lab.bench import depth, kernels, memory, schedulers, submit_cost, train
 from nntile_lab.bench import generate as gen_bench
 from nntile_lab.bench import tune as tune_bench
+from nntile_lab.bench.torch_baseline import check_peer
 from nntile_lab.engine import json_safe, save_record
 from nntile_lab.errors import UsageError, writable_dir
 from nntile_lab.options import float_range, int_list, int_range, refuse_given
@@ -272,6 +273,7 @@ def _train(args) -> int:
     _scheduler(spec.scheduler)
     if args.vs_torch:
         try:   # before minutes of measuring nntile_lab
+            check_peer(spec.model)
             train.check_torch_precision(spec.precision)
         except ValueError as exc:
             raise UsageError(str(exc)) from None

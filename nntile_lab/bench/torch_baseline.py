@@ -19,6 +19,7 @@ import numpy as np
 
 from nntile_lab.engine.facts import cpuinfo
 from nntile_lab.experiment import timed_steps
+from nntile_lab.nn.config import LlamaConfig, model_name
 from nntile_lab.rss import peak_rss_mb, reset_peak_rss
 from nntile_lab.spec import ExperimentSpec
 
@@ -146,10 +147,22 @@ def measure(cfg, batch: int | None = None, seq_len: int | None = None, *,
             "torch": torch.__version__}
 
 
+# The models with a PyTorch twin (their registered names): a user's model has none
+PEERS = ("gpt2", "llama")
+
+
+def check_peer(model: str) -> None:
+    """ValueError when ``model`` (a registered name) has no PyTorch twin to compare with."""
+    if model not in PEERS:
+        raise ValueError(f"model {model!r} has no PyTorch peer (only {', '.join(PEERS)} "
+                         "have one): measure it without --vs-torch / vs_torch=False")
+
+
 def torch_model(cfg, seed: int = 0):
     """(name, float32 PyTorch model) of ``cfg``'s kind, initialised from ``seed``."""
     import torch  # the references need PyTorch (the bench extra), imported when used
-    if hasattr(cfg, "n_kv_head"):   # a LlamaConfig
+    check_peer(model_name(cfg))   # a subclass of GPT2Config is not GPT-2
+    if isinstance(cfg, LlamaConfig):
         from nntile_lab.reference.torch_llama import TorchLlama  # PyTorch inside
         return "torch_llama", TorchLlama(cfg, dtype=torch.float32, fast=True, seed=seed)
     from nntile_lab.reference.nanogpt import NanoGPT  # PyTorch inside

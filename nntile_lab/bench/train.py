@@ -97,7 +97,8 @@ def run(spec: ExperimentSpec, *, vs_torch: bool = True, torch_compile: bool = Tr
         raise ValueError(f"rounds={rounds!r} must be a positive integer")
     mode, why = resolve_precision(spec)
     series = _series(mode, vs_torch, torch_compile, with_fp32 and mode != "fp32")
-    if vs_torch:
+    if vs_torch:   # both before minutes of measuring nntile_lab
+        torch_baseline.check_peer(spec.model)
         for _, prec in series:
             check_torch_precision(prec)
     cfg = spec.model_config()
@@ -171,6 +172,8 @@ def run(spec: ExperimentSpec, *, vs_torch: bool = True, torch_compile: bool = Tr
 
 
 _PEER = {"nanogpt": "nanoGPT", "torch_llama": "Llama"}
+# the report's name of a model (a user's model: its registered name)
+_MODEL = {"gpt2": "GPT-2", "llama": "Llama"}
 
 
 def _label(system: str, precision: str) -> str:
@@ -204,7 +207,8 @@ def report(res: dict) -> str:
     mode = res["precision"]
     asked = (f" (auto: {res['precision_why']})" if res.get("precision_asked") == "auto"
              else "")
-    lines = [f"GPT-2 L={c['n_layer']} E={c['n_embd']} H={c['n_head']} V={c['vocab_size']} "
+    lines = [f"{_MODEL.get(res['spec'].get('model', 'gpt2'), res['spec'].get('model'))} "
+             f"L={c['n_layer']} E={c['n_embd']} H={c['n_head']} V={c['vocab_size']} "
              f"T={res['seq_len']} B={res['batch']}, fwd+bwd+AdamW, precision {mode}{asked}, "
              f"median of {res['steps']} steps x {res.get('rounds', 1)} interleaved round(s); "
              f"sgemm peak {res['peak_gflops']:.1f} GFLOP/s"]

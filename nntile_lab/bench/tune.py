@@ -9,7 +9,8 @@ the tune cannot decide it — in ≤ 25 % of the sweep's wall time.
 
 Settings (``SETTINGS``; each a base spec and its grid, sized for a 2-core machine): the main
 job, n_embd 1024, the main job under a RAM cap that puts it out of core, the main job on one
-CPU and one OpenCL worker (PoCL), and a second GPT-2 shape (deeper and narrower).
+CPU and one OpenCL worker (PoCL), and the Llama of the main job's sizes (``--model llama``:
+RMS norms, rotary positions, a gated MLP of 768).
 """
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ def _out_of_core(spec: ExperimentSpec, axes: dict, ooc_dir: str,
                         ooc_size_mb=max(256, 4 * peak >> 20))
 
 
-NAMES = ("main job", "n_embd 1024", "main job out of core", "CPU + OpenCL", "GPT-2 L8 E384")
+NAMES = ("main job", "n_embd 1024", "main job out of core", "CPU + OpenCL", "Llama")
 MAIN_AXES = {"batch_tile": [2, 4, 8], "inner_tile": [256, 512, 1024],
              "vocab_tile": [4096, 8192, 16384, 50257]}
 # --smoke: the same five settings on models that measure in seconds (the code path, for CI)
@@ -72,7 +73,7 @@ def settings(names=None, smoke: bool = False) -> list[Setting]:
                                   ("n_embd 1024", {"n_embd": 128, "n_head": 4}, False),
                                   ("main job out of core", {"vocab_size": 50257}, True),
                                   ("CPU + OpenCL", {"ncpu": 1, "nopencl": 1}, False),
-                                  ("GPT-2 L8 E384", {"n_layer": 2}, False))]
+                                  ("Llama", {"model": "llama"}, False))]
     else:
         out = [
             Setting("main job", _main(), MAIN_AXES, "L4 E256 T128 B8 V50257"),
@@ -88,10 +89,10 @@ def settings(names=None, smoke: bool = False) -> list[Setting]:
                     {"batch_tile": [2, 4, 8], "inner_tile": [256, 512, 1024],
                      "vocab_tile": [4096, 8192, 16384]},
                     "the main job on one CPU worker and one OpenCL worker (PoCL)"),
-            Setting("GPT-2 L8 E384", _main(n_layer=8, n_embd=384, n_head=6, seq_len=256,
-                                           batch=4),
-                    {"batch_tile": [1, 2, 4], "inner_tile": [384, 768, 1536],
-                     "head_tile": [1, 2, 3, 6]}, "a second GPT-2 shape: L8 E384 H6 T256 B4"),
+            Setting("Llama", _main(model="llama"),
+                    {"batch_tile": [2, 4, 8], "inner_tile": [192, 384, 768],
+                     "vocab_tile": [4096, 8192, 16384, 50257]},
+                    "the Llama of the main job's sizes: L4 E256 H4 T128 B8 V50257, MLP 768"),
         ]
     names = NAMES if names is None else names
     return [s for s in out if s.name in names]

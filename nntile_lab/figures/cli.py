@@ -1,4 +1,5 @@
-"""``nntile-lab figures``: the paper's figures from real runs, or redrawn from records."""
+"""``nntile-lab figures``: the paper's figures from real runs, or redrawn from records;
+``--model llama`` draws the Llama family beside GPT-2's."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,11 +9,13 @@ import sys
 import time
 from pathlib import Path
 
+from nntile_lab.bench.torch_baseline import PEERS
 from nntile_lab.engine import json_safe
 from nntile_lab.errors import writable_dir
 from nntile_lab.figures import FULL, SMOKE, point, redraw, run_figures
 from nntile_lab.figures.family import PRECISIONS, cpu_has_bf16, systems_for
 from nntile_lab.figures.records import failed
+from nntile_lab.nn.config import model_names
 from nntile_lab.options import int_range, refuse_given
 
 # what --from reads: everything else measures, and would be silently ignored by a redraw
@@ -35,9 +38,10 @@ def _run(args) -> int:
         return _failures(df)
     _check_options(args)
     plan = SMOKE if args.smoke else FULL
-    overrides = {k: v for k, v in (("layers", args.layers), ("embds", args.embds),
-                                   ("cap_mb", args.cap_mb), ("batch", args.batch),
-                                   ("seq_len", args.seq_len), ("ncpu", args.ncpu),
+    overrides = {k: v for k, v in (("model", args.model), ("layers", args.layers),
+                                   ("embds", args.embds), ("cap_mb", args.cap_mb),
+                                   ("batch", args.batch), ("seq_len", args.seq_len),
+                                   ("ncpu", args.ncpu),
                                    ("scheduler", args.scheduler)) if v is not None}
     if args.no_ooc:
         overrides["ooc"] = False
@@ -54,7 +58,8 @@ def _run(args) -> int:
         overrides["bf16"] = "bf16" in precisions
     plan = dataclasses.replace(plan, **{k: tuple(v) if isinstance(v, list) else v
                                         for k, v in overrides.items()})
-    out = args.out or ("runs/figures_smoke" if args.smoke else "runs/figures")
+    family = "" if args.model in (None, "gpt2") else f"_{args.model}"
+    out = args.out or f"runs/figures{family}{'_smoke' if args.smoke else ''}"
     writable_dir(out, "--out")   # before the first point, not after minutes of measuring
     t0 = time.perf_counter()
     df = run_figures(plan, out, resume=not args.fresh)
@@ -89,6 +94,14 @@ def _check_options(args) -> None:
     """Each option against its range, named as the user typed it (before any point runs)."""
     # the compiled extension: imported here so that --help and --from work without it
     from nntile_lab.runtime import max_workers, scheduler_names
+    # the models drawn beside PyTorch's twin; one registered in a notebook has no twin
+    if args.model is not None and args.model not in model_names():
+        raise ValueError(f"--model {args.model!r}: unknown; choose from "
+                         f"{', '.join(PEERS)}")
+    if args.model is not None and args.model not in PEERS:
+        raise ValueError(f"--model {args.model!r} has no PyTorch counterpart to draw beside "
+                         f"it (PyTorch's: {', '.join(PEERS)}): measure it from Python "
+                         "(nntile_lab.figures.run_figures) with nntile_lab's series only")
     # ranges (≥ 1, the cap ≥ 16) are checked by argparse (nntile_lab.options.int_range)
     if args.cap_mb is not None and not args.no_ooc:
         # out of core, StarPU's tiles get OOC_TILE_SHARE of the cap, and StarPU takes no
@@ -127,6 +140,10 @@ def register_cli(sub) -> None:
     p = sub.add_parser("figures", help="the NNTile paper's figures at this machine's scale",
                        description=__doc__)
     p.add_argument("--smoke", action="store_true", help="small sizes: under 5 minutes")
+    p.add_argument("--model", help=f"the family's model: {', '.join(PEERS)} (default "
+                   "gpt2: the paper's family; llama: the same L, E and cap, the Llama's own "
+                   "MLP width and parameter count, PyTorch's Llama beside it; default --out "
+                   "runs/figures_llama[_smoke])")
     p.add_argument("--out", help="output folder (default runs/figures[_smoke]; with --from, "
                    "where the redrawn figures go: default the --from folder)")
     p.add_argument("--from", dest="from_dir", metavar="DIR",

@@ -1,17 +1,26 @@
-"""The paper's custom GPT-2 family, at this machine's scale.
+"""The paper's custom GPT-2 family, at this machine's scale, and the same family of any
+model built from layers.
 
 NNTile's paper (arXiv 2504.13236) trains GPT-2 models with ``L`` layers and embedding size
 ``E``: parameters ``N = 12·L·E² + V·E`` (V = 50 257), MLP width ``n_inner = 4·E``, and widens
 ``E`` until the model no longer fits the memory of the GPUs.  Here the same family is swept
 with ``E`` chosen so that the sizes go from well inside to well beyond one memory cap that
 both systems run under; a plan is the whole description of one figure run.
+
+``FigurePlan.model`` names the model (a name of ``nn.config``'s registry: ``"gpt2"``,
+``"llama"``, or one a user registered with ``register_model``): the same ``L``, ``E``, heads
+of 64 and cap, that model's own MLP rule and parameter count. PyTorch's series run the
+model's PyTorch counterpart (``bench.torch_baseline.PEERS``); a model without one has
+nntile_lab's only.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, field, replace
 
+from nntile_lab.bench.torch_baseline import PEERS
 from nntile_lab.bench.torch_baseline import cpu_has_bf16 as has_bf16
+from nntile_lab.nn.config import model_names
 from nntile_lab.spec import (
     DEFAULTS,  # steps, scheduler, workers: the spec's defaults
     ExperimentSpec,
@@ -20,6 +29,10 @@ from nntile_lab.spec import (
 PAPER_VOCAB = 50257
 HEAD_SIZE = 64            # GPT-2's head size; n_head = E / 64
 ADAM_BYTES_PER_PARAM = 16  # fp32 weights, gradients and Adam's two moments
+# how the figures name each family and PyTorch's counterpart (bench.torch_baseline.PEERS:
+# the models PyTorch's series can run)
+TWIN_NAMES = {"gpt2": "nanoGPT", "llama": "the fast PyTorch Llama"}
+FAMILY_NAMES = {"gpt2": "GPT-2", "llama": "Llama"}
 
 
 def family_params(n_layer: int, n_embd: int, vocab_size: int = PAPER_VOCAB) -> int:
@@ -29,8 +42,13 @@ def family_params(n_layer: int, n_embd: int, vocab_size: int = PAPER_VOCAB) -> i
 
 @dataclass(frozen=True)
 class FigurePlan:
-    """One figure run: the family's sizes, the batch, the cap, the steps, the series."""
+    """One figure run: the model, the family's sizes, the batch, the cap, the steps, the
+    series."""
 
+    # the family's model: a name of nn.config's registry. ``imports``: modules each point's
+    # process imports first (one that registers a user's model with ``register_model``)
+    model: str = DEFAULTS.model
+    imports: tuple[str, ...] = ()
     layers: tuple[int, ...] = (4, 8)
     embds: tuple[int, ...] = (256, 512, 768, 1024, 1280, 1536)
     vocab_size: int = PAPER_VOCAB
@@ -68,6 +86,16 @@ class FigurePlan:
         unknown = set(self.systems) - set(SYSTEMS)
         if unknown:
             raise ValueError(f"unknown systems {sorted(unknown)}; choose from {list(SYSTEMS)}")
+        if self.model not in model_names():
+            raise ValueError(f"model={self.model!r} is unknown; choose from "
+                             f"{', '.join(model_names())} (or register yours: "
+                             "nn.config.register_model)")
+        torch = [s for s in self.systems if not is_nntile(s)]
+        if torch and self.model not in PEERS:
+            raise ValueError(f"model={self.model!r} has no PyTorch counterpart (PyTorch's "
+                             f"series run {', '.join(PEERS)}): give systems without "
+                             f"{', '.join(torch)}, e.g. systems=('nntile_lab', "
+                             "'nntile_lab_bf16')")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -75,7 +103,7 @@ class FigurePlan:
     @classmethod
     def from_dict(cls, d: dict) -> FigurePlan:
         d = dict(d)
-        for k in ("layers", "embds", "systems"):
+        for k in ("layers", "embds", "systems", "imports"):
             if k in d:
                 d[k] = tuple(d[k])
         return cls(**d)
@@ -132,13 +160,14 @@ def point_spec(n_layer: int, n_embd: int, plan: FigurePlan, **runtime):
     series'). The batch tile is the spec's default (512 tokens): a whole-batch tile ran each
     product's k-sum as one chain on one worker while the other waited."""
     n_head = n_embd // HEAD_SIZE
-    spec = ExperimentSpec(n_layer=n_layer, n_head=n_head, n_embd=n_embd,
+    spec = ExperimentSpec(model=plan.model, n_layer=n_layer, n_head=n_head, n_embd=n_embd,
                           vocab_size=plan.vocab_size, seq_len=plan.seq_len,
                           batch=plan.batch, head_tile=max(1, n_head // 2),
                           vocab_tile=min(plan.vocab_size, 8192), scheduler=plan.scheduler,
                           ncpu=plan.ncpu, warmup_steps=plan.warmup_steps,
                           measure_steps=plan.measure_steps, **runtime)
-    # n_inner stated (the family's, recorded with every point) by GPT-2's rule, 4·E
+    # n_inner stated (the family's, recorded with every point) by the model's rule: GPT-2's
+    # 4·E, a Llama's 8/3·E rounded up to 256
     return spec.replace(n_inner=spec.inner, inner_tile=min(spec.inner, 1024))
 
 
@@ -151,8 +180,23 @@ def series_spec(system: str, n_layer: int, n_embd: int, plan: FigurePlan, **runt
 
 
 def model_config(n_layer: int, n_embd: int, plan: FigurePlan):
-    """The family member's tiled GPT2Config (``point_spec``'s)."""
-    return point_spec(n_layer, n_embd, plan).gpt2_config()
+    """The family member's tiled config (``point_spec``'s: a GPT2Config for GPT-2, a
+    LlamaConfig for the Llama)."""
+    return point_spec(n_layer, n_embd, plan).model_config()
+
+
+def plan_params(n_layer: int, n_embd: int, plan: FigurePlan) -> int:
+    """The family member's size as the figures give it: the paper's count for GPT-2
+    (``family_params``), every parameter of the model's tree for another model (a Llama:
+    its token embedding and untied head included)."""
+    if plan.model == "gpt2":
+        return family_params(n_layer, n_embd, plan.vocab_size)
+    return model_config(n_layer, n_embd, plan).num_params(with_positions=True)
+
+
+def family_name(model: str) -> str:
+    """"GPT-2", "Llama", or a registered model's own name."""
+    return FAMILY_NAMES.get(model, model)
 
 
 def cpu_has_bf16() -> bool:

@@ -20,7 +20,7 @@ import tempfile
 import numpy as np
 
 from nntile_lab import experiment
-from nntile_lab.bench.torch_baseline import pick_adamw
+from nntile_lab.bench.torch_baseline import pick_adamw, torch_model
 from nntile_lab.engine.memcap import MIB
 from nntile_lab.experiment import timed_steps
 from nntile_lab.figures.family import PRECISION, is_nntile
@@ -92,20 +92,20 @@ def _nntile(spec, cap, traffic: dict | None = None, finish=None) -> tuple[list, 
 
 def _torch(spec, cap, precision: str, compiled: bool = False) -> tuple[list, dict]:
     """The strongest PyTorch CPU baseline (``bench.torch_baseline``'s: nanoGPT with scaled
-    dot-product attention, the faster AdamW implementation, clipping at 1.0) on the same
-    config, batches and cores (all of them), in ``precision`` (fp32 or bf16 autocast), eager
+    dot-product attention for GPT-2, the fast PyTorch Llama for a Llama, the faster AdamW
+    implementation, clipping at 1.0) on the same config, batches and cores (all of them), in
+    ``precision`` (fp32 or bf16 autocast), eager
     or (``compiled``) its forward and loss under ``torch.compile`` (compiled in the warm-up
     steps, inside the cap)."""
     # torch and the PyTorch models: optional heavy dependencies, loaded where they are used
     import torch
 
     from nntile_lab.reference.autocast import autocast
-    from nntile_lab.reference.nanogpt import NanoGPT
     torch.set_num_threads(spec.ncpu or len(os.sched_getaffinity(0)))
 
     def trainer(spec):
-        cfg, steps = spec.gpt2_config(), spec.warmup_steps + spec.measure_steps
-        model = NanoGPT(cfg, dtype=torch.float32)
+        cfg, steps = spec.model_config(), spec.warmup_steps + spec.measure_steps
+        _, model = torch_model(cfg)   # the model's PyTorch twin (float32)
         impl = pick_adamw(model)
         opt = torch.optim.AdamW(model.parameters(), lr=spec.lr, betas=(0.9, 0.95),
                                 weight_decay=spec.weight_decay_resolved, **{impl: True})

@@ -23,6 +23,7 @@ from nntile_lab.figures.family import (
     FigurePlan,
     family_params,
     is_nntile,
+    plan_params,
 )
 from nntile_lab.plots.paper import CATEGORIES, OOC_CATEGORY
 
@@ -108,6 +109,10 @@ def check_record(rec, path) -> dict:
                 if not isinstance(r.get(k), int) or isinstance(r.get(k), bool) or r[k] < 1]
     if not isinstance(r.get("system"), str):
         problems.append(f"results.system={r.get('system')!r}")
+    p = r.get("params")   # another model's size is recorded (GPT-2's is the paper's formula)
+    if record_model(rec) != "gpt2" and (not isinstance(p, int) or isinstance(p, bool)
+                                        or p < 1):
+        problems.append(f"results.params={p!r}")
     for k in ("cap_mb", "vocab_size"):
         v = rec["plan"].get(k)
         if not isinstance(v, (int, float)) or isinstance(v, bool):
@@ -132,21 +137,29 @@ def read_records(out_dir: Path) -> list[dict]:
     return out
 
 
+def record_model(rec: dict) -> str:
+    """The model of a figure record's family (records from before the model choice: GPT-2)."""
+    return rec["plan"].get("model") or "gpt2"
+
+
 def points_frame(records: list[dict]) -> pd.DataFrame:
-    """One row per point: system, precision (a record without one, measured before the
+    """One row per point: model, system, precision (a record without one, measured before the
     bf16 series, is its series' — fp32 but for torch_bf16), n_layer, n_embd, params (the
-    family's count), status,
+    family's count: GPT-2's from the paper's formula, another model's as recorded when it was
+    measured, so that redrawing needs no model registered), status,
     gflops (0 for a run that did not fit, NaN for one that failed: it measured nothing), step
     time, peak and memory by category; ``nntile`` (a series of nntile_lab) and ``failed``
     (failed for another reason than memory), which the plots (``plots.paper``) read."""
     rows = []
     for rec in records:
         r, plan = figure_result(rec), rec["plan"]
-        vocab = plan.get("vocab_size")
-        row = {"system": r["system"],
+        vocab, model = plan.get("vocab_size"), record_model(rec)
+        params = family_params(r["n_layer"], r["n_embd"], vocab) if model == "gpt2" \
+            else r["params"]
+        row = {"model": model, "system": r["system"],
                "precision": r.get("precision") or PRECISION.get(r["system"], "fp32"),
                "n_layer": r["n_layer"], "n_embd": r["n_embd"],
-               "params": family_params(r["n_layer"], r["n_embd"], vocab),
+               "params": params,
                "status": r["status"],
                "gflops": float("nan") if failed(r["status"]) else float(r.get("gflops") or 0.0),
                "step_time_s": r.get("step_time_s"), "step_time_spread_s":
@@ -172,7 +185,7 @@ def points_frame(records: list[dict]) -> pd.DataFrame:
 def does_not_fit(plan: FigurePlan, n_layer: int, n_embd: int) -> str | None:
     """Why a point cannot fit before it runs (fp32 Adam alone, 16 B/parameter, is over the
     cap), or None; such a point is recorded as a 0 without spending minutes on it."""
-    need = ADAM_BYTES_PER_PARAM * family_params(n_layer, n_embd, plan.vocab_size)
+    need = ADAM_BYTES_PER_PARAM * plan_params(n_layer, n_embd, plan)
     if need > plan.cap_mb * 2**20:
         return (f"fp32 weights, gradients and Adam state alone need {need / 2**20:.0f} MiB, "
                 f"over the {plan.cap_mb} MiB cap")

@@ -12,7 +12,15 @@ import pandas as pd
 
 from nntile_lab import engine
 from nntile_lab.engine import Caps, Point, RecordError, read_record
-from nntile_lab.figures.family import PRECISION, SYSTEMS, FigurePlan, is_nntile, series_spec
+from nntile_lab.figures.family import (
+    PRECISION,
+    SYSTEMS,
+    FigurePlan,
+    family_name,
+    is_nntile,
+    plan_params,
+    series_spec,
+)
 from nntile_lab.figures.paper import SETUPS, reference_points
 from nntile_lab.figures.records import (
     RECORD_KIND,
@@ -31,8 +39,11 @@ from nntile_lab.interrupts import Interrupted, check_stop, stoppable
 from nntile_lab.plots import paper
 from nntile_lab.plots.common import save, size_label
 
-# what may differ between records drawn in one figure: which points a run measured
-POINT_FIELDS = ("layers", "embds", "systems", "bf16", "device")
+# what may differ between records drawn in one figure: which points a run measured (and
+# the modules a point imports: where a model is registered, not what is measured)
+POINT_FIELDS = ("layers", "embds", "systems", "bf16", "device", "imports")
+# plan fields added later, as records from before them read (their value then)
+PLAN_DEFAULTS = {"model": "gpt2"}
 
 def point_list(plan: FigurePlan) -> list[tuple[str, int, int]]:
     """(system, n_layer, n_embd) for every point; the bf16 series only where plan.bf16, the
@@ -47,7 +58,8 @@ def run_point(plan: FigurePlan, system: str, n_layer: int, n_embd: int) -> dict:
     ``plan.point_timeout_s``.  With ``plan.ooc``, nntile_lab goes out of core where it cannot
     fit in memory — known beforehand, or found by running over the cap in memory."""
     base = {"system": system, "precision": PRECISION[system], "n_layer": n_layer,
-            "n_embd": n_embd, "gflops": 0.0, "out_of_core": False,
+            "n_embd": n_embd, "params": plan_params(n_layer, n_embd, plan), "gflops": 0.0,
+            "out_of_core": False,
             "spec": series_spec(system, n_layer, n_embd, plan).to_dict()}
     # the device series caps the device, not RAM: its overflow is RAM; a 0 only where a
     # task cannot fit on the device (the planner's verdict)
@@ -104,7 +116,7 @@ def _run_process(plan, system, n_layer, n_embd, base, *, out_of_core: bool,
         options["compiled"] = True
     rec = engine.run_point(Point("figure", spec, options, Caps(memory_mb=cap,
                                                        timeout_s=plan.point_timeout_s),
-                          kind=RECORD_KIND))
+                                 kind=RECORD_KIND, imports=tuple(plan.imports)))
     res = base | {"out_of_core": out_of_core} | figure_result(rec)
     if rec["status"] == "timeout":
         res["error"] = f"no result within {plan.point_timeout_s} s (point_timeout_s)"
@@ -171,7 +183,8 @@ def _progress(stream, i, n, seconds, system, n_layer, n_embd, res) -> None:
 
 
 def _comparable(plan: dict) -> dict:
-    return {k: v for k, v in json.loads(json.dumps(plan)).items() if k not in POINT_FIELDS}
+    plan = PLAN_DEFAULTS | json.loads(json.dumps(plan))
+    return {k: v for k, v in plan.items() if k not in POINT_FIELDS}
 
 
 def _read_or_none(path: Path) -> dict | None:
@@ -200,11 +213,19 @@ def redraw(records_dir: str | os.PathLike, out_dir: str | os.PathLike | None = N
     out_dir = Path(records_dir if out_dir is None else out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     df = points_frame(records)
+    models = sorted(df.model.unique())
+    if len(models) > 1:
+        raise ValueError(f"{Path(records_dir) / 'records'} holds records of the models "
+                         f"{', '.join(models)}: one figure folder is one family (measure each "
+                         "model into its own --out)")
     cap = float(df.cap_mb.iloc[0])
     layers = sorted(df.n_layer.unique())
     panels = iter("abcdefgh")
+    where = _where(records, df)
+    family = family_name(models[0])
     for n_layer in layers:
-        save(paper.throughput_figure(df, n_layer, cap, SYSTEMS, f"({next(panels)}) "), out_dir,
+        save(paper.throughput_figure(df, n_layer, cap, SYSTEMS, f"({next(panels)}) ",
+                                     family=family, where=where), out_dir,
              f"throughput_L{n_layer}", _with_failures(paper.throughput_table(df, n_layer,
                                                                              SYSTEMS),
                                                       df, n_layer))
@@ -213,7 +234,8 @@ def redraw(records_dir: str | os.PathLike, out_dir: str | os.PathLike | None = N
             save(paper.device_figure(df, n_layer, cap, f"({next(panels)}) "), out_dir,
                  f"device_transfers_L{n_layer}", paper.device_table(df, n_layer))
     mem_layers = 4 if 4 in layers else layers[0]
-    save(paper.memory_figure(df, mem_layers, cap, SYSTEMS, f"({next(panels)}) "), out_dir,
+    save(paper.memory_figure(df, mem_layers, cap, SYSTEMS, f"({next(panels)}) ",
+                             family=family, where=where), out_dir,
          f"memory_L{mem_layers}", paper.memory_table(df, mem_layers, SYSTEMS))
     ref = reference_points()
     save(paper.reference_figure(ref, SETUPS), out_dir, "paper_reference",
@@ -221,3 +243,13 @@ def redraw(records_dir: str | os.PathLike, out_dir: str | os.PathLike | None = N
     df.to_csv(out_dir / "points.csv", index=False)
     write_summary(df, records, out_dir)
     return df
+
+
+def _where(records: list[dict], df: pd.DataFrame) -> str:
+    """What a figure's second title line says: the CPU the points ran on (the first
+    record's), its cores and the precisions drawn."""
+    m = records[0].get("machine") or {}
+    cpu = m.get("cpu") or m.get("cpu_model") or "CPU not recorded"
+    cores = f", {m['cores']} cores" if m.get("cores") else ""
+    precisions = " and ".join(p for p in ("fp32", "bf16") if p in set(df.precision))
+    return f"{cpu}{cores}; {precisions or 'fp32'}"

@@ -6,9 +6,9 @@ from pathlib import Path
 import pandas as pd
 
 from nntile_lab.data.bins import atomic_write_bytes
-from nntile_lab.figures.family import SYSTEMS
+from nntile_lab.figures.family import SYSTEMS, TWIN_NAMES, family_name
 from nntile_lab.figures.paper import reference_points
-from nntile_lab.figures.records import failed, figure_result
+from nntile_lab.figures.records import failed, figure_result, record_model
 from nntile_lab.plots.common import size_label
 
 # the ratios the summary gives per size: each system against PyTorch in its precision,
@@ -42,12 +42,18 @@ def summary_markdown(df: pd.DataFrame, records: list[dict]) -> str:
     m, v = rec.get("machine", {}), rec.get("versions", {})
     commit = rec.get("git_commit") or v.get("git_commit")
     cpu = m.get("cpu") or m.get("cpu_model")   # "cpu" names family/model (newer records)
-    plan = rec["plan"]
-    lines = ["# The paper's figures at this machine's scale", "",
+    plan, model = rec["plan"], record_model(rec)
+    # GPT-2's summary reads as it did before other models (old folders redraw the same)
+    family = (f"GPT-2 family 12·L·E² + V·E (V = {plan['vocab_size']})" if model == "gpt2"
+              else f"{family_name(model)} family, L layers of width E, heads of 64 (size: "
+              f"all its parameters; V = {plan['vocab_size']}; PyTorch: "
+              f"{TWIN_NAMES.get(model, 'none')})")
+    title = "" if model == "gpt2" else f": the {family_name(model)} family"
+    lines = [f"# The paper's figures at this machine's scale{title}", "",
              f"Measured {rec.get('date')} on {cpu} ({m.get('cores')} cores, ISA "
              f"{', '.join(m.get('isa', []))}); nntile_lab {v.get('nntile_lab')}, StarPU "
              f"{v.get('starpu')}, torch {v.get('torch')}, commit {commit}.",
-             f"GPT-2 family 12·L·E² + V·E (V = {plan['vocab_size']}), batch {plan['batch']} × "
+             f"{family}, batch {plan['batch']} × "
              f"{plan['seq_len']} tokens, median of {plan['measure_steps']} steps after "
              f"{plan['warmup_steps']} warm-up; both systems under one {plan['cap_mb']} MiB cap "
              "(RAM above each run's start); 0 = did not fit (memory); failed = the run "

@@ -5,7 +5,9 @@ result's shape, tiles and dtype and records the tasks the tiled op would submit 
 tile op, in the same loops — with the tiles each reads and writes, its working set (bytes)
 and its FLOPs. Tensors are ``MetaTensor``s: a tile counts as allocated from the first task
 that writes it, and is released after the last task that uses it once its tensor is freed
-(StarPU unregisters a tile when its last pending task ends). Nothing needs StarPU or the
+(StarPU unregisters a tile when its last pending task ends); the runtime's own count
+(``Runtime.reserve``) takes a tensor whole, from its creation to its free
+(``DryRun.held_peak``). Nothing needs StarPU or the
 compiled extension: the memory planner builds the model and runs a step here
 (``nntile_lab.memory``), and the tests compare every number with a real run.
 
@@ -50,7 +52,7 @@ class MetaTensor:
         self.dry, self.traits, self.dtype, self._base = dry, traits, np.dtype(dtype), base
         if base is None:
             self.id = next(dry.ids)
-            dry.stores[self.id] = _Store(self)
+            dry.stores[self.id] = _Store(self, dry.created())
 
     shape = property(lambda self: self.traits.shape)
     tile_shape = property(lambda self: self.traits.tile_shape)
@@ -107,12 +109,13 @@ class MetaTensor:
 
 
 class _Store:
-    """A tensor's tiles over the run: when each was first written and last used."""
+    """A tensor's tiles over the run: when the tensor was created (the runtime reserves it
+    whole then), when each tile was first written and last used."""
 
-    __slots__ = ("tensor", "alloc", "last", "freed")
+    __slots__ = ("tensor", "created", "alloc", "last", "freed")
 
-    def __init__(self, tensor: MetaTensor):
-        self.tensor = tensor
+    def __init__(self, tensor: MetaTensor, created: int):
+        self.tensor, self.created = tensor, created
         self.alloc = [None] * tensor.ntiles   # event number of the first write
         self.last = [None] * tensor.ntiles    # event number of the last use
         self.freed = None                     # event number of the free
@@ -219,6 +222,11 @@ class DryRun:
         priority, layer, phase = self.runtime._scope
         self.tasks.append(Task(op, layer, phase, priority, self.leaf, nbytes, float(flops), e))
 
+    def created(self) -> int:
+        """A new tensor: its event number (``Runtime.reserve`` counts it from here)."""
+        self._event += 1
+        return self._event
+
     def free(self, t: MetaTensor) -> None:
         st = self.stores[t.id]
         if st.freed is None:
@@ -267,6 +275,24 @@ class DryRun:
             level += delta[e]
             if e >= lo:
                 best = max(best, level)
+        return best
+
+    def held_peak(self) -> int:
+        """The most bytes the runtime holds at one allocation: at each tensor's creation,
+        ``Runtime.reserve`` counts every tensor created and not yet freed, whole (all its
+        tiles, written or not), plus the new one, and refuses the allocation if they exceed
+        its cap (RAM, plus the disk node out of core). So a cap at least this fits; the
+        tiles StarPU allocates at once (``peak``) are fewer."""
+        delta: Counter = Counter()
+        for st in self.stores.values():
+            b = math.prod(st.tensor.shape) * st.tensor.dtype.itemsize
+            delta[st.created] += b
+            if st.freed is not None:
+                delta[st.freed] -= b
+        level, best = 0, 0
+        for e in sorted(delta):   # creations and frees are events of their own
+            level += delta[e]
+            best = max(best, level)
         return best
 
     def tasks_since(self, mark: str | None = None) -> list[Task]:

@@ -41,10 +41,18 @@ def throughput_table(df: pd.DataFrame, n_layer: int, series: dict) -> pd.DataFra
     return t
 
 
+def size_axis(family: str) -> str:
+    """The x axis' label: GPT-2's sizes are the paper's count, another model's all of its
+    parameters."""
+    return ("model size (parameters, 12·L·E² + V·E)" if family == "GPT-2"
+            else f"model size (parameters of the {family}, embedding and head included)")
+
+
 def throughput_figure(df: pd.DataFrame, n_layer: int, cap_mb: float, series: dict,
-                      panel: str = ""):
-    """GFLOP/s by model size and series, the paper's panels (a)/(b)."""
-    fig = Figure(figsize=(7, 3.8))
+                      panel: str = "", family: str = "GPT-2", where: str = ""):
+    """GFLOP/s by model size and series, the paper's panels (a)/(b); ``family`` names the
+    model, ``where`` (a second title line) the CPU and precisions."""
+    fig = Figure(figsize=(7, 3.8 + 0.2 * bool(where)))
     ax = fig.subplots()
     table = throughput_table(df, n_layer, series)
     grouped_bars(ax, table, "training GFLOP/s (model FLOPs)", colors=COLORS, labels=series)
@@ -52,12 +60,12 @@ def throughput_figure(df: pd.DataFrame, n_layer: int, cap_mb: float, series: dic
                                       & (df.status == "ok")].params}
     ax.set_xticklabels([f"{x}\nout of core" if x in ooc else x for x in table.index],
                        fontsize=8)
-    ax.set_xlabel("model size (parameters, 12·L·E² + V·E)")
+    ax.set_xlabel(size_axis(family))
     notes = mark_failed(ax, df[df.n_layer == n_layer], list(table.columns),
                         list(table.index), series)
-    ax.set_title(f"{panel}GPT-2 family, {n_layer} layers, under a {cap_mb:.0f} MiB cap "
+    ax.set_title(f"{panel}{family} family, {n_layer} layers, under a {cap_mb:.0f} MiB cap "
                  "(× = did not fit" + ("; failed = an error, not memory" if notes else "")
-                 + ")", fontsize=10)
+                 + ")" + (f"\n{where}" if where else ""), fontsize=10)
     fig.tight_layout(rect=(0, 0.045 * notes, 1, 1))
     return fig
 
@@ -91,16 +99,16 @@ def memory_table(df: pd.DataFrame, n_layer: int, series: dict) -> pd.DataFrame:
 
 
 def memory_figure(df: pd.DataFrame, n_layer: int, cap_mb: float, series: dict,
-                  panel: str = ""):
+                  panel: str = "", family: str = "GPT-2", where: str = ""):
     """Stacked bars by category, nntile_lab and PyTorch (each series) side by side for each
-    size."""
+    size; ``family`` and ``where`` as in ``throughput_figure``."""
     t = memory_table(df, n_layer, series)
     sizes = sorted({p for p, _ in t.index})
     systems = [s for s in series if s in {s for _, s in t.index}]
     nntile = set(df[df.nntile].system)
     memory_failures = {(r.params, r.system) for r in df.itertuples()
                        if r.status != "ok" and not r.failed}
-    fig = Figure(figsize=(9 + 1.5 * (len(systems) > 2), 3.8))
+    fig = Figure(figsize=(9 + 1.5 * (len(systems) > 2), 3.8 + 0.2 * bool(where)))
     ax = fig.subplots()
     width = 0.8 / max(1, len(systems))
     for j, system in enumerate(systems):
@@ -119,9 +127,10 @@ def memory_figure(df: pd.DataFrame, n_layer: int, cap_mb: float, series: dict,
             bottom = [b + v for b, v in zip(bottom, vals)]
         no_fit = [x for x, p in zip(xs, sizes) if (p, system) in memory_failures]
         ax.plot(no_fit, [0] * len(no_fit), "x", color="k", ms=7, mew=2, clip_on=False)
-        for x, b in zip(xs, bottom):
-            ax.text(x, b, SHORT.get(system, system), ha="center", va="bottom",
-                    fontsize=6 if len(systems) > 2 else 7)
+        for x, b in zip(xs, bottom):   # over a × (no bar) it clears the marker
+            ax.annotate(SHORT.get(system, system), (x, b), xytext=(0, 1 if b else 6),
+                        textcoords="offset points", ha="center", va="bottom",
+                        fontsize=6 if len(systems) > 2 else 7)
     ax.axhline(cap_mb, color="k", ls="--", lw=1, label=f"cap {cap_mb:.0f} MiB")
     ax.set_xticks(range(len(sizes)))
     ax.set_xticklabels([size_label(p) for p in sizes])
@@ -132,7 +141,8 @@ def memory_figure(df: pd.DataFrame, n_layer: int, cap_mb: float, series: dict,
     ax.set_ylim(bottom=0)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    ax.set_title(f"{panel}memory by category, {n_layer} layers (× = did not fit)", fontsize=10)
+    ax.set_title(f"{panel}{family} family: memory by category, {n_layer} layers (× = did not "
+                 "fit)" + (f"\n{where}" if where else ""), fontsize=10)
     fig.tight_layout()
     return fig
 

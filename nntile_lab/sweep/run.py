@@ -18,6 +18,7 @@ from nntile_lab import memory, sgemm_peak
 from nntile_lab.engine import Caps, Point, Store, code_version, refused, run_points
 from nntile_lab.engine.point import DEFAULT_TIMEOUT_S
 from nntile_lab.memory import MemoryPlanError
+from nntile_lab.nn.config import MODELS
 from nntile_lab.spec import ExperimentSpec, field_names
 from nntile_lab.sweep.grid import InvalidSpec
 
@@ -61,9 +62,30 @@ def memory_check(spec: ExperimentSpec) -> None:
 
 def sweep_point(spec: ExperimentSpec, *, timeout_s: float = POINT_TIMEOUT_S,
                 peak_gflops: float | None = None, kind: str = KIND) -> Point:
-    """The engine point of one sweep spec."""
+    """The engine point of one sweep spec: any model built from layers (``spec.model``);
+    its process first imports the module that defines (and registers) the model."""
     return Point(MEASURE, spec, caps=Caps(timeout_s=timeout_s), kind=kind,
-                 inputs={"peak_gflops": peak_gflops})
+                 inputs={"peak_gflops": peak_gflops}, imports=model_imports(spec))
+
+
+def model_imports(spec: ExperimentSpec) -> tuple[str, ...]:
+    """The module a fresh process imports to know ``spec.model`` (its registration), or
+    none for a model defined in this process only (``__main__``: a notebook's class; its
+    points run here: ``isolate=False``, ``check_importable``)."""
+    target = MODELS[spec.model][1]
+    module = target.split(":")[0] if isinstance(target, str) else target.__module__
+    return () if module == "__main__" else (module,)
+
+
+def check_importable(spec: ExperimentSpec) -> None:
+    """ValueError when ``spec.model`` is a class defined in this process only: a point's own
+    process cannot build it."""
+    target = MODELS[spec.model][1]
+    if not isinstance(target, str) and target.__module__ == "__main__":
+        raise ValueError(f"model {spec.model!r} ({target.__qualname__}) is defined in this "
+                         "notebook or script only: a point's own process cannot build it. "
+                         "Measure in this process (isolate=False, --in-process), or define "
+                         "it in an importable module")
 
 
 def row(values: dict, rec: dict | None, cached: bool = False, key: str | None = None,
@@ -119,6 +141,9 @@ def run(specs, cache_dir=None, *, isolate: bool = True, progress: bool = True,
     (as a kernel interrupt or a Stop button does). ``df.attrs["messages"]`` lists what
     was ignored and why (corrupt or outdated records)."""
     specs = list(specs)
+    if isolate:
+        for s in {s.model: s for s in specs if isinstance(s, ExperimentSpec)}.values():
+            check_importable(s)
     peak_gflops = sgemm_peak.check_peak(peak_gflops)
     store = Store(cache_dir)
     messages: list[str] = []

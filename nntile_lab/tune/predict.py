@@ -109,9 +109,10 @@ def step_graph(spec: ExperimentSpec) -> StepGraph:
 
 
 def _model(spec: ExperimentSpec, mode: str):
-    """The spec's model, built on the dry run's shape-only tensors."""
-    from nntile_lab.nn import GPT2  # the models load only when a prediction is made
-    return GPT2(spec.gpt2_config(), seed=0, precision=mode)
+    """The model the spec names (any model built from layers), on the dry run's shape-only
+    tensors."""
+    from nntile_lab.nn.config import model_class
+    return model_class(spec.model)(spec.model_config(), seed=0, precision=mode)
 
 
 def workers_of(spec: ExperimentSpec) -> int:

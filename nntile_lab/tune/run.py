@@ -38,7 +38,13 @@ from nntile_lab.interrupts import Interrupted, check_stop, running_kernel, stopp
 from nntile_lab.jupyter_figure import save_figure
 from nntile_lab.plots.tune import figure
 from nntile_lab.spec import DEFAULTS, TILE_FIELDS, ExperimentSpec, spec_fields
-from nntile_lab.sweep.run import POINT_TIMEOUT_S, precheck, row, sweep_point
+from nntile_lab.sweep.run import (
+    POINT_TIMEOUT_S,
+    check_importable,
+    precheck,
+    row,
+    sweep_point,
+)
 from nntile_lab.tune.predict import Predictor, workers_of
 from nntile_lab.tune.space import feasible, space
 
@@ -144,10 +150,13 @@ def tune(spec: ExperimentSpec, budget="3m", *, axes: dict | None = None, cache_d
     far (a widget redraws predicted against measured from it).
 
     Bad input is one clear UsageError before any point: a budget too small for one point,
-    no tiling that fits, nothing to vary."""
+    no tiling that fits, nothing to vary; a ValueError for a model defined in this notebook
+    or script only (``__main__``) unless ``isolate=False``."""
     if not isinstance(spec, ExperimentSpec):
         raise TypeError(f"tune takes an ExperimentSpec, got {type(spec).__name__}")
     budget_s = parse_budget(budget)
+    if isolate:   # a notebook's own model class: its points cannot leave this process
+        check_importable(spec)
     t0 = time.perf_counter()
     say = _say(progress)
     sp = space(spec, axes)

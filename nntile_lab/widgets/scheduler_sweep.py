@@ -1,4 +1,5 @@
-"""The scheduler sweep widget: every StarPU policy of this build on one model, bars with
+"""The scheduler sweep widget: every StarPU policy of this build on one model (the base
+spec's: any registered model, ``base.model``), bars with
 the spread over repeats (each repeat is the point with another ``seed``, so each is
 measured and cached separately), optionally with task priorities on and off.
 
@@ -111,8 +112,8 @@ class SchedulerSweep(SweepView):
         if self._nothing_ran(df):
             return
         n = self._repeats
-        self.plot.show(scheduler_figure(aggregate_repeats(df), title=f"Schedulers, {n} "
-                                        f"repeat{'s' if n > 1 else ''} each", spread="repeats"))
+        title = f"Schedulers on {self.base.model}, {n} repeat{'s' if n > 1 else ''} each"
+        self.plot.show(scheduler_figure(aggregate_repeats(df), title=title, spread="repeats"))
         if self._nopencl and df["trace_dir"].notna().any():
             k = self._nopencl
             self.placement.show(placement_figure(summarize(df), f"Where the tasks ran ({k} "

@@ -1,6 +1,7 @@
 """The tile-size sweep widget: which tile sizes make this model train fastest here?
 
-Controls: the model's size (n_layer, n_head, n_embd, vocab_size, seq_len, batch), one text
+Controls: the size of the base spec's model (any registered model: ``base.model`` is
+"gpt2", "llama" or a user's; n_layer, n_head, n_embd, vocab_size, seq_len, batch), one text
 box per tile field taking a comma list (``256,512``), an inclusive range
 (``128:1024:128``) or nothing (the default tile), the scheduler and the worker count; the
 Run button sweeps the grid with ``nntile_lab.sweep.run`` (cached, a subprocess per point)
@@ -30,6 +31,7 @@ callbacks, plain methods that tests call without a browser (``find_best()`` and
 """
 from __future__ import annotations
 
+import html
 import os
 import threading
 
@@ -89,7 +91,9 @@ class TileSweep(SweepView):
         self.detail.add_class("nl-sweep-detail")
         self.gantt, self.memory = PlotArea("nl-sweep-gantt"), PlotArea("nl-sweep-memory")
         self._axes: list[str] = []
-        model_box = w.VBox([w.HTML("<b>model</b>"), *self.model.values()])
+        # the spec's model (any registered one: gpt2, llama, a user's) is the base's
+        model_box = w.VBox([w.HTML(f"<b>model</b> {html.escape(self.base.model)}"),
+                            *self.model.values()])
         tile_box = w.VBox([w.HTML("<b>tile sizes</b> (a,b,c or low:high:step; empty = "
                                   "default)"), *self.tiles.values()])
         self.budget = w.Text(value="3m", description="budget", layout=w.Layout(width="190px"),
@@ -167,7 +171,7 @@ class TileSweep(SweepView):
         if self._nothing_ran(df):
             return
         x = self._axes[0] if self._axes else None
-        self.plot.show(tile_figure(df, x=x, title="Tile sweep"))
+        self.plot.show(tile_figure(df, x=x, title=f"Tile sweep of {self.base.model}"))
 
     # ---- predicted beside measured -------------------------------------------------
     def _measure(self, pts):

@@ -242,7 +242,8 @@ def test_old_figure_records_keep_their_statuses():
 def test_old_figure_records_redraw_the_same_tables(tmp_path, name):
     """The engine's reader draws, from records the code before it wrote, byte for byte the
     figures' CSVs and the summary that code drew from them; the points table keeps every
-    old column, value for value (beside the two it gained: ``nntile``, ``failed``)."""
+    old column, value for value (beside the three it gained: ``nntile``, ``failed``,
+    ``model``)."""
     import pandas as pd
 
     from nntile_lab.figures import redraw
@@ -253,7 +254,7 @@ def test_old_figure_records_redraw_the_same_tables(tmp_path, name):
         got = tmp_path / "out" / want.name
         if want.name == "points.csv":
             old, new = pd.read_csv(want), pd.read_csv(got)
-            assert set(new.columns) - set(old.columns) == {"nntile", "failed"}
+            assert set(new.columns) - set(old.columns) == {"nntile", "failed", "model"}
             pd.testing.assert_frame_equal(new[old.columns], old)
             continue
         assert got.read_bytes() == want.read_bytes(), want.name

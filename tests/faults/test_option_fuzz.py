@@ -251,3 +251,26 @@ def test_a_word_outside_the_vocabulary_is_refused(no_work, monkeypatch, command,
     rc, err = call(argv)
     TALLY[verdict(flag, str, word, rc, err) if rc == 2 else "wrong"] += 1
     assert rc == 2 and flag in err, (argv, rc, err)
+
+
+HINT_FLAGS = [(c, f) for c, f, kind, _ in CASES if f in ("--hints", "--hint-set")]
+
+
+@pytest.mark.parametrize("command,flag", HINT_FLAGS, ids=[f"{c}{f}" for c, f in HINT_FLAGS])
+@pytest.mark.parametrize("word", ["none", "all", "auto"])
+def test_a_hint_set_name_in_a_list_is_one_clear_error(no_work, monkeypatch, command, flag,
+                                                      word):
+    """``--hints none,invalidate`` called 'none' unknown, then listed it as valid (issue
+    33): a set's name stands alone, and the one line says so, with the value and the fix."""
+    argv = [*command.split(), f"{flag}=invalidate,{word}", *COMMANDS[command][0]]
+    if command == "trace --":
+        argv = ["trace", *COMMANDS[command][0], "--", f"{flag}=invalidate,{word}"]
+    monkeypatch.setattr(sys, "argv", ["nntile-lab", *argv])
+    rc, err = call(argv)
+    lines = err.strip().splitlines()
+    # sweep's --hints is a grid axis: a value no point can take fails the sweep (exit 1),
+    # as any grid value outside the vocabulary does
+    assert rc == (1 if command == "sweep" else 2) and len(lines) == 1, (argv, rc, err)
+    assert flag in err and f"invalidate,{word}" in err, err
+    assert f"'{word}' stands alone" in err and "unknown" not in err, err
+    assert f"give '{word}' or a comma list of invalidate" in err, err

@@ -366,3 +366,48 @@ def test_find_the_best_tiles_button(tmp_path):
     ts.budget.value = "soon"
     assert ts.find_best() is None and "budget" in ts.message.value
     assert ts.status.value == "not run"
+
+
+# a Llama (issue 28 §3): RMS norms, rotary positions, a gated MLP, 2 query heads a kv head
+LLAMA = BASE.replace(model="llama", n_kv_head=1)
+
+
+def test_the_widgets_sweep_a_llama(tmp_path):
+    """The tile sweep and the scheduler sweep run the base spec's model, not GPT-2: its
+    points, predictions and traces are the Llama's; a trace of its step names layers and
+    phases as GPT-2's does."""
+    from nntile_lab.trace import Trace
+    ts = TileSweep(LLAMA, {"vocab_tile": "32,64"}, cache_dir=tmp_path / "t",
+                   peak_gflops=100.0)
+    assert "<b>model</b> llama" in ts.view.children[0].children[0].children[0].value
+    df = ts.run()
+    assert (df["status"] == "fits").all(), df["error"].tolist()
+    assert set(df["model"]) == {"llama"} and set(df["n_kv_head"]) == {1}
+    assert df["predicted_gflops"].notna().all()      # tune's dry run of the Llama's step
+    assert "no predictions" not in ts.message.value
+    assert "Tile sweep of llama" in _titles(ts.plot.figure)
+    t = Trace.load(df.loc[0, "trace_dir"]).tasks
+    names = set(t["name"])
+    assert {"rms_norm_tile", "rope", "silu_gate", "rope_backward"} <= names
+    assert not names & {"layer_norm_tile", "gelu"}
+    # the block's rotary positions in layer 0's forward, their backward in its backward
+    for op, phase in (("rope", "forward"), ("rope_backward", "backward")):
+        mine = t[t["name"] == op]
+        assert set(mine["layer"]) == {0} and set(mine["phase"]) == {phase}
+    assert set(t["phase"]) == {"forward", "backward", "optimizer"}
+    assert set(t["layer"]) == {-1, 0, 1}     # none, the block, the head (n_layer 1)
+    tx = TraceExplorer(df.loc[0, "trace_dir"])
+    assert "rms_norm_backward_tile" in set(tx.select(layer=0, phase="backward")["name"])
+
+    ss = SchedulerSweep(LLAMA, ["eager", "lws"], repeats=1, cache_dir=tmp_path / "s",
+                        isolate=False, peak_gflops=100.0)
+    df = ss.run()
+    assert (df["status"] == "fits").all() and set(df["model"]) == {"llama"}
+    assert ss.status.value.startswith("done: 2 points, best ")
+    assert "Schedulers on llama" in _titles(ss.plot.figure)
+    assert "silu_gate_backward" in set(Trace.load(df.loc[1, "trace_dir"]).tasks["name"])
+
+
+def _titles(fig) -> str:
+    """Every title a figure shows (its axes' and the figure's own), one string."""
+    return " ".join([fig.get_suptitle()] + [ax.get_title() for ax in fig.axes])
