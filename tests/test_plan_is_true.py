@@ -24,7 +24,8 @@ CASES = [("gpt2", 27), ("llama", 33)]
 
 def small_spec(model: str, seed: int) -> dict:
     """A model of tens of MiB (the runtime's smallest cap is 16 MiB: a cap clearly below
-    the peak must be one), its tiles drawn from ``seed``; one worker."""
+    the peak must be one), its depth, vocabulary, tiles, precision mode and gradient
+    accumulation drawn from ``seed``; one worker."""
     rng = np.random.default_rng(seed)
     seq, vocab = 32, int(rng.integers(14_000, 20_000))
     inner = 256 if model == "gpt2" else 192
@@ -35,6 +36,8 @@ def small_spec(model: str, seed: int) -> dict:
                 vocab_tile=int(rng.integers(vocab // 3, vocab + 1)))
     if model == "llama":
         spec["n_kv_head"] = int(rng.choice([1, 2]))
+    spec["precision"] = str(rng.choice(["fp32", "bf16", "bf16-storage"]))
+    spec["grad_accum"] = int(rng.integers(1, 3))
     return spec
 
 
@@ -50,7 +53,7 @@ def data(tmp_path_factory):
 @pytest.mark.parametrize("model,seed", CASES)
 def test_planned_peak_is_what_the_runtime_holds_at_its_worst_allocation(monkeypatch, model,
                                                                         seed):
-    spec = ExperimentSpec(**small_spec(model, seed), optimizer="adamw", precision="fp32")
+    spec = ExperimentSpec(**small_spec(model, seed))
     plan = memory.estimate(spec)
     worst = []
     reserve = Runtime.reserve
@@ -66,7 +69,8 @@ def test_planned_peak_is_what_the_runtime_holds_at_its_worst_allocation(monkeypa
         batches = experiment.RandomTokens(spec.vocab_size)
         for _ in range(2):
             experiment.train_step(model_, optimizer, batches, rng, batch=spec.batch,
-                                  seq_len=spec.seq_len, grad_accum=1, lr=1e-3, clip_norm=1.0)
+                                  seq_len=spec.seq_len, grad_accum=spec.grad_accum, lr=1e-3,
+                                  clip_norm=1.0)
             rt.wait()
         model_.loss(*batches.sample_batch(spec.batch, spec.seq_len, rng))
     assert plan.peak_bytes == max(worst), (plan.report(), max(worst))

@@ -131,3 +131,23 @@ class kernel_busy:
             self._beat.join()
             self._say("idle")
         return False
+
+
+class BackgroundButtons:
+    """The Stop button and the waits of a widget whose Run/Generate button starts its action
+    in ``self.background`` (a ``Background``)."""
+
+    background: Background
+
+    def stop(self) -> None:
+        """The Stop button: the running action ends within a second or two; what it made
+        so far (finished sweep points, generated text) is kept."""
+        self.background.stop("stopped with the Stop button")
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the action a button started (tests, scripts); whether it ended."""
+        return self.background.wait(timeout)
+
+    @property
+    def running(self) -> bool:
+        return self.background.running

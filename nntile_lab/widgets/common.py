@@ -15,7 +15,7 @@ from nntile_lab.plots.sweep import ok_rows, varied
 from nntile_lab.spec import ExperimentSpec, field_names
 from nntile_lab.sweep import run
 from nntile_lab.sweep.size import MAX_POINTS, duration_text, estimate_s, point_count
-from nntile_lab.widgets.background import Background
+from nntile_lab.widgets.background import Background, BackgroundButtons
 
 
 class PlotArea:
@@ -178,7 +178,7 @@ def check_count(axes: dict, base_values: dict, confirmed: bool) -> None:
         raise TooBig(n, axes, base_values)
 
 
-class SweepView:
+class SweepView(BackgroundButtons):
     """What the sweep widgets share: Run and Stop buttons, a status label ("N points"), a
     message area, and ``run()``: points from the controls → ``sweep.run`` with a redraw
     after every point. Subclasses give ``points(confirmed)``, ``_draw(df)``,
@@ -245,18 +245,6 @@ class SweepView:
         """The Run button: ``run()`` in the background (False if one runs already)."""
         return self.background.start(lambda: self.run(confirmed))
 
-    def stop(self) -> None:
-        """The Stop button: the running sweep stops after its running point's process
-        is ended (within a second or two); the finished points stay cached."""
-        self.background.stop("stopped with the Stop button")
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Wait for a sweep the Run button started (tests, scripts); whether it ended."""
-        return self.background.wait(timeout)
-
-    @property
-    def running(self) -> bool:
-        return self.background.running
 
     # ---- the sweep -----------------------------------------------------------------
     def run(self, confirmed: bool = False):

@@ -18,11 +18,11 @@ import html
 import ipywidgets as w
 
 from nntile_lab.sample.text import Sample, sample_text
-from nntile_lab.widgets.background import Background
+from nntile_lab.widgets.background import Background, BackgroundButtons
 from nntile_lab.widgets.common import error_html, label
 
 
-class GenerateWidget:
+class GenerateWidget(BackgroundButtons):
     """``GenerateWidget(model, prompt="", max_new_tokens=64)`` for a model built from the
     layers (``nl.GPT2``, …) in the running ``Runtime``."""
 
@@ -116,13 +116,3 @@ class GenerateWidget:
         """The Generate button: ``generate()`` in the background (False if one runs)."""
         return self.background.start(self.generate)
 
-    def stop(self) -> None:
-        """The Stop button: the generation ends within a second, its text kept."""
-        self.background.stop("stopped with the Stop button")
-
-    def wait(self, timeout: float | None = None) -> bool:
-        return self.background.wait(timeout)
-
-    @property
-    def running(self) -> bool:
-        return self.background.running
