@@ -8,7 +8,8 @@ generating 1 token (the prefill and its token) and one generating N; then
     prefill tokens/s = B·prompt_len / t(1),   decode tokens/s = B·(N − 1) / (t(N) − t(1))
 
 medians over ``rounds`` interleaved rounds (nntile_lab then Hugging Face, each round), with
-the spread. PyTorch gets ``ncpu`` threads, StarPU ``ncpu`` CPU workers. nntile_lab's own
+the spread. PyTorch gets ``ncpu`` threads, StarPU ``ncpu`` CPU workers; while Hugging Face
+runs the StarPU workers sleep (``Runtime.workers_asleep``: they would poll and take its cores). nntile_lab's own
 per-step timings (``Generation``) and the StarPU work per decode step (tasks, their summed
 execution time, so the overhead per token beside it) are recorded too.
 """
@@ -58,7 +59,7 @@ def measure(model_name: str, batches=(1, 8), *, prompt_len: int = 32, new_tokens
     out = {"model": model_name, "config": cfg.to_dict(), "prompt_len": prompt_len,
            "new_tokens": new_tokens, "rounds": rounds, "ncpu": ncpu, "scheduler": scheduler,
            "torch_threads": torch.get_num_threads(), "cache_tile": cache_tile, "batches": {}}
-    with nl.Runtime(scheduler=scheduler, ncpu=ncpu):
+    with nl.Runtime(scheduler=scheduler, ncpu=ncpu) as rt:
         model = nl.GPT2(cfg, seed=seed)
         reference = hf.gpt2_model(cfg, model.state_dict())
         rng = np.random.default_rng(seed)
@@ -71,7 +72,10 @@ def measure(model_name: str, batches=(1, 8), *, prompt_len: int = 32, new_tokens
                 return time.perf_counter() - t0, g
 
             def theirs(n, prompts=prompts):
-                return hf.timed_generate(reference, prompts, n)
+                # StarPU's idle workers poll (Debian's 1.3): asleep, they leave PyTorch's
+                # threads the cores, as if nntile_lab were not loaded
+                with rt.workers_asleep():
+                    return hf.timed_generate(reference, prompts, n)
 
             ours(2), theirs(2)                               # warm-up: allocations, models
             o1, oN, h1, hN, steps = [], [], [], [], []
