@@ -9,9 +9,10 @@ generating 1 token (the prefill and its token) and one generating N; then
 
 medians over ``rounds`` interleaved rounds (nntile_lab then Hugging Face, each round), with
 the spread. PyTorch gets ``ncpu`` threads, StarPU ``ncpu`` CPU workers; while Hugging Face
-runs the StarPU workers sleep (``Runtime.workers_asleep``: they would poll and take its cores). nntile_lab's own
-per-step timings (``Generation``) and the StarPU work per decode step (tasks, their summed
-execution time, so the overhead per token beside it) are recorded too.
+runs the StarPU workers sleep (``Runtime.workers_asleep``: they would poll and take its
+cores). nntile_lab's own per-step timings (``Generation``) and the StarPU work per decode
+step (tasks, their summed execution time, so the overhead per token beside it) are recorded
+too.
 """
 from __future__ import annotations
 
