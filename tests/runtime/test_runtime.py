@@ -112,3 +112,26 @@ def test_create_free_cycles_leak_nothing():
         # machine is loaded), while a leak would hold 10 000 × 32 KiB = 320 MB here
         assert rt.memory_used() < 64 << 20, f"StarPU still holds {rt.memory_used()} bytes"
     assert grown_kib < 20_000, f"RSS grew by {grown_kib} KiB over 10 000 cycles"
+
+
+def test_workers_asleep_queue_tasks_and_a_wait_inside_wakes_them():
+    """Runtime.workers_asleep (a decode step's submission): tasks queue while the workers
+    sleep; a wait inside the block wakes them (never a hang) and the results are exact;
+    a runtime with a RAM cap (tiles move through the workers) is never paused."""
+    from nntile_lab import runtime as runtime_mod
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    with nl.Runtime(ncpu=2) as rt:
+        t = nl.from_numpy(x, (1, 4))
+        with rt.workers_asleep():
+            assert runtime_mod._asleep
+            y = nl.ops.scale(t, 2.0)
+            z = nl.ops.scale(y, 3.0)
+            np.testing.assert_array_equal(z.to_numpy(), 6 * x)   # woke them
+            assert not runtime_mod._asleep
+            w = nl.ops.scale(z, 0.5)
+        assert not runtime_mod._asleep
+        np.testing.assert_array_equal(w.to_numpy(), 3 * x)
+        for a in (t, y, z, w):
+            a.free()
+    with nl.Runtime(ncpu=1, memory_limit_mb=64) as rt, rt.workers_asleep():
+        assert not runtime_mod._asleep
