@@ -66,8 +66,8 @@ from functools import lru_cache
 import numpy as np
 
 from nntile_lab.nn import backend
-from nntile_lab.nn.config import MODELS, describe, model_class, model_name
-from nntile_lab.nn.meta import dry_run
+from nntile_lab.nn.config import MODELS, TILE_FIELDS, describe, model_class, model_name
+from nntile_lab.nn.meta import MAX_TASKS, TooManyTasks, dry_run
 from nntile_lab.rss import peak_rss_bytes, rss_bytes  # noqa: F401  (memory.peak_rss_bytes)
 from nntile_lab.spec import DEFAULTS, parse_hints
 
@@ -253,6 +253,20 @@ def account(cfg, batch: int, seq_len: int, precision: str = "fp32",
 def _account(cls, cfg_json: str, batch: int, seq_len: int, precision: str,
              hints: tuple, slots: int) -> StepAccount:
     cfg = cls.config_class.from_dict(json.loads(cfg_json))
+    try:
+        return _dry_account(cls, cfg, batch, seq_len, precision, hints, slots)
+    except TooManyTasks:
+        tiles = ", ".join(f"{f}={getattr(cfg, f)}" for f in TILE_FIELDS)
+        shape = ", ".join(f"{f}={getattr(cfg, f)}" for f in ("n_layer", "n_embd", "n_head",
+                                                               "n_inner", "vocab_size"))
+        raise ValueError(f"a step of batch={batch} sequences of seq_len={seq_len} tokens on "
+                         f"this model ({shape}) in tiles of {tiles} submits more than "
+                         f"{MAX_TASKS:,} tasks, too many to plan or to run: use larger tiles "
+                         "(--batch-tile, --seq-tile, …) or a smaller --batch") from None
+
+
+def _dry_account(cls, cfg, batch: int, seq_len: int, precision: str, hints: tuple,
+                 slots: int) -> StepAccount:
     with dry_run(hints=frozenset(hints)) as dry:
         # what a run allocates, in its order (experiment.build, train.trainer): the model
         # (parameters, their bf16 copies, gradients), the optimizer's state (one tensor

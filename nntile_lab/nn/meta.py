@@ -158,6 +158,17 @@ class Task:
     event: int          # its place in the run
 
 
+# A run's dry run stops past this many tasks. Real specs submit thousands (the main job's
+# planned run: 1 468; 8 layers at n_embd 1536: 5 220); a batch of 3 000 sequences in the
+# default tiles is 507 000 tasks, 8 s and gigabytes of records to plan (a fuzzed --batch of
+# 10^5 took the test process to 24 GiB), and a step StarPU would spend seconds submitting.
+MAX_TASKS = 250_000
+
+
+class TooManyTasks(RuntimeError):
+    """The dry run passed ``MAX_TASKS`` (``memory`` names the spec and the fix)."""
+
+
 class DryRun:
     """The record of a dry run: tasks, tile allocations and frees, marks."""
 
@@ -200,6 +211,8 @@ class DryRun:
     def task(self, op: str, reads, writes, flops: float) -> None:
         """One task: ``reads`` and ``writes`` are (tensor, tile) pairs (a read-write tile
         in ``writes``)."""
+        if len(self.tasks) >= MAX_TASKS:
+            raise TooManyTasks(f"more than {MAX_TASKS:,} tasks")
         self._event += 1
         e = self._event
         seen, nbytes = set(), 0

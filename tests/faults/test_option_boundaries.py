@@ -34,6 +34,17 @@ def main(capsys, *argv):
     return rc, capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv", [["--batch", "3000"], ["--batch", "100000"],
+                                  ["--n-layer", "40", "--batch", "200", "--batch-tile", "1"]])
+def test_a_step_of_too_many_tasks_is_refused_in_one_line_not_dry_run(capsys, argv):
+    """Sizes whose step is hundreds of thousands of tasks: one line naming the sizes and
+    the fix, before the dry run holds gigabytes (a fuzzed --batch 10^5 reached 24 GiB)."""
+    rc, err = main(capsys, "plan", *argv)
+    assert rc == 1 and len(err.strip().splitlines()) == 1, err
+    assert "more than 250,000 tasks" in err and "use larger tiles (--batch-tile" in err, err
+    assert f"batch={argv[argv.index('--batch') + 1]} sequences" in err, err
+
+
 def test_the_planner_never_says_fits_for_a_cap_runtime_refuses(capsys):
     plan = estimate(ExperimentSpec(n_layer=1, n_embd=64, n_head=1, vocab_size=64),
                     memory_limit_mb=1)

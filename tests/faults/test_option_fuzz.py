@@ -162,7 +162,9 @@ def verdict(flag, kind, value, rc, err) -> str:
 def call(argv):
     err = io.StringIO()
     old = signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(TimeoutError()))
-    signal.alarm(20)
+    # after 20 s, again every second: a TimeoutError raised inside a gc callback is
+    # swallowed as unraisable (CI saw it), and a one-shot alarm would then bound nothing
+    signal.setitimer(signal.ITIMER_REAL, 20, 1)
     try:
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
             try:
@@ -174,7 +176,7 @@ def call(argv):
             except TimeoutError:
                 rc = "hang"
     finally:
-        signal.alarm(0)
+        signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
     return rc, err.getvalue()
 
