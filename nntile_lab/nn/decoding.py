@@ -21,7 +21,6 @@ from nntile_lab.nn import backend
 from nntile_lab.nn.attention import Attention
 from nntile_lab.nn.backend import ops
 from nntile_lab.nn.policy import StepPolicy
-from nntile_lab.runtime import Runtime
 
 
 class KVCache:
@@ -131,7 +130,7 @@ class Decoder:
                                               np.ascontiguousarray(pos, np.int64))
         policy = StepPolicy(self.model, training=False, cache=self.cache)
         if ids.shape[1] == 1 and self.workers_asleep:  # a decode step: ~150 tiny tasks,
-            with Runtime.current().workers_asleep():   # submitted faster than spinning
+            with backend.runtime().workers_asleep():   # submitted faster than spinning
                 logits = self.model._forward(policy, arrays)   # workers let Python run
         else:
             logits = self.model._forward(policy, arrays)

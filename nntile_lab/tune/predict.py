@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from nntile_lab.nn.config import model_class
 from nntile_lab.spec import ExperimentSpec
 from nntile_lab.tune import costs, graph
 
@@ -111,7 +112,6 @@ def step_graph(spec: ExperimentSpec) -> StepGraph:
 def _model(spec: ExperimentSpec, mode: str):
     """The model the spec names (any model built from layers), on the dry run's shape-only
     tensors."""
-    from nntile_lab.nn.config import model_class
     return model_class(spec.model)(spec.model_config(), seed=0, precision=mode)
 
 
