@@ -64,3 +64,10 @@ class UsageError(ValueError):
     ``nntile-lab`` exits 2 on it (the command line is wrong); every other error of the work
     exits 1 (nntile_lab.cli). A ``ValueError``, so library callers can keep catching
     ``ValueError``."""
+
+
+def described(what) -> str:
+    """An error's subject given as a string, or as a function making it: hot paths (a
+    tensor's creation, an op's checks) pass a function, so the text is built only for an
+    error."""
+    return what() if callable(what) else what

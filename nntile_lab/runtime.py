@@ -8,7 +8,7 @@ import os
 import sys
 
 from nntile_lab._lib import ffi, lib
-from nntile_lab.errors import UsageError
+from nntile_lab.errors import UsageError, described
 from nntile_lab.interrupts import check_stop, deferred_interrupts
 from nntile_lab.parallel.mpi import attach
 from nntile_lab.shutdown import run_hooks as run_shutdown_hooks
@@ -661,17 +661,15 @@ class Runtime:
         A task needs its tiles in RAM, so one tile must fit under the RAM limit."""
         mib = 1 << 20
         if self.memory_limit_mb is not None and tile_bytes > self.memory_limit_mb * mib:
-            what = what() if callable(what) else what
             raise OutOfMemory(
-                f"{what} has tiles of {tile_bytes / mib:.1f} MiB, more than "
+                f"{described(what)} has tiles of {tile_bytes / mib:.1f} MiB, more than "
                 f"memory_limit_mb={self.memory_limit_mb}: a task needs its tiles in RAM. "
                 f"Use smaller tiles or raise memory_limit_mb above {-(-tile_bytes // mib)}")
         dog = getattr(self, "_watchdog", None)
         if dog is not None and dog.error is not None:
-            what = what() if callable(what) else what
-            raise OutOfMemory(f"{what} was refused: this runtime stalled earlier (see the "
-                              "OutOfMemory raised then); stop it and start a new one with "
-                              "more room")
+            raise OutOfMemory(f"{described(what)} was refused: this runtime stalled earlier "
+                              "(see the OutOfMemory raised then); stop it and start a new one "
+                              "with more room")
         # under StarPU-MPI every rank registers every tile but allocates only those it
         # owns or receives: the total says nothing there
         cap = None if getattr(self, "mpi", None) is not None else self.capacity_bytes()
@@ -683,8 +681,7 @@ class Runtime:
             wait_interruptibly(lib.nl_wait_all)
             keep = lib.nl_guard_reserve(0) if ooc else 0
         if self.tile_bytes + nbytes + keep > cap:
-            raise self._capacity_error(what() if callable(what) else what, self.tile_bytes,
-                                       nbytes, keep)
+            raise self._capacity_error(described(what), self.tile_bytes, nbytes, keep)
 
     @property
     def tile_bytes(self) -> int:

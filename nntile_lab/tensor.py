@@ -51,7 +51,7 @@ class TiledTensor:
         size = self.dtype.itemsize
         sizes = _c_tile_sizes(traits)
         self.runtime.reserve(
-            traits.size * size, sizes[0] * size,
+            traits.size * size, sizes[0] * size,   # the first tile is the largest
             lambda: f"a {self.dtype.name} tensor of shape {traits.shape} with tiles "
                     f"{traits.tile_shape}")
         lib.nl_register_tiles(n, sizes, size, handles)

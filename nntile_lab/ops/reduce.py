@@ -16,6 +16,7 @@ from __future__ import annotations
 from numbers import Integral
 
 from nntile_lab._lib import lib
+from nntile_lab.errors import described
 from nntile_lab.ops._common import check, need_dtype, no_alias
 from nntile_lab.tensor import TensorTraits, TiledTensor, empty
 from nntile_lab.tiling import TileStep, plan  # noqa: F401  (ops.reduce.plan)
@@ -45,13 +46,12 @@ def check_operand(t: TiledTensor, want: TensorTraits, name: str, what) -> None:
     """``t`` must be a float32 tensor with the shape and tiles ``want`` (``what``
     names what it should be: a string, or a function making it for the error)."""
     if not isinstance(t, TiledTensor):
-        what = what() if callable(what) else what
-        raise TypeError(f"{name} must be a TiledTensor ({what}), got {type(t).__name__}")
+        raise TypeError(f"{name} must be a TiledTensor ({described(what)}), got "
+                        f"{type(t).__name__}")
     need_dtype(t, "float32", name)
     if t.traits != want:
-        what = what() if callable(what) else what
-        raise ValueError(f"{name} is {t!r}, but {what} must have shape {want.shape} with "
-                         f"tile_shape {want.tile_shape}")
+        raise ValueError(f"{name} is {t!r}, but {described(what)} must have shape "
+                         f"{want.shape} with tile_shape {want.tile_shape}")
 
 
 def check_slice(s: TiledTensor, x: TiledTensor, axis: int, name: str) -> None:
